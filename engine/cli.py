@@ -1,0 +1,120 @@
+"""``python -m engine``: step a prompt in the terminal and print what each step chose."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .errors import GenerationStopped, NextTokenError
+
+DEFAULT_PROMPT = "The cat sat on the"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m engine",
+        description="Step a GPT-2 through a prompt one token at a time and print each step.",
+    )
+    p.add_argument("--prompt", default=DEFAULT_PROMPT, help=f"text to continue (default: {DEFAULT_PROMPT!r})")
+    p.add_argument("--model", default=None, help="model folder or hub id (default: the bundled tiny demo model)")
+    p.add_argument("--steps", type=int, default=5, help="new tokens to generate (default: 5)")
+    p.add_argument("--greedy", action="store_true", help="always take the most likely token")
+    p.add_argument("--temperature", type=float, default=1.0, help="0 to 100, 0 means greedy (default: 1)")
+    p.add_argument("--top-k", type=int, default=0, help="keep the k most likely tokens, 0 = off (default)")
+    p.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass, 1 = off (default)")
+    p.add_argument("--repetition-penalty", type=float, default=1.0, help="1 to 10, 1 = off (default)")
+    p.add_argument("--seed", type=int, default=0, help="seed for sampling (default: 0)")
+    p.add_argument("--truncate", action="store_true", help="keep the last tokens of a prompt longer than the context")
+    p.add_argument("--json", action="store_true", help="print one JSON object per step instead of a table")
+    p.add_argument("--export", metavar="FILE.npz", help="save the session (see README, 'Session files')")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        return run(args)
+    except NextTokenError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def run(args: argparse.Namespace) -> int:
+    from .export import save_session
+    from .loading import load_model
+    from .sampling import SamplingSettings
+    from .session import Session
+
+    settings = SamplingSettings(
+        greedy=args.greedy,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        repetition_penalty=args.repetition_penalty,
+        seed=args.seed,
+    )
+    if args.steps < 1:
+        raise NextTokenError(f"--steps must be at least 1 (got {args.steps}).")
+    session = Session(load_model(args.model), settings, max_new_tokens=args.steps)
+    session.set_prompt(args.prompt, truncate=args.truncate)
+    if not args.json:
+        print(f"model: {session.info.label}; sampling: {settings.describe()}")
+        print(f"prompt: {len(session.prompt_ids)} tokens")
+        print(f"{'step':>4}  {'token':<14} {'id':>6} {'prob':>7}  {'top-5 alternatives':<58} {'cached':>6} {'ms':>7}")
+    stop = ""
+    while True:
+        try:
+            trace = session.step()
+        except GenerationStopped as exc:
+            stop = str(exc)
+            break
+        print(_json_row(trace) if args.json else _table_row(trace), flush=True)
+    if not args.json:
+        print(stop)
+        print(f"text: {session.text()!r}")
+    if args.export:
+        path = save_session(session, args.export)
+        print(f"saved {path}", file=sys.stderr if args.json else sys.stdout)
+    return 0
+
+
+def _alternatives(trace) -> list[tuple[str, int, float]]:
+    """The five most likely tokens (by penalised logit, the order of the final distribution)."""
+    probs = trace.distribution.probs
+    return [(piece, int(i), float(probs[i])) for piece, i in zip(trace.candidate_pieces[:5], trace.candidate_ids[:5])]
+
+
+def _table_row(trace) -> str:
+    alts = "  ".join(f"{piece} {p:.0%}" for piece, _, p in _alternatives(trace))
+    r = trace.record
+    return (
+        f"{trace.step:>4}  {_clip(trace.chosen_piece, 14):<14} {trace.chosen:>6} {trace.chosen_prob:>7.1%}  "
+        f"{_clip(alts, 58):<58} {r.kv.positions:>6} {r.step_ms:>7.1f}"
+    )
+
+
+def _json_row(trace) -> str:
+    r = trace.record
+    return json.dumps(
+        {
+            "step": trace.step,
+            "token": trace.chosen_piece,
+            "id": trace.chosen,
+            "prob": round(trace.chosen_prob, 6),
+            "rank": trace.chosen_rank,
+            "entropy_bits": round(trace.entropy_bits, 4),
+            "chosen_by": r.chosen_by,
+            "top5": [{"token": piece, "id": i, "prob": round(p, 6)} for piece, i, p in _alternatives(trace)],
+            "cached_positions": r.kv.positions,
+            "kv_bytes": r.kv.total_bytes,
+            "forward_ms": round(r.forward_ms, 3),
+            "step_ms": round(r.step_ms, 3),
+            "stop": trace.stop_reason,
+        },
+        ensure_ascii=False,
+    )
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"

@@ -1,0 +1,36 @@
+"""Errors the engine raises on purpose.
+
+Every message is a sentence a person can act on; the GUI and the terminal show ``str(error)`` as is.
+"""
+
+
+class NextTokenError(Exception):
+    """Base class: anything the engine refuses or cannot do, said in plain words."""
+
+
+class ModelLoadError(NextTokenError):
+    """A model could not be loaded: missing folder, corrupt weights, not GPT-2, offline, ..."""
+
+
+class PromptError(NextTokenError):
+    """The prompt cannot be used: empty, or longer than the model's context window."""
+
+
+class SettingsError(NextTokenError, ValueError):
+    """A sampling setting is out of its allowed range."""
+
+
+class SessionError(NextTokenError):
+    """A session request that does not fit its state (no prompt yet, no such step, ...)."""
+
+
+class GenerationStopped(SessionError):
+    """Generation has stopped (end-of-text, token limit, context window full); ``reason`` says which."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
+
+
+class ExportError(NextTokenError):
+    """A saved session file could not be written or read (missing keys, wrong dtypes, hostile content)."""

@@ -1,0 +1,257 @@
+"""Load a GPT-2-family checkpoint from a local folder or a Hugging Face hub id.
+
+``load_model`` checks what it can before transformers sees the files, so that each failure becomes
+one ModelLoadError sentence: folder missing, not a model folder, not GPT-2, weights truncated or
+corrupt, tokenizer missing or not matching the model, hub id offline and not cached.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from . import paths
+from .errors import ModelLoadError
+from .tokens import Tokenizer
+
+ProgressCallback = Callable[[int, int], None]  # (bytes done, bytes total)
+
+# What a hub download fetches: the `gpt2` repository also holds TF, Flax, ONNX and Rust weights.
+HUB_FILES = [
+    "config.json",
+    "generation_config.json",
+    "*.safetensors",
+    "model.safetensors.index.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.json",
+    "merges.txt",
+    "special_tokens_map.json",
+]
+GPT2_TYPES = {"gpt2"}
+TOKENIZER_FILES = ("tokenizer.json", "vocab.json")
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the window says about a loaded model."""
+
+    name: str
+    source: str
+    n_layer: int
+    n_head: int
+    d_model: int
+    n_positions: int
+    vocab_size: int
+    n_params: int
+    is_demo: bool
+
+    @property
+    def label(self) -> str:
+        size = f"{self.n_params / 1e6:.0f}M" if self.n_params >= 1e6 else f"{self.n_params / 1e3:.0f}K"
+        demo = "tiny demo model, " if self.is_demo else ""
+        return f"{self.name} ({demo}{self.n_layer} layers, {self.n_head} heads, {size} parameters)"
+
+
+@dataclass
+class LoadedModel:
+    """A GPT-2 in eval mode with the eager attention implementation, its tokenizer and its info."""
+
+    model: torch.nn.Module
+    tokenizer: Tokenizer
+    info: ModelInfo
+
+
+def _quiet_transformers() -> None:
+    # Progress bars write to stderr, which a windowed build does not have.
+    import transformers
+
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+
+
+def looks_like_path(source: str) -> bool:
+    return (
+        os.sep in source
+        or (os.altsep is not None and os.altsep in source)
+        or source.startswith((".", "~"))
+        or Path(source).expanduser().exists()
+        or source.count("/") > 1
+    )
+
+
+def load_model(
+    source: str | os.PathLike | None = None,
+    *,
+    progress: ProgressCallback | None = None,
+) -> LoadedModel:
+    """Load a GPT-2 model: None for the bundled demo, a folder path, or a hub id such as ``gpt2``."""
+    if source is None:
+        folder, name, is_demo = paths.demo_model_dir(), paths.DEMO_MODEL_NAME, True
+    elif looks_like_path(str(source)):
+        folder = Path(source).expanduser()
+        name, is_demo = folder.name, folder.resolve() == paths.demo_model_dir().resolve()
+    else:
+        folder, name, is_demo = resolve_hub_id(str(source), progress), str(source), False
+    return load_folder(folder, name=name, is_demo=is_demo)
+
+
+def load_folder(folder: Path, *, name: str | None = None, is_demo: bool = False) -> LoadedModel:
+    """Load a Hugging Face GPT-2 folder after checking its files."""
+    folder = Path(folder)
+    name = name or folder.name
+    config = check_folder(folder)
+    _quiet_transformers()
+    from transformers import AutoTokenizer, GPT2LMHeadModel
+
+    try:
+        model, loading_info = GPT2LMHeadModel.from_pretrained(
+            folder,
+            attn_implementation="eager",  # attention weights are only returned by the eager path
+            dtype=torch.float32,
+            local_files_only=True,
+            output_loading_info=True,
+        )
+    except Exception as exc:  # transformers raises many kinds; all mean the same thing to a person
+        raise ModelLoadError(f"The weights in {folder} could not be read ({_first_line(exc)}).") from exc
+    missing = [k for k in loading_info.get("missing_keys", []) if not k.endswith(("attn.bias", "masked_bias"))]
+    missing = [k for k in missing if not (k == "lm_head.weight" and config.get("tie_word_embeddings", True))]
+    if missing:
+        raise ModelLoadError(
+            f"The weights in {folder} are incomplete: {len(missing)} tensors are missing "
+            f"(for example {missing[0]}). The download may have been interrupted."
+        )
+    if not all(torch.isfinite(p).all() for p in model.parameters()):
+        raise ModelLoadError(f"The weights in {folder} hold NaN or infinite values: the file is corrupt.")
+    model.eval()
+    try:
+        hf_tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    except Exception as exc:
+        raise ModelLoadError(f"The tokenizer in {folder} could not be read ({_first_line(exc)}).") from exc
+    tokenizer = Tokenizer(hf_tokenizer)
+    cfg = model.config
+    if tokenizer.vocab_size > cfg.vocab_size or tokenizer.eos_id is None:
+        raise ModelLoadError(
+            f"The tokenizer in {folder} does not match the model: it has {tokenizer.vocab_size:,} tokens "
+            f"but the model's embedding has {cfg.vocab_size:,} rows."
+        )
+    info = ModelInfo(
+        name=name,
+        source=str(folder),
+        n_layer=cfg.n_layer,
+        n_head=cfg.n_head,
+        d_model=cfg.n_embd,
+        n_positions=cfg.n_positions,
+        vocab_size=cfg.vocab_size,
+        n_params=sum(p.numel() for p in model.parameters()),
+        is_demo=is_demo,
+    )
+    return LoadedModel(model=model, tokenizer=tokenizer, info=info)
+
+
+def check_folder(folder: Path) -> dict:
+    """Check a model folder's files before loading; return its config as a dict."""
+    if not folder.exists():
+        raise ModelLoadError(f"The model folder {folder} does not exist.")
+    if not folder.is_dir():
+        raise ModelLoadError(f"{folder} is a file, not a model folder.")
+    config_path = folder / "config.json"
+    if not config_path.exists():
+        raise ModelLoadError(f"{folder} is not a Hugging Face model folder: it has no config.json.")
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ModelLoadError(f"The config.json in {folder} is not valid JSON ({exc}).") from exc
+    if not isinstance(config, dict):
+        raise ModelLoadError(f"The config.json in {folder} is not a JSON object.")
+    model_type = config.get("model_type")
+    if model_type not in GPT2_TYPES:
+        raise ModelLoadError(
+            f"{folder} holds a {model_type or 'unknown'} model; nexttoken shows GPT-2 family models only "
+            "(gpt2, distilgpt2, gpt2-medium, ...)."
+        )
+    shards = sorted(folder.glob("*.safetensors"))
+    if not shards and not (folder / "pytorch_model.bin").exists():
+        raise ModelLoadError(f"{folder} has no weights (no .safetensors file).")
+    for shard in shards:
+        check_safetensors(shard)
+    if not any((folder / f).exists() for f in TOKENIZER_FILES):
+        raise ModelLoadError(f"{folder} has no tokenizer (tokenizer.json or vocab.json + merges.txt).")
+    return config
+
+
+def check_safetensors(path: Path) -> None:
+    """Raise ModelLoadError if a safetensors file is truncated or its header is damaged."""
+    size = path.stat().st_size
+    try:
+        with open(path, "rb") as f:
+            header_len = struct.unpack("<Q", f.read(8))[0]
+            if header_len <= 0 or 8 + header_len > size:
+                raise ValueError("header length beyond the end of the file")
+            header = json.loads(f.read(header_len))
+        ends = [int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"]
+    except (struct.error, ValueError, KeyError, TypeError, IndexError, UnicodeDecodeError) as exc:
+        raise ModelLoadError(f"The weights file {path.name} is corrupt ({exc}).") from exc
+    expected = 8 + header_len + max(ends, default=0)
+    if size < expected:
+        raise ModelLoadError(
+            f"The weights file {path.name} is truncated: {size:,} bytes of {expected:,}. "
+            "Download it again."
+        )
+
+
+def resolve_hub_id(repo_id: str, progress: ProgressCallback | None = None) -> Path:
+    """A hub id's local snapshot folder: from the cache, else downloaded (only HUB_FILES)."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError, RepositoryNotFoundError
+
+    try:
+        return Path(snapshot_download(repo_id, allow_patterns=HUB_FILES, local_files_only=True))
+    except HFValidationError as exc:
+        raise ModelLoadError(f"'{repo_id}' is neither an existing folder nor a valid model hub id.") from exc
+    except (LocalEntryNotFoundError, FileNotFoundError, OSError):
+        pass  # not cached yet: download below
+    try:
+        folder = snapshot_download(repo_id, allow_patterns=HUB_FILES, tqdm_class=_progress_bar_class(progress))
+    except RepositoryNotFoundError as exc:
+        raise ModelLoadError(f"The model hub has no model called '{repo_id}'.") from exc
+    except (LocalEntryNotFoundError, OSError) as exc:
+        raise ModelLoadError(
+            f"'{repo_id}' is not in the local model cache and the model hub cannot be reached. "
+            f"Connect to the internet and load '{repo_id}' once (it is then cached), or download the "
+            "model folder on another machine and open it as a local folder."
+        ) from exc
+    except Exception as exc:
+        raise ModelLoadError(f"Downloading '{repo_id}' failed ({_first_line(exc)}).") from exc
+    return Path(folder)
+
+
+def _progress_bar_class(progress: ProgressCallback | None):
+    """A tqdm class that reports snapshot_download's byte counts to ``progress`` and prints nothing."""
+    from tqdm.auto import tqdm
+
+    class CallbackBar(tqdm):
+        def __init__(self, *args, **kwargs):
+            self._report = kwargs.pop("name", "") == "huggingface_hub.snapshot_download"
+            kwargs.update(file=io.StringIO(), disable=False)
+            super().__init__(*args, **kwargs)
+
+        def update(self, n=1):
+            result = super().update(n)
+            if progress is not None and self._report:
+                progress(int(self.n), int(self.total or 0))
+            return result
+
+    return CallbackBar
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__

@@ -1,0 +1,41 @@
+"""A fixed PCA basis for drawing embeddings and residual streams in 2-D or 3-D.
+
+Fit once per model on the token embedding matrix, so the axes never move between steps: a point
+moves only when its vector does. Deterministic: components come from ``eigh`` of the covariance
+and each is signed so that its largest-magnitude loading is positive.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Projection:
+    """mean: float32 [d]; components: float32 [k, d] (rows are unit vectors, largest variance first);
+    explained: float32 [k], the fraction of the embedding matrix's variance each component holds."""
+
+    mean: np.ndarray
+    components: np.ndarray
+    explained: np.ndarray
+
+    def project(self, vectors: np.ndarray, dims: int = 2) -> np.ndarray:
+        """[..., d] -> [..., dims]."""
+        return ((np.asarray(vectors, dtype=np.float32) - self.mean) @ self.components[:dims].T).astype(np.float32)
+
+
+def fit(embedding: np.ndarray, k: int = 3) -> Projection:
+    """PCA of ``embedding`` [V, d], top ``k`` components."""
+    x = np.asarray(embedding, dtype=np.float64)
+    mean = x.mean(axis=0)
+    centered = x - mean
+    cov = centered.T @ centered / max(len(x) - 1, 1)  # [d, d]
+    values, vectors = np.linalg.eigh(cov)  # ascending
+    order = np.argsort(values)[::-1][:k]
+    components = vectors[:, order].T  # [k, d]
+    signs = np.sign(components[np.arange(len(order)), np.argmax(np.abs(components), axis=1)])
+    components = components * signs[:, None]
+    explained = values[order] / values.sum()
+    return Projection(mean.astype(np.float32), components.astype(np.float32), explained.astype(np.float32))

@@ -1,0 +1,81 @@
+"""GPT-2 byte-level BPE pieces made readable.
+
+GPT-2's vocabulary maps every byte to a printable stand-in (a space becomes ``Ġ``). ``token_bytes``
+undoes that; ``readable`` shows the bytes as text with whitespace and control characters visible,
+so that ``" cat"`` reads ``␣cat`` and a token holding half of an emoji reads ``\\xf0\\x9f``.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
+
+
+@lru_cache(maxsize=1)
+def _byte_decoder() -> dict[str, int]:
+    # The GPT-2 table (openai/gpt-2 encoder.py, bytes_to_unicode), inverted.
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
+    printable += list(range(ord("®"), ord("ÿ") + 1))
+    chars = printable[:]
+    n = 0
+    for b in range(256):
+        if b not in printable:
+            printable.append(b)
+            chars.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(printable, chars)}
+
+
+def token_bytes(piece: str) -> bytes:
+    """The raw bytes behind one byte-level BPE piece (``'Ġcat'`` -> ``b' cat'``)."""
+    table = _byte_decoder()
+    if all(ch in table for ch in piece):
+        return bytes(table[ch] for ch in piece)
+    return piece.encode("utf-8")  # special tokens such as <|endoftext|> are plain text
+
+
+def readable(raw: bytes) -> str:
+    """Text for a token chip: whitespace visible, control bytes and broken UTF-8 as ``\\xNN``."""
+    text = raw.decode("utf-8", errors="backslashreplace")
+    out = []
+    for ch in text:
+        if ch in VISIBLE:
+            out.append(VISIBLE[ch])
+        elif ord(ch) < 32 or ord(ch) == 127:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+class Tokenizer:
+    """Text <-> GPT-2 token ids with an exact round trip, and readable pieces per id.
+
+    Text that spells a special token (``<|endoftext|>``) is tokenized as ordinary text, so a prompt
+    always means what it says and decodes back to itself.
+    """
+
+    def __init__(self, hf_tokenizer):
+        self.hf = hf_tokenizer
+        self.eos_id = hf_tokenizer.eos_token_id
+        self.vocab_size = len(hf_tokenizer)
+        self._pieces: dict[int, str] = {}
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.hf(text, add_special_tokens=False, split_special_tokens=True)["input_ids"])
+
+    def token_bytes(self, token_id: int) -> bytes:
+        return token_bytes(self.hf.convert_ids_to_tokens(int(token_id)))
+
+    def decode(self, ids) -> str:
+        """Exact inverse of ``encode`` (bytes joined, then UTF-8; broken bytes become U+FFFD)."""
+        return b"".join(self.token_bytes(i) for i in ids).decode("utf-8", errors="replace")
+
+    def piece(self, token_id: int) -> str:
+        """Readable text of one token, cached per id."""
+        token_id = int(token_id)
+        piece = self._pieces.get(token_id)
+        if piece is None:
+            piece = self._pieces[token_id] = readable(self.token_bytes(token_id))
+        return piece

@@ -1,0 +1,131 @@
+"""What one generation step computed: the records that cross from the worker to the window.
+
+A step is one forward pass and one chosen token. Step 0 is the prefill: it runs all P prompt
+positions at once. Decode step s (s >= 1) runs one position, P + s - 1, holding the token chosen at
+step s - 1, against the KV cache. Shapes use: L layers, H heads, n positions computed this step
+(P at prefill, 1 at decode), T = start + n key positions, d = d_model, V = vocabulary size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .sampling import Distribution, SamplingSettings
+
+
+@dataclass(frozen=True)
+class KVStats:
+    """The KV cache after a step.
+
+    key_positions, value_positions: int64 [L], positions cached per layer.
+    bytes_per_layer: int64 [L], keys and values together.
+    total_bytes == 2 x layers x positions x d_model x bytes_per_value.
+    capacity: the model's context window in positions.
+    """
+
+    key_positions: np.ndarray
+    value_positions: np.ndarray
+    bytes_per_layer: np.ndarray
+    total_bytes: int
+    bytes_per_value: int
+    d_model: int
+    capacity: int
+
+    @property
+    def positions(self) -> int:
+        return int(self.key_positions.max()) if len(self.key_positions) else 0
+
+    def arithmetic(self) -> str:
+        """The byte count written out, e.g. ``2 x 4 layers x 12 positions x 256 x 4 B = 98,304 B``."""
+        layers = len(self.key_positions)
+        return (
+            f"2 × {layers} layers × {self.positions} positions × {self.d_model} × "
+            f"{self.bytes_per_value} B = {self.total_bytes:,} B"
+        )
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """What one forward pass computed; compact, kept for every step of the history.
+
+    step: 0 for the prefill, s for decode step s.
+    start: first position computed (0 at prefill, P + s - 1 at decode).
+    input_ids: int64 [n], the tokens fed this step.
+    token_embed, pos_embed: float32 [n, d] (hook_embed, hook_pos_embed).
+    attn: float16 [L, H, n, T], blocks.{L}.attn.hook_pattern rows computed this step.
+    resid: float32 [L + 1, n, d], blocks.0.hook_resid_pre then blocks.{L}.hook_resid_post.
+    final_hidden: float32 [d], ln_final.hook_normalized at the last position.
+    logits: float32 [V], raw logits for the next token (the LM head on final_hidden).
+    kv: the cache after this step.
+    forward_ms: wall time of the forward pass; step_ms: forward, recording and sampling.
+    settings: sampling settings in force; chosen: the token id picked; chosen_by: "greedy",
+        "sampled" or "user" (a branch).
+    """
+
+    step: int
+    start: int
+    input_ids: np.ndarray
+    token_embed: np.ndarray
+    pos_embed: np.ndarray
+    attn: np.ndarray
+    resid: np.ndarray
+    final_hidden: np.ndarray
+    logits: np.ndarray
+    kv: KVStats
+    forward_ms: float
+    step_ms: float
+    settings: SamplingSettings
+    chosen: int
+    chosen_by: str
+
+    @property
+    def n_new(self) -> int:
+        return int(self.input_ids.shape[0])
+
+    @property
+    def end(self) -> int:
+        """One past the last position computed: the length of the context the logits saw."""
+        return self.start + self.n_new
+
+
+@dataclass(frozen=True)
+class StepTrace:
+    """Everything the window draws for one step: the record plus its sampling view.
+
+    context_ids: int64 [T], every token fed so far (prompt, then tokens chosen before this step).
+    pieces: readable text of each context token (leading spaces shown as ␣), len T.
+    prompt_len: P.
+    distribution: the sampling stages for ``record.logits`` under ``record.settings``.
+    chosen_piece, chosen_prob (final probability), chosen_rank (1 = highest raw logit),
+    entropy_bits (of the final distribution).
+    candidate_ids: int64 [K], the K most likely next tokens by penalised logit, best first (the
+        order of the final distribution too: temperature keeps it and the filters cut its tail);
+        candidate_pieces: their readable text.
+    stop_reason: None while generation can go on, else "end_of_text", "max_new_tokens" or
+        "context_full"; stop_message says it in words.
+    """
+
+    record: StepRecord
+    context_ids: np.ndarray
+    pieces: tuple[str, ...]
+    prompt_len: int
+    distribution: Distribution
+    chosen_piece: str
+    chosen_prob: float
+    chosen_rank: int
+    entropy_bits: float
+    candidate_ids: np.ndarray
+    candidate_pieces: tuple[str, ...]
+    stop_reason: str | None
+    stop_message: str
+    model_name: str
+
+    @property
+    def step(self) -> int:
+        return self.record.step
+
+    @property
+    def chosen(self) -> int:
+        return self.record.chosen

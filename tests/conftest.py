@@ -1,0 +1,60 @@
+"""Shared fixtures: offscreen Qt, no network, the bundled demo model and tiny random GPT-2 folders."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+os.environ["HF_HUB_OFFLINE"] = "1"  # nothing in the suite reaches a network
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+import pytest
+
+from engine import paths
+
+DEMO_DIR = paths.demo_model_dir()
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+
+
+@pytest.fixture(scope="session")
+def demo_model():
+    """The bundled demo model, loaded once for the whole run (read-only: do not mutate it)."""
+    from engine import load_model
+
+    return load_model()
+
+
+def make_tiny_folder(folder: Path, seed: int = 0, **config) -> Path:
+    """Write a random GPT-2 (2 layers, 2 heads, d=32, 64 positions) with the real tokenizer."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    settings = dict(n_layer=2, n_head=2, n_embd=32, n_positions=64, vocab_size=50257)
+    settings.update(config)
+    torch.manual_seed(seed)
+    model = GPT2LMHeadModel(GPT2Config(**settings))
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    for name in TOKENIZER_FILES:
+        shutil.copy(DEMO_DIR / name, folder / name)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory) -> Path:
+    """A folder holding a tiny random GPT-2 (see make_tiny_folder)."""
+    return make_tiny_folder(tmp_path_factory.mktemp("tiny") / "tiny-gpt2")
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tiny_dir):
+    from engine import load_model
+
+    return load_model(str(tiny_dir))
+
+
+def read_json(path: Path) -> dict:
+    return json.loads(Path(path).read_text())
