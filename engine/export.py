@@ -107,6 +107,9 @@ def load_export(path: str | os.PathLike) -> dict:
     """Read and check a saved session; raise ExportError naming the first problem."""
     path = Path(path)
     try:
+        with open(path, "rb") as f:
+            if f.read(4) != b"PK\x03\x04":
+                raise ExportError(f"{path.name} is not a readable .npz file (it is not a zip archive).")
         with np.load(path, allow_pickle=False) as z:
             names = set(z.files)
             missing = {"input_ids", "prompt_len", "chosen", "logits", "probs", "kv_len", "kv_bytes", "meta"} - names

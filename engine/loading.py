@@ -78,13 +78,11 @@ def _quiet_transformers() -> None:
 
 
 def looks_like_path(source: str) -> bool:
-    return (
-        os.sep in source
-        or (os.altsep is not None and os.altsep in source)
-        or source.startswith((".", "~"))
-        or Path(source).expanduser().exists()
-        or source.count("/") > 1
-    )
+    """True for an existing path or anything written like one; ``gpt2`` and ``org/name`` are hub ids."""
+    if Path(source).expanduser().exists():
+        return True
+    windows_drive = len(source) > 1 and source[1] == ":"
+    return source.startswith((".", "~", "/")) or "\\" in source or windows_drive or source.count("/") > 1
 
 
 def load_model(
@@ -221,7 +219,7 @@ def resolve_hub_id(repo_id: str, progress: ProgressCallback | None = None) -> Pa
     try:
         folder = snapshot_download(repo_id, allow_patterns=HUB_FILES, tqdm_class=_progress_bar_class(progress))
     except RepositoryNotFoundError as exc:
-        raise ModelLoadError(f"The model hub has no model called '{repo_id}'.") from exc
+        raise ModelLoadError(f"There is no folder called '{repo_id}' and the model hub has no such model.") from exc
     except (LocalEntryNotFoundError, OSError) as exc:
         raise ModelLoadError(
             f"'{repo_id}' is not in the local model cache and the model hub cannot be reached. "

@@ -17,3 +17,22 @@ def resources_dir() -> Path:
 
 def demo_model_dir() -> Path:
     return resources_dir() / "models" / DEMO_MODEL_NAME
+
+
+def app_icon_path() -> Path:
+    """The 256 px PNG icon, for the window (``QIcon(str(app_icon_path()))``); .ico/.icns sit beside it."""
+    return resources_dir() / "icons" / "nexttoken.png"
+
+
+def bundled_model_dirs() -> list[Path]:
+    """Model folders shipped in ``resources/models/``: the demo model first, then the rest by name.
+
+    A classroom build adds checkpoints here with ``packaging/build.py --model-dir PATH``; each
+    folder's name (``gpt2``, ``distilgpt2``, ...) is what the window shows and what ``--model`` takes.
+    Only folders with a ``config.json`` count.
+    """
+    models = resources_dir() / "models"
+    if not models.is_dir():
+        return []
+    found = sorted((d for d in models.iterdir() if (d / "config.json").is_file()), key=lambda d: d.name.lower())
+    return sorted(found, key=lambda d: d.name != DEMO_MODEL_NAME)  # stable: keeps the name order

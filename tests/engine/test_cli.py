@@ -1,0 +1,92 @@
+"""The terminal: `python -m engine` prints a table or JSON offline and exits non-zero on bad input."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from engine.cli import main
+from engine.export import load_export
+
+
+def test_table_with_the_bundled_model(capsys):
+    assert main(["--prompt", "The cat sat on the", "--steps", "5", "--greedy"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("model: gpt2-tiny-demo (tiny demo model")
+    header = out[2]
+    for column in ("step", "token", "id", "prob", "top-5 alternatives", "cached", "ms"):
+        assert column in header
+    rows = out[3:8]
+    assert [int(r.split()[0]) for r in rows] == [0, 1, 2, 3, 4]
+    assert [int(r.split()[-2]) for r in rows] == [5, 6, 7, 8, 9]  # cached positions
+    assert out[8] == "Stopped: reached the limit of 5 new tokens."
+    assert out[9].startswith("text: 'The cat sat on the")
+
+
+def test_json_rows_match_a_direct_session(capsys, demo_model):
+    from engine import SamplingSettings, Session
+
+    assert main(["--steps", "3", "--json", "--temperature", "0.7", "--top-k", "10", "--seed", "4"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    session = Session(demo_model, SamplingSettings(temperature=0.7, top_k=10, seed=4))
+    session.set_prompt("The cat sat on the")
+    for row in rows:
+        trace = session.step()
+        assert row["id"] == trace.chosen and row["prob"] == pytest.approx(trace.chosen_prob, abs=1e-6)
+        assert [alt["id"] for alt in row["top5"]] == trace.candidate_ids[:5].tolist()
+    assert rows[-1]["stop"] == "max_new_tokens"
+
+
+def test_export_keys_shapes_and_values(tmp_path, capsys, demo_model):
+    path = tmp_path / "run.npz"
+    assert main(["--steps", "4", "--seed", "9", "--top-p", "0.9", "--export", str(path)]) == 0
+    data = load_export(path)
+    P, S, L, H, V, d = 5, 4, 4, 4, 50257, 256
+    assert data["input_ids"].shape == (P + S,) and int(data["prompt_len"]) == P
+    assert data["chosen"].tolist() == data["input_ids"][P:].tolist()
+    assert data["logits"].shape == data["probs"].shape == (S, V)
+    assert data["logits"].dtype == data["probs"].dtype == np.float32
+    for layer in range(L):
+        assert data[f"attn_prefill_{layer}"].shape == (H, P, P)
+        for s in range(1, S):
+            assert data[f"attn_step_{s}_{layer}"].shape == (H, 1, P + s)
+    assert data["resid_prefill"].shape == (L + 1, P, d)
+    assert data["kv_len"].tolist() == [5, 6, 7, 8]
+    assert data["kv_bytes"].tolist() == [2 * L * n * d * 4 for n in (5, 6, 7, 8)]
+    meta = data["meta"]
+    assert meta["model"]["name"] == "gpt2-tiny-demo" and meta["seed"] == 9
+    assert meta["settings"][0]["top_p"] == 0.9 and "transformers" in meta["versions"]
+    for s in range(S):  # every chosen token was possible under the distribution it came from
+        assert data["probs"][s, data["chosen"][s]] > 0
+        np.testing.assert_allclose(data["probs"][s].sum(), 1, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["--temperature", "-1"], "temperature must be between 0 and 100"),
+        (["--top-p", "2"], "top p must be greater than 0 and at most 1"),
+        (["--prompt", ""], "The prompt is empty"),
+        (["--steps", "0"], "--steps must be at least 1"),
+        (["--model", "/no/such/folder"], "does not exist"),
+        (["--prompt", " x" * 300], "at most 256 tokens"),
+    ],
+)
+def test_bad_input_exits_non_zero_with_one_line(capsys, args, words):
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and words in err[0]
+
+
+def test_module_entry_point_runs_offline():
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    done = subprocess.run(
+        [sys.executable, "-m", "engine", "--prompt", "The cat sat on the", "--steps", "5"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    assert len([line for line in done.stdout.splitlines() if line[:4].strip().isdigit()]) == 5

@@ -1,0 +1,106 @@
+"""Session files: written atomically, read back without ever unpickling, hostile files refused."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from engine import ExportError, SamplingSettings, Session
+from engine.export import FORMAT, load_export, save_session, session_arrays, write_npz
+
+
+@pytest.fixture(scope="module")
+def arrays(demo_model):
+    session = Session(demo_model, SamplingSettings(greedy=True))
+    session.set_prompt("The cat sat on the")
+    for _ in range(3):
+        session.step()
+    return session_arrays(session)
+
+
+def write(tmp_path, arrays, **changes):
+    data = dict(arrays) | changes
+    data = {k: v for k, v in data.items() if v is not None}
+    path = tmp_path / "s.npz"
+    np.savez(path, **data)
+    return path
+
+
+def test_round_trip(tmp_path, arrays):
+    path = write_npz(arrays, tmp_path / "ok")
+    assert path.name == "ok.npz"
+    data = load_export(path)
+    np.testing.assert_array_equal(data["logits"], arrays["logits"])
+    assert data["meta"]["format"] == FORMAT
+
+
+@pytest.mark.parametrize(
+    "changes, words",
+    [
+        ({"logits": None}, "lacks logits"),
+        ({"input_ids": np.arange(8, dtype=np.float32)}, "'input_ids' should be a 1-D integer"),
+        ({"chosen": np.zeros((3, 2), dtype=np.int64)}, "'chosen' should be a 1-D integer"),
+        ({"probs": np.zeros((2, 50257), dtype=np.float32)}, "'probs' has shape"),
+        ({"input_ids": np.arange(5, dtype=np.int64)}, "do not match"),
+        ({"input_ids": np.full(8, 10**7, dtype=np.int64)}, "outside the vocabulary"),
+        ({"kv_len": np.zeros(9, dtype=np.int64)}, "should hold 3 values"),
+        ({"meta": np.array("not json")}, "not valid JSON"),
+        ({"meta": np.array(json.dumps({"format": "other"}))}, "does not describe"),
+        ({"meta": np.array(7)}, "should be a JSON string"),
+    ],
+)
+def test_malformed_files_are_refused(tmp_path, arrays, changes, words):
+    with pytest.raises(ExportError, match=words):
+        load_export(write(tmp_path, arrays, **changes))
+
+
+def test_pickled_objects_are_never_loaded(tmp_path, arrays):
+    marker = tmp_path / "pwned"
+
+    class Evil:
+        def __reduce__(self):
+            return (os.system, (f"touch {marker}",))
+
+    path = tmp_path / "evil.npz"
+    np.savez(path, **dict(arrays, meta=np.array([Evil()], dtype=object)))
+    with pytest.raises(ExportError, match="Python objects"):
+        load_export(path)
+    assert not marker.exists()
+
+
+def test_not_a_zip_and_missing_file(tmp_path):
+    junk = tmp_path / "junk.npz"
+    junk.write_bytes(b"this is not a zip file")
+    with pytest.raises(ExportError, match="not a readable .npz"):
+        load_export(junk)
+    with pytest.raises(ExportError, match="does not exist"):
+        load_export(tmp_path / "none.npz")
+
+
+def test_crash_mid_write_leaves_the_old_file(tmp_path, arrays, monkeypatch):
+    path = write_npz(arrays, tmp_path / "keep.npz")
+    before = path.read_bytes()
+
+    def crash(*a, **k):
+        raise KeyboardInterrupt("power cut")
+
+    monkeypatch.setattr(np, "savez_compressed", crash)
+    with pytest.raises(KeyboardInterrupt):
+        write_npz(arrays, path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["keep.npz"]  # no temporary left behind
+
+
+def test_unwritable_destination(tmp_path, arrays):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(ExportError, match="Could not write"):
+        write_npz(arrays, blocker / "sub" / "s.npz")
+
+
+def test_nothing_to_save(demo_model, tmp_path):
+    session = Session(demo_model)
+    session.set_prompt("x")
+    with pytest.raises(ExportError, match="Nothing to save"):
+        save_session(session, tmp_path / "s.npz")
