@@ -86,10 +86,10 @@ def _alternatives(trace) -> list[tuple[str, int, float]]:
 
 
 def _table_row(trace) -> str:
-    alts = "  ".join(f"{piece} {p:.0%}" for piece, _, p in _alternatives(trace))
+    alts = "  ".join(f"{piece} {_percent(p)}" for piece, _, p in _alternatives(trace))
     r = trace.record
     return (
-        f"{trace.step:>4}  {_clip(trace.chosen_piece, 14):<14} {trace.chosen:>6} {trace.chosen_prob:>7.1%}  "
+        f"{trace.step:>4}  {_clip(trace.chosen_piece, 14):<14} {trace.chosen:>6} {_percent(trace.chosen_prob):>7}  "
         f"{_clip(alts, 58):<58} {r.kv.positions:>6} {r.step_ms:>7.1f}"
     )
 
@@ -114,6 +114,15 @@ def _json_row(trace) -> str:
         },
         ensure_ascii=False,
     )
+
+
+def _percent(p: float) -> str:
+    """A probability as a percentage that never rounds a possible token to 0%."""
+    if p >= 0.1:
+        return f"{p:.0%}" if p < 0.995 else f"{p:.1%}"
+    if p >= 0.001:
+        return f"{p:.1%}"
+    return f"{p * 100:.1g}%" if p > 0 else "0%"
 
 
 def _clip(text: str, width: int) -> str:

@@ -1,7 +1,8 @@
 """Forward hooks named like TransformerLens, installed for one forward pass and always removed.
 
 ``HOOK_POINTS`` is the single table from Hugging Face module paths to hook names. Each hook keeps a
-detached reference to the module's output; nothing is copied until the caller asks.
+detached reference to the module's output; nothing is copied until the caller asks, except attention
+patterns when ``capture`` is given a ``pattern_dtype``.
 """
 
 from __future__ import annotations
@@ -41,18 +42,24 @@ def _pick(output, kind: str) -> torch.Tensor:
 
 
 @contextmanager
-def capture(model, n_layers: int) -> Iterator[dict[str, torch.Tensor]]:
-    """Record every hook point of ``model`` during the ``with`` body into the yielded dict."""
+def capture(model, n_layers: int, pattern_dtype: torch.dtype | None = None) -> Iterator[dict[str, torch.Tensor]]:
+    """Record every hook point of ``model`` during the ``with`` body into the yielded dict.
+
+    ``pattern_dtype`` (e.g. float16) converts each attention pattern as its layer finishes, so the
+    float32 pattern is freed at once instead of all L of them living until the pass ends (at a
+    1,024-token prefill of GPT-2 small that is 600 MB, and fresh pages for each layer).
+    """
     records: dict[str, torch.Tensor] = {}
-    modules = dict(model.named_modules())
     handles = []
     try:
         for name, (path, kind) in hook_table(n_layers).items():
+            convert = pattern_dtype if kind == "second" else None
 
-            def hook(_module, _inputs, output, name=name, kind=kind):
-                records[name] = _pick(output, kind).detach()
+            def hook(_module, _inputs, output, name=name, kind=kind, convert=convert):
+                kept = _pick(output, kind).detach()
+                records[name] = kept if convert is None else kept.to(convert)
 
-            handles.append(modules[path].register_forward_hook(hook))
+            handles.append(model.get_submodule(path).register_forward_hook(hook))
         yield records
     finally:
         for handle in handles:

@@ -135,11 +135,7 @@ def load_folder(folder: Path, *, name: str | None = None, is_demo: bool = False)
         raise ModelLoadError(f"The tokenizer in {folder} could not be read ({_first_line(exc)}).") from exc
     tokenizer = Tokenizer(hf_tokenizer)
     cfg = model.config
-    if tokenizer.vocab_size > cfg.vocab_size or tokenizer.eos_id is None:
-        raise ModelLoadError(
-            f"The tokenizer in {folder} does not match the model: it has {tokenizer.vocab_size:,} tokens "
-            f"but the model's embedding has {cfg.vocab_size:,} rows."
-        )
+    check_tokenizer(tokenizer, cfg, folder)
     info = ModelInfo(
         name=name,
         source=str(folder),
@@ -152,6 +148,30 @@ def load_folder(folder: Path, *, name: str | None = None, is_demo: bool = False)
         is_demo=is_demo,
     )
     return LoadedModel(model=model, tokenizer=tokenizer, info=info)
+
+
+TOKENIZER_PROBE = "Hello, World! naïve 🐈 \t\n<|endoftext|> 42"
+
+
+def check_tokenizer(tokenizer: Tokenizer, cfg, folder: Path) -> None:
+    """Raise ModelLoadError if the tokenizer is not a GPT-2 byte-level tokenizer for this model's vocabulary."""
+    mismatch = f"The tokenizer in {folder} does not match the model"
+    if tokenizer.vocab_size > cfg.vocab_size:
+        raise ModelLoadError(
+            f"{mismatch}: it has {tokenizer.vocab_size:,} tokens but the model's embedding has {cfg.vocab_size:,} rows."
+        )
+    if tokenizer.eos_id is None:
+        raise ModelLoadError(f"{mismatch}: it has no <|endoftext|> token.")
+    if getattr(cfg, "eos_token_id", None) is not None and tokenizer.eos_id != cfg.eos_token_id:
+        raise ModelLoadError(
+            f"{mismatch}: its <|endoftext|> token is id {tokenizer.eos_id:,} but the model's is id "
+            f"{cfg.eos_token_id:,}, so the two come from different vocabularies."
+        )
+    back = tokenizer.decode(tokenizer.encode(TOKENIZER_PROBE))
+    if back != TOKENIZER_PROBE:
+        raise ModelLoadError(
+            f"{mismatch}: it is not a GPT-2 byte-level tokenizer ({TOKENIZER_PROBE!r} comes back as {back!r})."
+        )
 
 
 def check_folder(folder: Path) -> dict:
@@ -187,7 +207,12 @@ def check_folder(folder: Path) -> dict:
 
 def check_safetensors(path: Path) -> None:
     """Raise ModelLoadError if a safetensors file is truncated or its header is damaged."""
-    size = path.stat().st_size
+    try:
+        size = path.stat().st_size
+    except OSError as exc:  # e.g. a hub-cache link whose blob was never finished or was deleted
+        raise ModelLoadError(
+            f"The weights file {path.name} cannot be opened ({exc.strerror or exc}). Download it again."
+        ) from exc
     try:
         with open(path, "rb") as f:
             header_len = struct.unpack("<Q", f.read(8))[0]
@@ -210,17 +235,28 @@ def resolve_hub_id(repo_id: str, progress: ProgressCallback | None = None) -> Pa
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError, RepositoryNotFoundError
 
+    partial = False  # an interrupted download left part of the files in the cache
     try:
-        return Path(snapshot_download(repo_id, allow_patterns=HUB_FILES, local_files_only=True))
+        cached = Path(snapshot_download(repo_id, allow_patterns=HUB_FILES, local_files_only=True))
     except HFValidationError as exc:
         raise ModelLoadError(f"'{repo_id}' is neither an existing folder nor a valid model hub id.") from exc
-    except (LocalEntryNotFoundError, FileNotFoundError, OSError):
-        pass  # not cached yet: download below
+    except (LocalEntryNotFoundError, FileNotFoundError, OSError) as exc:
+        partial = getattr(exc, "snapshot_path", None) is not None  # huggingface_hub's IncompleteSnapshotError
+    else:
+        if _is_complete(cached):
+            return cached
+        partial = True  # download below: it resumes where the interrupted one stopped
+    interrupted = (
+        f"'{repo_id}' was only partly downloaded (the download was interrupted) and the model hub cannot be "
+        f"reached to finish it. Connect to the internet and load '{repo_id}' again: the download resumes."
+    )
     try:
         folder = snapshot_download(repo_id, allow_patterns=HUB_FILES, tqdm_class=_progress_bar_class(progress))
     except RepositoryNotFoundError as exc:
         raise ModelLoadError(f"There is no folder called '{repo_id}' and the model hub has no such model.") from exc
     except (LocalEntryNotFoundError, OSError) as exc:
+        if partial:
+            raise ModelLoadError(interrupted) from exc
         raise ModelLoadError(
             f"'{repo_id}' is not in the local model cache and the model hub cannot be reached. "
             f"Connect to the internet and load '{repo_id}' once (it is then cached), or download the "
@@ -228,7 +264,17 @@ def resolve_hub_id(repo_id: str, progress: ProgressCallback | None = None) -> Pa
         ) from exc
     except Exception as exc:
         raise ModelLoadError(f"Downloading '{repo_id}' failed ({_first_line(exc)}).") from exc
+    if partial and not _is_complete(Path(folder)):  # offline, the hub returns the same partial snapshot
+        raise ModelLoadError(interrupted)
     return Path(folder)
+
+
+def _is_complete(folder: Path) -> bool:
+    try:
+        check_folder(folder)
+    except ModelLoadError:
+        return False
+    return True
 
 
 def _progress_bar_class(progress: ProgressCallback | None):

@@ -60,6 +60,7 @@ class SamplingSettings:
         return ", ".join(parts)
 
 
+MIN_TEMPERATURE = 1e-3  # below ~1e-37, logits / temperature overflows float32 and every probability is NaN
 RANGES = {
     "temperature": (0.0, 100.0),
     "top_k": (0, 1_000_000),
@@ -83,8 +84,8 @@ def validate(s: SamplingSettings) -> None:
             bad(name, "a number")
         if not math.isfinite(value):
             bad(name, "a finite number")
-    if not 0 <= s.temperature <= 100:
-        bad("temperature", "between 0 and 100 (0 means greedy)")
+    if not (s.temperature == 0 or MIN_TEMPERATURE <= s.temperature <= 100):
+        bad("temperature", f"between 0 and 100 (0 means greedy; the smallest other value is {MIN_TEMPERATURE:g})")
     if not 0 < s.top_p <= 1:
         bad("top_p", "greater than 0 and at most 1 (1 means off)")
     if not 1 <= s.repetition_penalty <= 10:

@@ -5,7 +5,10 @@ Not thread-safe: exactly one thread (the GUI's worker, or the terminal) owns a s
 
 from __future__ import annotations
 
+import ctypes
+import sys
 from dataclasses import replace
+from functools import lru_cache
 from time import perf_counter
 
 import numpy as np
@@ -19,6 +22,7 @@ from .sampling import Distribution, SamplingSettings
 from .trace import KVStats, StepRecord, StepTrace
 
 N_CANDIDATES = 64  # next-token candidates every trace carries, with their pieces
+TRIM_EVERY = 32  # steps between handing freed heap memory back to the OS (see _release_freed_memory)
 
 STOP_MESSAGES = {
     "end_of_text": "Stopped: the model chose <|endoftext|>.",
@@ -68,6 +72,10 @@ class Session:
     @property
     def n_steps(self) -> int:
         return len(self._records)
+
+    def history_nbytes(self) -> int:
+        """Bytes held by the recorded steps' arrays (the KV cache and model weights not included)."""
+        return sum(r.nbytes for r in self._records)
 
     def token_ids(self) -> np.ndarray:
         """int64 [P + S]: the prompt then every chosen token."""
@@ -146,6 +154,8 @@ class Session:
         record, dist = self._run(len(self._records), start, new_ids)
         self._records.append(record)
         self._latest_dist = dist
+        if len(self._records) % TRIM_EVERY == 0:
+            _release_freed_memory()
         return self.trace()
 
     def _run(self, step: int, start: int, new_ids: list[int]) -> tuple[StepRecord, Distribution]:
@@ -153,19 +163,19 @@ class Session:
         t_step = perf_counter()
         model, n_layers = self.loaded.model, self.info.n_layer
         try:
-            with torch.inference_mode(), hooks.capture(model, n_layers) as rec:
+            with torch.inference_mode(), hooks.capture(model, n_layers, pattern_dtype=torch.float16) as rec:
                 t_fwd = perf_counter()
                 logits, self._cache = hf_compat.forward(model, torch.tensor([new_ids], dtype=torch.long), self._cache)
                 forward_ms = (perf_counter() - t_fwd) * 1e3
                 d = self.info.d_model
-                attn = torch.stack([rec[f"blocks.{i}.attn.hook_pattern"][0] for i in range(n_layers)])  # [L, H, n, T]
+                attn = torch.stack([rec[f"blocks.{i}.attn.hook_pattern"][0] for i in range(n_layers)])  # [L, H, n, T] float16
                 resid = torch.stack(
                     [rec["blocks.0.hook_resid_pre"][0]] + [rec[f"blocks.{i}.hook_resid_post"][0] for i in range(n_layers)]
                 )  # [L + 1, n, d]
                 record_arrays = dict(
                     token_embed=rec["hook_embed"].reshape(-1, d).float().numpy(),  # [n, d]
                     pos_embed=rec["hook_pos_embed"].reshape(-1, d)[-len(new_ids):].float().numpy(),  # [n, d]
-                    attn=attn.to(torch.float16).numpy(),
+                    attn=attn.numpy(),
                     resid=resid.float().numpy(),
                     final_hidden=rec["ln_final.hook_normalized"][0, -1].float().numpy().copy(),  # [d]
                     logits=logits[0, -1].float().numpy().copy(),  # [V]
@@ -290,3 +300,28 @@ class Session:
             stop_message=message,
             model_name=self.info.name,
         )
+
+
+@lru_cache(maxsize=1)
+def _malloc_trim():
+    """glibc's malloc_trim, or None on other C libraries (macOS, Windows, musl)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+def _release_freed_memory() -> None:
+    """Return free heap pages to the OS.
+
+    Each decode step the KV cache reallocates every layer's keys and values one position longer,
+    and the step's record (about 0.4 MB) lands in the holes the old ones left. glibc keeps the
+    remaining holes resident: without this, a 1,000-step session on GPT-2 small holds about 1.7 GB
+    of freed memory on top of its 0.4 GB history. A call takes a few milliseconds (8 ms after 600
+    steps, measured), once every TRIM_EVERY steps.
+    """
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from .errors import PromptError
+
 VISIBLE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
 
 
@@ -36,16 +38,22 @@ def token_bytes(piece: str) -> bytes:
 
 
 def readable(raw: bytes) -> str:
-    """Text for a token chip: whitespace visible, control bytes and broken UTF-8 as ``\\xNN``."""
+    """Text for a token chip: whitespace visible, broken UTF-8 and characters that do not print as ``\\xNN``.
+
+    "Do not print" is ``not str.isprintable()``: control and format characters (NUL, U+0085,
+    zero-width space, soft hyphen, direction marks), separators other than the ASCII space
+    (no-break space, U+2028), private-use and unassigned code points. Each is shown as its UTF-8
+    bytes, so the chip is never blank and never reorders or breaks the strip.
+    """
     text = raw.decode("utf-8", errors="backslashreplace")
     out = []
     for ch in text:
         if ch in VISIBLE:
             out.append(VISIBLE[ch])
-        elif ord(ch) < 32 or ord(ch) == 127:
-            out.append(f"\\x{ord(ch):02x}")
-        else:
+        elif ch.isprintable():
             out.append(ch)
+        else:
+            out.append("".join(f"\\x{b:02x}" for b in ch.encode("utf-8")))
     return "".join(out)
 
 
@@ -63,6 +71,14 @@ class Tokenizer:
         self._pieces: dict[int, str] = {}
 
     def encode(self, text: str) -> list[int]:
+        """Token ids of ``text``. PromptError if it is not valid Unicode (an unpaired surrogate)."""
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise PromptError(
+                f"The text holds a character that is not valid Unicode (U+{ord(text[exc.start]):04X} at "
+                f"character {exc.start + 1:,}): retype or paste it again."
+            ) from None
         return list(self.hf(text, add_special_tokens=False, split_special_tokens=True)["input_ids"])
 
     def token_bytes(self, token_id: int) -> bytes:

@@ -8,7 +8,7 @@ step s - 1, against the KV cache. Shapes use: L layers, H heads, n positions com
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -83,6 +83,12 @@ class StepRecord:
     @property
     def n_new(self) -> int:
         return int(self.input_ids.shape[0])
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by this record's arrays: what one step of history costs in memory."""
+        arrays = [getattr(self, f.name) for f in fields(self)] + [getattr(self.kv, f.name) for f in fields(self.kv)]
+        return sum(a.nbytes for a in arrays if isinstance(a, np.ndarray))
 
     @property
     def end(self) -> int:
