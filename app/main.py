@@ -1,11 +1,150 @@
-"""Entry point of the ``nexttoken`` command (the window arrives with the visualizer issue)."""
+"""Entry point of the ``nexttoken`` command and ``python -m app``.
 
+``nexttoken`` opens the window. ``--prompt``, ``--steps`` and ``--screenshot`` drive it through the
+real worker thread and save a PNG of the whole window; ``--smoke-test`` loads the bundled model,
+steps three tokens, renders the window once and prints a one-line JSON summary. Windowed frozen
+builds have no stdout or stderr, so nothing here prints unguarded: messages go to ``logging``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
 import sys
+from time import perf_counter
+
+log = logging.getLogger("app")
 
 
-def main() -> int:
-    print("nexttoken: the window is not built yet; try `python -m engine --help`.", file=sys.stderr)
-    return 1
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="nexttoken", description="Watch a GPT-2 model produce its next token, step by step.")
+    p.add_argument("--model", default=None, help="model folder or hub id such as gpt2 (default: the last used, else the tiny demo)")
+    p.add_argument("--prompt", default="", help="prompt to start with")
+    p.add_argument("--steps", type=int, default=0, help="steps to run at start (with --screenshot: before the picture)")
+    p.add_argument("--screenshot", metavar="FILE.png", help="save a PNG of the window after --steps steps, then exit")
+    p.add_argument("--projector", action="store_true", help="large fonts and high contrast for a projector")
+    p.add_argument("--smoke-test", action="store_true", help="load the bundled model, step 3 tokens, print JSON, exit")
+    p.add_argument("--width", type=int, default=1600, help=argparse.SUPPRESS)
+    p.add_argument("--height", type=int, default=1000, help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def _say(text: str, stream=None) -> None:
+    stream = stream or sys.stdout
+    if stream is not None:
+        try:
+            print(text, file=stream, flush=True)
+        except (OSError, ValueError):
+            pass
+
+
+class ScriptedRun:
+    """Drives a window from the command line: load, step N times, then screenshot and/or report.
+
+    ``done(code)`` is called once, from the event loop, when the script finishes or fails.
+    """
+
+    def __init__(self, window, *, steps: int, screenshot: str | None, smoke: bool, started: float, done):
+        self.window, self.steps_left, self.screenshot, self.smoke = window, steps, screenshot, smoke
+        self.steps_done = 0
+        self.started, self.done = started, done
+        self.finished = False
+        window.resultApplied.connect(self._on_window_result_applied)
+        window.errorShown.connect(self._on_window_error_shown)
+
+    def _on_window_result_applied(self, result) -> None:
+        if self.finished:
+            return
+        if result.kind == "step":
+            self.steps_done += 1
+        if self.steps_left > 0 and not result.stopped:
+            self.steps_left -= 1
+            self.window.step()
+        else:
+            self._finish(result)
+
+    def _on_window_error_shown(self, message: str) -> None:
+        if not self.finished:
+            self.finished = True
+            log.error("%s", message)
+            _say(f"error: {message}", sys.stderr)
+            if self.smoke:
+                _say(json.dumps({"ok": False, "error": message}))
+            self.done(2)
+
+    def _finish(self, result) -> None:
+        from PySide6.QtWidgets import QApplication
+
+        self.finished = True
+        QApplication.processEvents()
+        image = self.window.grab()
+        code = 0
+        if self.screenshot:
+            if not image.save(self.screenshot):
+                log.error("could not write %s", self.screenshot)
+                _say(f"error: could not write {self.screenshot}", sys.stderr)
+                code = 3
+            else:
+                log.info("saved %s", self.screenshot)
+        if self.smoke:
+            trace = result.trace
+            summary = {
+                "ok": code == 0 and not image.isNull(),
+                "model": result.info.name,
+                "steps": self.steps_done,
+                "tokens": [] if trace is None else [p for p in trace.pieces[len(result.prompt_ids):]] + [trace.chosen_piece],
+                "text_tokens": 0 if trace is None else len(trace.context_ids) + 1,
+                "window": [image.width(), image.height()],
+                "seconds": round(perf_counter() - self.started, 2),
+            }
+            _say(json.dumps(summary, ensure_ascii=False))
+            if not summary["ok"]:
+                code = code or 4
+        self.done(code)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        from .logs import setup_logging  # log file for windowed builds (owned by packaging)
+    except ImportError:  # pragma: no cover
+        if sys.stderr is not None:
+            logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    else:
+        setup_logging()
+    started = perf_counter()
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from .window import MainWindow
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setApplicationName("nexttoken")
+    app.setOrganizationName("nexttoken")
+    scripted = bool(args.screenshot or args.smoke_test)
+    window = MainWindow(projector=args.projector, remember=not args.smoke_test)
+    window.resize(args.width, args.height)
+    exit_code = [0]
+
+    def done(code: int) -> None:
+        exit_code[0] = code
+        window.close()
+        app.quit()
+
+    steps = 3 if args.smoke_test and not args.steps else args.steps
+    script = None  # kept referenced: its slots must outlive this block
+    if scripted:
+        script = ScriptedRun(window, steps=steps, screenshot=args.screenshot, smoke=args.smoke_test, started=started, done=done)
+    elif steps:
+        script = ScriptedRun(window, steps=steps, screenshot=None, smoke=False, started=started, done=lambda code: None)
+    window.show()
+    model = None if args.smoke_test else args.model
+    QTimer.singleShot(0, lambda: window.start(model, args.prompt, fallback=not scripted))
+    code = app.exec()
+    window.close()
+    del script
+    return exit_code[0] or code
 
 
 if __name__ == "__main__":

@@ -1,0 +1,7 @@
+"""``python -m app`` opens the nexttoken window (same as the ``nexttoken`` command)."""
+
+import sys
+
+from .main import main
+
+sys.exit(main())

@@ -1,0 +1,238 @@
+"""Panel 3, attention: one head's pattern (rows = queries, columns = keys) and all heads at a glance.
+
+The selected head's matrix comes from an AttentionHistory that writes only the rows a step added;
+masked future cells are NaN, drawn transparent over a hatched grey square so they never look like
+zero attention. The overview is one RGBA mosaic image of every layer x head, sampled to a small
+grid, so it costs one image update per step whatever the model size.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QRectF, Qt, Signal
+from PySide6.QtGui import QBrush, QColor
+from PySide6.QtWidgets import QGraphicsRectItem, QGroupBox, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
+
+from .. import theme as th
+from ..history import AttentionHistory
+from ..state import LATEST, AppState
+
+THUMB = 24  # overview tile size in samples
+GAP = 3
+
+
+class _ClickableImage(pg.ImageItem):
+    """An ImageItem that reports where it was clicked, in image coordinates (x = column, y = row)."""
+
+    clicked = Signal(float, float)
+
+    def mouseClickEvent(self, ev) -> None:
+        if ev.button() == Qt.LeftButton:
+            pos = ev.pos()
+            self.clicked.emit(pos.x(), pos.y())
+            ev.accept()
+
+
+class AttentionPanel(QGroupBox):
+    """The selected layer/head's attention matrix with token labels, a 0..1 colour bar, the query
+    row marked, and a clickable overview of every layer x head."""
+
+    def __init__(self, state: AppState, parent: QWidget | None = None):
+        super().__init__("Attention: where each position looks", parent)
+        self.state = state
+        self.history = AttentionHistory()
+        self._pieces: tuple[str, ...] = ()
+        self._length = 0
+
+        self.layer_spin, self.head_spin = QSpinBox(), QSpinBox()
+        self.layer_spin.valueChanged.connect(state.set_layer)
+        self.head_spin.valueChanged.connect(state.set_head)
+        self.caption = QLabel()
+        self.caption.setWordWrap(True)
+        controls = QHBoxLayout()
+        controls.addWidget(QLabel("Layer"))
+        controls.addWidget(self.layer_spin)
+        controls.addWidget(QLabel("Head"))
+        controls.addWidget(self.head_spin)
+        controls.addWidget(self.caption, 1)
+
+        # ---- main matrix
+        self.view = pg.GraphicsLayoutWidget()
+        self.plot: pg.PlotItem = self.view.addPlot()
+        self.plot.invertY(True)
+        self.plot.setMenuEnabled(False)
+        self.plot.hideButtons()
+        self.plot.setMouseEnabled(False, False)
+        self.plot.getViewBox().setDefaultPadding(0.0)
+        self.masked = QGraphicsRectItem()
+        self.masked.setBrush(QBrush(QColor(th.MASKED), Qt.BDiagPattern))
+        self.masked.setPen(pg.mkPen(None))
+        self.masked_fill = QGraphicsRectItem()
+        self.masked_fill.setBrush(QBrush(QColor("#EFEFEF")))
+        self.masked_fill.setPen(pg.mkPen(None))
+        self.plot.addItem(self.masked_fill)
+        self.plot.addItem(self.masked)
+        self.image = _ClickableImage()
+        self.image.clicked.connect(self._on_image_clicked)
+        self.plot.addItem(self.image)
+        self.query_row = QGraphicsRectItem()
+        self.query_row.setBrush(QBrush(Qt.NoBrush))
+        self.plot.addItem(self.query_row)
+        self.colorbar = pg.ColorBarItem(values=(0, 1), limits=(0, 1), interactive=False, width=14, label="attention weight")
+        self.colorbar.setImageItem(self.image, insert_in=self.plot)
+
+        # ---- overview
+        self.overview_view = pg.GraphicsLayoutWidget()
+        self.overview: pg.PlotItem = self.overview_view.addPlot()
+        self.overview.invertY(True)
+        self.overview.setMenuEnabled(False)
+        self.overview.hideButtons()
+        self.overview.setMouseEnabled(False, False)
+        self.overview.setAspectLocked(True)
+        self.overview.getViewBox().setDefaultPadding(0.01)
+        self.mosaic = _ClickableImage()
+        self.mosaic.clicked.connect(self._on_mosaic_clicked)
+        self.overview.addItem(self.mosaic)
+        self.tile_marker = QGraphicsRectItem()
+        self.tile_marker.setBrush(QBrush(Qt.NoBrush))
+        self.overview.addItem(self.tile_marker)
+        self._mosaic_rgba = np.zeros((0, 0, 4), np.uint8)
+        self._lut = np.zeros((256, 4), np.uint8)
+        self.overview_caption = QLabel("All layers × heads (click one to show it above)")
+
+        layout = QVBoxLayout(self)
+        layout.addLayout(controls)
+        layout.addWidget(self.view, 5)
+        layout.addWidget(self.overview_caption)
+        layout.addWidget(self.overview_view, 3)
+
+        state.resultChanged.connect(self._on_state_result)
+        state.layerChanged.connect(self._on_state_selection)
+        state.headChanged.connect(self._on_state_selection)
+        state.positionChanged.connect(self._on_state_selection)
+        state.themeChanged.connect(self._on_state_theme)
+        self._on_state_theme(state.theme)
+
+    # -------------------------------------------------------------- state
+    def _on_state_result(self, result) -> None:
+        L, H = result.n_layer, result.n_head
+        for spin, count in ((self.layer_spin, L), (self.head_spin, H)):
+            if spin.maximum() != count - 1:
+                spin.blockSignals(True)
+                spin.setRange(0, count - 1)
+                spin.blockSignals(False)
+        self.history.sync(result.records)
+        self._pieces = result.trace.pieces if result.trace is not None else result.prompt_pieces
+        self._draw_matrix(ticks=self.history.length != self._length)
+        self._length = self.history.length
+        self._draw_overview()
+
+    def _on_state_selection(self, _value: int) -> None:
+        self._sync_spins()
+        self._draw_matrix(ticks=False)
+        self._draw_overview_marker()
+
+    def _sync_spins(self) -> None:
+        for spin, value in ((self.layer_spin, self.state.layer), (self.head_spin, self.state.head)):
+            if spin.value() != value:
+                spin.blockSignals(True)
+                spin.setValue(value)
+                spin.blockSignals(False)
+
+    def _on_state_theme(self, theme: th.Theme) -> None:
+        th.style_plot(self.plot, theme, left="query position (row)", bottom="key position (column)")
+        th.style_plot(self.overview, theme, left="layer", bottom="head")
+        self.colorbar.setColorMap(theme.cmap())
+        self.colorbar.axis.setTickFont(theme.font(-1))
+        self._lut = (theme.cmap().getLookupTable(0.0, 1.0, 256, alpha=True)).astype(np.uint8)
+        self.query_row.setPen(theme.pen(th.VERMILION, width=theme.line + 1))
+        self.tile_marker.setPen(theme.pen(th.VERMILION, width=theme.line + 1))
+        self.caption.setFont(theme.font())
+        self._draw_matrix(ticks=True)
+        self._draw_overview()
+
+    def _on_image_clicked(self, _x: float, y: float) -> None:
+        row = int(y)
+        if 0 <= row < self.history.length:
+            self.state.set_position(LATEST if row == self.history.length - 1 else row)
+
+    def _on_mosaic_clicked(self, x: float, y: float) -> None:
+        L, H = self.history.shape
+        layer, head = int(y // (THUMB + GAP)), int(x // (THUMB + GAP))
+        if 0 <= layer < L and 0 <= head < H:
+            self.state.set_layer(layer)
+            self.state.set_head(head)
+
+    # ------------------------------------------------------------ drawing
+    def _draw_matrix(self, *, ticks: bool) -> None:
+        T = self.history.length
+        if T == 0:
+            self.image.clear()
+            self.masked.setRect(QRectF())
+            self.masked_fill.setRect(QRectF())
+            self.query_row.setRect(QRectF())
+            self.caption.setText("Run the prefill (Step) to see attention.")
+            return
+        layer, head = self.state.layer, self.state.head
+        self.image.setImage(self.history.matrix(layer, head), autoLevels=False, levels=(0, 1))
+        self.masked_fill.setRect(QRectF(0, 0, T, T))
+        self.masked.setRect(QRectF(0, 0, T, T))
+        row = self.state.selected_position
+        row = min(max(row, 0), T - 1)
+        self.query_row.setRect(QRectF(0, row, T, 1))
+        self.plot.setRange(xRange=(0, T), yRange=(0, T), padding=0)
+        piece = self._pieces[row] if row < len(self._pieces) else ""
+        newest = " (the newest query, predicting the next token)" if row == T - 1 else ""
+        self.caption.setText(
+            f"Layer {layer}, head {head}: row {row} “{piece}”{newest} is outlined. "
+            "Hatched cells are masked future positions."
+        )
+        if ticks:
+            self._set_ticks(T)
+
+    def _set_ticks(self, T: int) -> None:
+        width = max(self.view.width(), 300)
+        height = max(self.view.height(), 200)
+        font_px = self.state.theme.font_pt * 1.6
+        step_x = max(1, math.ceil(T / max(1, width / (font_px * 4.5))))
+        step_y = max(1, math.ceil(T / max(1, height / (font_px * 1.6))))
+        pieces = self._pieces
+        bottom = [(i + 0.5, _short(pieces[i])) for i in range(0, T, step_x) if i < len(pieces)]
+        left = [(i + 0.5, f"{_short(pieces[i])} {i}") for i in range(0, T, step_y) if i < len(pieces)]
+        self.plot.getAxis("bottom").setTicks([bottom])
+        self.plot.getAxis("left").setTicks([left])
+
+    def _draw_overview(self) -> None:
+        L, H = self.history.shape
+        if self.history.length == 0 or L == 0:
+            self.mosaic.clear()
+            self.tile_marker.setRect(QRectF())
+            return
+        tiles = self.history.thumbnails(THUMB)  # [L, H, t, t]
+        cell = THUMB + GAP
+        if self._mosaic_rgba.shape[:2] != (L * cell - GAP, H * cell - GAP):
+            self._mosaic_rgba = np.zeros((L * cell - GAP, H * cell - GAP, 4), np.uint8)
+            self.overview.getAxis("left").setTicks([[(i * cell + THUMB / 2, str(i)) for i in range(L)]])
+            self.overview.getAxis("bottom").setTicks([[(j * cell + THUMB / 2, str(j)) for j in range(H)]])
+        masked = np.isnan(tiles)
+        index = (np.clip(np.nan_to_num(tiles), 0, 1) * 255).astype(np.uint8)
+        rgba = self._lut[index]  # [L, H, t, t, 4]
+        rgba[masked] = (200, 200, 200, 255)
+        padded = np.zeros((L, H, cell, cell, 4), np.uint8)  # gaps are transparent
+        padded[:, :, :THUMB, :THUMB] = rgba
+        mosaic = padded.transpose(0, 2, 1, 3, 4).reshape(L * cell, H * cell, 4)[: L * cell - GAP, : H * cell - GAP]
+        self._mosaic_rgba[...] = mosaic
+        self.mosaic.setImage(self._mosaic_rgba, autoLevels=False)
+        self._draw_overview_marker()
+
+    def _draw_overview_marker(self) -> None:
+        cell = THUMB + GAP
+        if self.history.length:
+            self.tile_marker.setRect(QRectF(self.state.head * cell - 1.5, self.state.layer * cell - 1.5, THUMB + 3, THUMB + 3))
+
+
+def _short(piece: str, limit: int = 10) -> str:
+    return piece if len(piece) <= limit else piece[: limit - 1] + "…"

@@ -1,0 +1,164 @@
+"""Panel 4, logits: the top candidates as horizontal bars, raw logits beside final probabilities.
+
+Two plots share one token axis: on the left the raw logit the model gave each candidate, on the
+right the probability it has after the sampling settings. Candidates that top-k or top-p removed are
+grey, the chosen token is orange, and clicking any bar chooses that token instead (a branch).
+The bar items are built once; a step only calls ``setOpts``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QGroupBox, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
+
+from .. import theme as th
+from ..state import AppState
+
+MAX_N = 64  # the engine ships 64 candidates per step
+
+
+class _Bars(pg.BarGraphItem):
+    """Horizontal bars (one per row, row 0 at the top) that report the row clicked."""
+
+    rowClicked = Signal(int)
+
+    def mouseClickEvent(self, ev) -> None:
+        if ev.button() == Qt.LeftButton:
+            self.rowClicked.emit(int(round(ev.pos().y())))
+            ev.accept()
+
+
+class LogitsPanel(QGroupBox):
+    """The top N next-token candidates: raw logits and sampling probabilities; click to choose."""
+
+    tokenChosen = Signal(int)
+
+    def __init__(self, state: AppState, parent: QWidget | None = None):
+        super().__init__("Next-token candidates", parent)
+        self.state = state
+        self._ids = np.zeros(0, np.int64)
+        self._brushes = (pg.mkBrush(th.ORANGE), pg.mkBrush(th.BLUE), pg.mkBrush(th.GREY))
+        self.n_spin = QSpinBox()
+        self.n_spin.setRange(1, MAX_N)
+        self.n_spin.setValue(state.top_n)
+        self.n_spin.valueChanged.connect(state.set_top_n)
+        self.summary = QLabel("Step once to see the candidates.")
+        self.summary.setWordWrap(True)
+        head = QHBoxLayout()
+        head.addWidget(self.summary, 1)
+        head.addWidget(QLabel("Show top"))
+        head.addWidget(self.n_spin)
+        self.legend = QLabel(
+            f"<span style='color:{th.ORANGE}'>■</span> chosen &nbsp; "
+            f"<span style='color:{th.BLUE}'>■</span> can be drawn &nbsp; "
+            f"<span style='color:{th.GREY}'>■</span> removed by top-k / top-p &nbsp; · click a bar to choose it"
+        )
+
+        self.view = pg.GraphicsLayoutWidget()
+        self.logit_plot: pg.PlotItem = self.view.addPlot(row=0, col=0)
+        self.prob_plot: pg.PlotItem = self.view.addPlot(row=0, col=1)
+        self.view.ci.layout.setColumnStretchFactor(0, 5)
+        self.view.ci.layout.setColumnStretchFactor(1, 4)
+        for plot in (self.logit_plot, self.prob_plot):
+            plot.invertY(True)
+            plot.setMenuEnabled(False)
+            plot.hideButtons()
+            plot.setMouseEnabled(False, False)
+            plot.showGrid(x=True, alpha=0.25)
+        self.prob_plot.setYLink(self.logit_plot)
+        self.prob_plot.getAxis("left").setStyle(showValues=False)
+        self.logit_bars = _Bars(x0=[], y=[], height=0.72, width=[])
+        self.prob_bars = _Bars(x0=[], y=[], height=0.72, width=[])
+        self.logit_plot.addItem(self.logit_bars)
+        self.prob_plot.addItem(self.prob_bars)
+        self.logit_bars.rowClicked.connect(self._on_bars_row_clicked)
+        self.prob_bars.rowClicked.connect(self._on_bars_row_clicked)
+        self.labels = [pg.TextItem(anchor=(0, 0.5)) for _ in range(MAX_N)]
+        for label in self.labels:
+            self.prob_plot.addItem(label)
+
+        layout = QVBoxLayout(self)
+        layout.addLayout(head)
+        layout.addWidget(self.view, 1)
+        layout.addWidget(self.legend)
+
+        state.resultChanged.connect(self._on_state_result)
+        state.topNChanged.connect(self._on_state_top_n)
+        state.themeChanged.connect(self._on_state_theme)
+        self._on_state_theme(state.theme)
+
+    def bar_ids(self) -> np.ndarray:
+        """int64 [N]: the token id of each bar, top bar first."""
+        return self._ids.copy()
+
+    def click_row(self, row: int) -> None:
+        """Act as if bar ``row`` (0 = top) was clicked."""
+        self._on_bars_row_clicked(row)
+
+    # -------------------------------------------------------------- state
+    def _on_state_result(self, _result) -> None:
+        self._draw()
+
+    def _on_state_top_n(self, n: int) -> None:
+        if self.n_spin.value() != n:
+            self.n_spin.setValue(n)
+        self._draw()
+
+    def _on_state_theme(self, theme: th.Theme) -> None:
+        th.style_plot(self.logit_plot, theme, bottom="raw logit (model score)")
+        th.style_plot(self.prob_plot, theme, bottom="probability after sampling settings (%)")
+        for label in self.labels:
+            label.setFont(theme.font(-1))
+        self.summary.setFont(theme.font(0))
+        self._draw()
+
+    def _on_bars_row_clicked(self, row: int) -> None:
+        if 0 <= row < len(self._ids):
+            self.tokenChosen.emit(int(self._ids[row]))
+
+    # ------------------------------------------------------------ drawing
+    def _draw(self) -> None:
+        result = self.state.result
+        trace = None if result is None else result.trace
+        if trace is None:
+            self._ids = np.zeros(0, np.int64)
+            for bars in (self.logit_bars, self.prob_bars):
+                bars.setOpts(x0=[], y=[], width=[], brushes=[])
+            for label in self.labels:
+                label.setText("")
+            self.summary.setText("Step once (Space) to see the candidates for the next token.")
+            return
+        n = min(self.state.top_n, len(trace.candidate_ids))
+        ids = trace.candidate_ids[:n]
+        self._ids = ids
+        dist = trace.distribution
+        logits = trace.record.logits[ids]
+        probs = dist.probs[ids] * 100
+        kept = dist.kept[ids]
+        rows = np.arange(n)
+        chosen, can, removed = self._brushes
+        brushes = [chosen if t == trace.chosen else (can if k else removed) for t, k in zip(ids.tolist(), kept.tolist())]
+        self.logit_bars.setOpts(x0=np.minimum(logits, 0), y=rows, width=np.abs(logits), brushes=brushes, pen=None)
+        self.prob_bars.setOpts(x0=np.zeros(n), y=rows, width=probs, brushes=brushes, pen=None)
+        self.logit_plot.getAxis("left").setTicks([[(i, f"{trace.candidate_pieces[i]}  ") for i in range(n)]])
+        self.logit_plot.setYRange(-0.6, n - 0.4, padding=0)
+        top = float(probs.max()) if n else 1.0
+        self.prob_plot.setXRange(0, max(top * 1.3, 1.0), padding=0)
+        lo, hi = float(min(logits.min(), 0)), float(max(logits.max(), 0))
+        self.logit_plot.setXRange(lo, hi + (hi - lo) * 0.05 + 1e-3, padding=0.02)
+        for i, label in enumerate(self.labels):
+            if i < n:
+                label.setText(f"{probs[i]:.1f}%" if kept[i] else "removed", color=th.DARK if kept[i] else "#7A7A7A")
+                label.setPos(float(probs[i]), i)
+            elif label.textItem.toPlainText():
+                label.setText("")
+        outside = ""
+        if trace.chosen not in set(ids.tolist()):
+            outside = f" — outside the top {n}"
+        by = {"user": "chosen by you", "greedy": "greedy", "sampled": "sampled"}[trace.record.chosen_by]
+        self.summary.setText(
+            f"Chosen: <b>“{trace.chosen_piece}”</b> ({by}), probability {trace.chosen_prob:.1%}, "
+            f"rank {trace.chosen_rank:,} by raw logit{outside}. Entropy <b>{trace.entropy_bits:.2f} bits</b>."
+        )

@@ -1,0 +1,154 @@
+"""Panel 5, sampling controls: greedy or sample, temperature, top-k, top-p, repetition penalty, seed.
+
+Every widget's range comes from ``engine.sampling.RANGES``. A change emits ``settingsChanged`` at
+once; the window sends it to the worker, which re-samples the current step without a forward pass.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QRegularExpressionValidator
+from PySide6.QtWidgets import (
+    QButtonGroup,
+    QDoubleSpinBox,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QRadioButton,
+    QSpinBox,
+    QWidget,
+)
+
+from engine.errors import SettingsError
+from engine.sampling import RANGES, SamplingSettings
+
+from .. import theme as th
+from ..state import AppState
+
+TOP_P_MIN = 0.01  # top-p must be greater than 0
+
+
+class SamplingPanel(QGroupBox):
+    """Widgets for SamplingSettings; ``settings()`` reads them, ``set_settings`` shows them."""
+
+    settingsChanged = Signal(object)  # SamplingSettings
+
+    def __init__(self, state: AppState, parent: QWidget | None = None):
+        super().__init__("Sampling: how the next token is picked", parent)
+        self.state = state
+        self.greedy = QRadioButton("Greedy (always the top token)")
+        self.sample = QRadioButton("Sample from the distribution")
+        self.sample.setChecked(True)
+        group = QButtonGroup(self)
+        group.addButton(self.greedy)
+        group.addButton(self.sample)
+
+        lo, hi = RANGES["temperature"]
+        self.temperature = QDoubleSpinBox(decimals=2, singleStep=0.1, minimum=lo, maximum=hi, value=1.0)
+        self.temperature.setToolTip("Divide the logits by this: below 1 sharpens, above 1 flattens (0 = greedy).")
+        lo, hi = RANGES["top_k"]
+        self.top_k = QSpinBox(minimum=lo, maximum=hi, value=50, singleStep=5)
+        self.top_k.setSpecialValueText("off")
+        self.top_k.setToolTip("Keep only the k highest-scoring tokens (0 = off).")
+        lo, hi = RANGES["top_p"]
+        self.top_p = QDoubleSpinBox(decimals=2, singleStep=0.05, minimum=max(lo, TOP_P_MIN), maximum=hi, value=1.0)
+        self.top_p.setToolTip("Keep the smallest set of tokens whose probabilities add up to p (1 = off).")
+        lo, hi = RANGES["repetition_penalty"]
+        self.penalty = QDoubleSpinBox(decimals=2, singleStep=0.1, minimum=lo, maximum=hi, value=1.0)
+        self.penalty.setToolTip("Make tokens already in the context less likely (1 = off).")
+        lo, hi = RANGES["seed"]
+        self.seed = QLineEdit("0")
+        self.seed.setValidator(QRegularExpressionValidator(r"\d{0,10}"))
+        self.seed.setPlaceholderText("empty = a fresh random draw")
+        self.seed.setToolTip(f"A whole number from {lo} to {hi:,} replays the same draws; empty = unseeded.")
+        self.new_seed = QPushButton("New draw")
+        self.new_seed.setToolTip("Add one to the seed: draw the current step again.")
+        self.error = QLabel()
+        self.error.setStyleSheet(f"color: {th.VERMILION}")
+
+        mode = QHBoxLayout()
+        mode.addWidget(self.greedy)
+        mode.addWidget(self.sample)
+        seed_row = QHBoxLayout()
+        seed_row.addWidget(self.seed, 1)
+        seed_row.addWidget(self.new_seed)
+        form = QFormLayout(self)
+        form.addRow(mode)
+        form.addRow("Temperature", self.temperature)
+        form.addRow("Top-k", self.top_k)
+        form.addRow("Top-p", self.top_p)
+        form.addRow("Repetition penalty", self.penalty)
+        form.addRow("Seed", seed_row)
+        form.addRow(self.error)
+
+        for spin in (self.temperature, self.top_k, self.top_p, self.penalty):
+            spin.setKeyboardTracking(False)
+            spin.valueChanged.connect(self._on_widget_changed)
+        self.greedy.toggled.connect(self._on_widget_changed)
+        self.seed.editingFinished.connect(self._on_widget_changed)
+        self.new_seed.clicked.connect(self._on_new_seed_clicked)
+        state.resultChanged.connect(self._on_state_result)
+        state.themeChanged.connect(self._on_state_theme)
+        self._shown: SamplingSettings | None = None
+        self._sync_enabled()
+
+    # ------------------------------------------------------------ settings
+    def settings(self) -> SamplingSettings:
+        """The settings the widgets show (raises SettingsError if the seed is out of range)."""
+        text = self.seed.text().strip()
+        return SamplingSettings(
+            greedy=self.greedy.isChecked(),
+            temperature=float(self.temperature.value()),
+            top_k=int(self.top_k.value()),
+            top_p=float(self.top_p.value()),
+            repetition_penalty=float(self.penalty.value()),
+            seed=int(text) if text else None,
+        )
+
+    def set_settings(self, s: SamplingSettings) -> None:
+        """Show ``s`` without emitting settingsChanged."""
+        widgets = (self.greedy, self.sample, self.temperature, self.top_k, self.top_p, self.penalty, self.seed)
+        for w in widgets:
+            w.blockSignals(True)
+        (self.greedy if s.greedy else self.sample).setChecked(True)
+        self.temperature.setValue(s.temperature)
+        self.top_k.setValue(s.top_k)
+        self.top_p.setValue(max(s.top_p, TOP_P_MIN))
+        self.penalty.setValue(s.repetition_penalty)
+        self.seed.setText("" if s.seed is None else str(s.seed))
+        for w in widgets:
+            w.blockSignals(False)
+        self._shown = s
+        self._sync_enabled()
+
+    def _sync_enabled(self) -> None:
+        sampling = not self.greedy.isChecked()
+        for w in (self.temperature, self.top_k, self.top_p, self.seed, self.new_seed):
+            w.setEnabled(sampling)
+
+    def _on_widget_changed(self, *_args) -> None:
+        self._sync_enabled()
+        try:
+            settings = self.settings()
+        except SettingsError as exc:
+            self.error.setText(str(exc))
+            return
+        self.error.setText("")
+        if settings != self._shown:
+            self._shown = settings
+            self.settingsChanged.emit(settings)
+
+    def _on_new_seed_clicked(self) -> None:
+        text = self.seed.text().strip()
+        self.seed.setText(str((int(text) + 1) % (RANGES["seed"][1] + 1) if text else 0))
+        self._on_widget_changed()
+
+    def _on_state_result(self, result) -> None:
+        if result.kind == "load" or self._shown is None:
+            self.set_settings(result.settings)
+
+    def _on_state_theme(self, theme: th.Theme) -> None:
+        self.setFont(theme.font())

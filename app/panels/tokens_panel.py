@@ -1,0 +1,308 @@
+"""Panel 1, the prompt and its tokens: an editable prompt above a strip of token chips.
+
+The strip is one custom-painted widget, not a widget per chip: a step lays out only the chips it
+adds, and a paint draws only the chips in view, so a 1,000-token context costs what a 10-token one
+does.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from dataclasses import dataclass
+
+from PySide6.QtCore import QEvent, QRect, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPen
+from PySide6.QtWidgets import (
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QScrollArea,
+    QSizePolicy,
+    QToolTip,
+    QVBoxLayout,
+    QWidget,
+)
+
+from .. import theme as th
+from ..state import LATEST, AppState
+
+_VISIBLE_BACK = {"␣": b" ", "↵": b"\n", "⇥": b"\t", "␍": b"\r"}
+_ESCAPE = re.compile(r"\\x([0-9a-f]{2})|(.)", re.S)
+
+
+def piece_bytes(piece: str) -> bytes:
+    """The bytes behind a readable piece (inverse of engine.tokens.readable)."""
+    out = bytearray()
+    for hexbyte, ch in _ESCAPE.findall(piece):
+        if hexbyte:
+            out.append(int(hexbyte, 16))
+        else:
+            out += _VISIBLE_BACK.get(ch) or ch.encode("utf-8")
+    return bytes(out)
+
+
+@dataclass(frozen=True)
+class Chip:
+    """One token chip. kind: "prompt", "generated" or "next" (chosen, not yet fed back)."""
+
+    token_id: int
+    piece: str
+    kind: str
+
+
+class TokenStrip(QWidget):
+    """All tokens as chips in reading order, wrapped to the width; hover for details, click to select."""
+
+    positionClicked = Signal(int)  # a token position, or LATEST for the "next" chip
+
+    PAD_X, PAD_Y, GAP = 6, 3, 4
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setMouseTracking(True)
+        self.setFocusPolicy(Qt.StrongFocus)
+        self.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Fixed)
+        self.chips: list[Chip] = []
+        self.rects: list[QRect] = []
+        self.selected = -1
+        self._theme = th.NORMAL
+        self._laid_width = -1
+        self._set_fonts()
+
+    def _set_fonts(self) -> None:
+        self._font = self._theme.font(1)
+        self._id_font = self._theme.font(-2)
+        self._fm, self._id_fm = QFontMetrics(self._font), QFontMetrics(self._id_font)
+        self._chip_h = self._fm.height() + self._id_fm.height() + 2 * self.PAD_Y
+
+    def set_theme(self, theme: th.Theme) -> None:
+        self._theme = theme
+        self._set_fonts()
+        self._relayout(0)
+
+    def set_chips(self, chips: list[Chip], selected: int) -> None:
+        same = 0
+        n = min(len(chips), len(self.chips))
+        while same < n and chips[same] == self.chips[same]:
+            same += 1
+        self.chips = chips
+        self.selected = selected
+        self._relayout(same)
+
+    def set_selected(self, selected: int) -> None:
+        if selected != self.selected:
+            self.selected = selected
+            self.update()
+
+    def _relayout(self, first: int) -> None:
+        """Lay out chips from index ``first`` on (earlier ones keep their place)."""
+        width = max(self.width(), 200)
+        if width != self._laid_width:
+            first, self._laid_width = 0, width
+        del self.rects[first:]
+        x, y = (self.GAP, self.GAP) if not self.rects else (self.rects[-1].right() + 1 + self.GAP, self.rects[-1].top())
+        for chip in self.chips[first:]:
+            w = max(self._fm.horizontalAdvance(chip.piece or " "), self._id_fm.horizontalAdvance(str(chip.token_id)))
+            w += 2 * self.PAD_X
+            if x + w > width - self.GAP and x > self.GAP:
+                x, y = self.GAP, y + self._chip_h + self.GAP
+            self.rects.append(QRect(x, y, w, self._chip_h))
+            x += w + self.GAP
+        height = (self.rects[-1].bottom() + 1 + self.GAP) if self.rects else self._chip_h + 2 * self.GAP
+        if height != self.height():
+            self.setFixedHeight(height)
+        self.update()
+
+    def resizeEvent(self, event) -> None:
+        if self.width() != self._laid_width:
+            self._relayout(0)
+        super().resizeEvent(event)
+
+    def sizeHint(self) -> QSize:
+        return QSize(400, self.height())
+
+    def chip_at(self, pos) -> int:
+        tops = [r.top() for r in self.rects]
+        i = bisect.bisect_right(tops, pos.y())
+        for j in range(max(0, i - 1), -1, -1):
+            r = self.rects[j]
+            if r.contains(pos):
+                return j
+            if r.bottom() < pos.y():
+                break
+        return -1
+
+    def paintEvent(self, event) -> None:
+        p = QPainter(self)
+        p.setRenderHint(QPainter.Antialiasing)
+        area = event.rect()
+        theme = self._theme
+        fills = {"prompt": QColor(th.PROMPT_CHIP), "generated": QColor(th.GENERATED_CHIP), "next": QColor("#FFFFFF")}
+        tops = [r.top() for r in self.rects]
+        start = max(0, bisect.bisect_left(tops, area.top() - self._chip_h))
+        for i in range(start, len(self.rects)):
+            r = self.rects[i]
+            if r.top() > area.bottom():
+                break
+            chip = self.chips[i]
+            selected = i == self.selected
+            pen = QPen(QColor(th.DARK if selected else ("#E69F00" if chip.kind == "next" else "#8A8A8A")))
+            pen.setWidthF(3 if selected else (2 if chip.kind == "next" else 1))
+            if chip.kind == "next":
+                pen.setStyle(Qt.DashLine)
+            p.setPen(pen)
+            p.setBrush(fills[chip.kind])
+            p.drawRoundedRect(r.adjusted(1, 1, -1, -1), 5, 5)
+            p.setPen(QColor(theme.text))
+            p.setFont(self._font)
+            text_rect = QRect(r.left(), r.top() + self.PAD_Y, r.width(), self._fm.height())
+            p.drawText(text_rect, Qt.AlignHCenter | Qt.AlignVCenter, chip.piece)
+            p.setPen(QColor("#555555"))
+            p.setFont(self._id_font)
+            id_rect = QRect(r.left(), text_rect.bottom() + 1, r.width(), self._id_fm.height())
+            p.drawText(id_rect, Qt.AlignHCenter | Qt.AlignVCenter, str(chip.token_id))
+        p.end()
+
+    def event(self, event) -> bool:
+        if event.type() == QEvent.ToolTip:
+            i = self.chip_at(event.pos())
+            if i >= 0:
+                chip = self.chips[i]
+                where = "next token (chosen, not yet read)" if chip.kind == "next" else f"position {i}, {chip.kind}"
+                QToolTip.showText(
+                    event.globalPos(),
+                    f"<b>{_html(chip.piece)}</b><br>token id {chip.token_id}<br>"
+                    f"byte-level piece: {_html(repr(piece_bytes(chip.piece)))}<br>{where}",
+                    self,
+                )
+            else:
+                QToolTip.hideText()
+            return True
+        return super().event(event)
+
+    def mousePressEvent(self, event) -> None:
+        i = self.chip_at(event.position().toPoint())
+        if i >= 0:
+            kind = self.chips[i].kind
+            self.positionClicked.emit(LATEST if kind == "next" or i == self.selected else i)
+        super().mousePressEvent(event)
+
+
+def _html(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+class TokensPanel(QGroupBox):
+    """The prompt editor, token and character counts, and the chip strip.
+
+    Typing re-tokenizes after a short pause (``promptEdited``); the chips show the prompt (blue),
+    generated tokens (orange) and the token just chosen (dashed), each with its id.
+    """
+
+    promptEdited = Signal(str)
+
+    def __init__(self, state: AppState, parent: QWidget | None = None):
+        super().__init__("Prompt and tokens", parent)
+        self.state = state
+        self.editor = QPlainTextEdit()
+        self.editor.setPlaceholderText("Type a prompt; it is split into tokens as you type.")
+        self.editor.setTabChangesFocus(True)
+        self.counts = QLabel("0 tokens · 0 characters")
+        self.counts.setAlignment(Qt.AlignRight | Qt.AlignVCenter)
+        self.legend = QLabel(
+            f"<span style='background:{th.PROMPT_CHIP}'>&nbsp;prompt&nbsp;</span> "
+            f"<span style='background:{th.GENERATED_CHIP}'>&nbsp;generated&nbsp;</span> "
+            "<span style='border:1px dashed #E69F00'>&nbsp;next (dashed)&nbsp;</span> · ␣ = space, ↵ = newline"
+        )
+        self.strip = TokenStrip()
+        self.scroll = QScrollArea()
+        self.scroll.setWidget(self.strip)
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+
+        top = QHBoxLayout()
+        top.addWidget(self.editor, 1)
+        side = QVBoxLayout()
+        side.addWidget(self.counts)
+        side.addWidget(self.legend)
+        side.addStretch(1)
+        top.addLayout(side)
+        layout = QVBoxLayout(self)
+        layout.addLayout(top)
+        layout.addWidget(self.scroll, 1)
+
+        self._debounce = QTimer(self, singleShot=True, interval=450)
+        self._debounce.timeout.connect(self._on_debounce_timeout)
+        self.editor.textChanged.connect(self._on_editor_text_changed)
+        self.strip.positionClicked.connect(state.set_position)
+        state.resultChanged.connect(self._on_state_result)
+        state.positionChanged.connect(self._on_state_position)
+        state.themeChanged.connect(self._on_state_theme)
+        self._on_state_theme(state.theme)
+        self._prompt_text = ""
+
+    # ------------------------------------------------------------- editing
+    def prompt(self) -> str:
+        return self.editor.toPlainText()
+
+    def set_prompt_text(self, text: str) -> None:
+        """Show ``text`` in the editor without re-submitting it."""
+        self._prompt_text = text
+        if self.editor.toPlainText() != text:
+            self.editor.blockSignals(True)
+            self.editor.setPlainText(text)
+            self.editor.blockSignals(False)
+        self._update_counts()
+
+    def _on_editor_text_changed(self) -> None:
+        self._update_counts()
+        self._debounce.start()
+
+    def _on_debounce_timeout(self) -> None:
+        text = self.editor.toPlainText()
+        if text and text != self._prompt_text:
+            self._prompt_text = text
+            self.promptEdited.emit(text)
+
+    def _update_counts(self) -> None:
+        result = self.state.result
+        n_prompt = len(result.prompt_ids) if result is not None else 0
+        n_gen = len(result.records) if result is not None else 0
+        chars = len(self.editor.toPlainText())
+        gen = f" + {n_gen} generated" if n_gen else ""
+        self.counts.setText(f"<b>{n_prompt}</b> prompt tokens{gen} · <b>{chars}</b> characters")
+
+    # -------------------------------------------------------------- state
+    def _on_state_result(self, result) -> None:
+        trace = result.trace
+        if trace is None:
+            ids, pieces = result.prompt_ids, result.prompt_pieces
+        else:
+            ids, pieces = trace.context_ids, trace.pieces
+        prompt_len = len(result.prompt_ids)
+        chips = [Chip(int(t), p, "prompt" if i < prompt_len else "generated") for i, (t, p) in enumerate(zip(ids, pieces))]
+        if trace is not None:
+            chips.append(Chip(int(trace.chosen), trace.chosen_piece, "next"))
+        if result.kind in ("load", "prompt") or not self._prompt_text:
+            self.set_prompt_text(_decode_pieces(result.prompt_pieces) if result.kind == "load" else self.prompt())
+        self.strip.set_chips(chips, self._selected_index())
+        self._update_counts()
+        if self.state.position == LATEST and chips:
+            self.scroll.ensureVisible(0, self.strip.rects[-1].bottom(), 0, 4)
+
+    def _selected_index(self) -> int:
+        return self.state.selected_position
+
+    def _on_state_position(self, _position: int) -> None:
+        self.strip.set_selected(self._selected_index())
+
+    def _on_state_theme(self, theme: th.Theme) -> None:
+        self.editor.setFont(theme.font(1))
+        self.editor.setFixedHeight(int(QFontMetrics(theme.font(1)).height() * 3.2))
+        self.strip.set_theme(theme)
+
+
+def _decode_pieces(pieces) -> str:
+    return b"".join(piece_bytes(p) for p in pieces).decode("utf-8", errors="replace")

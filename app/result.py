@@ -1,0 +1,59 @@
+"""What crosses from the worker thread to the window: one frozen result per finished request.
+
+Imports no torch (the panels read it), only numpy and the engine's torch-free trace types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from engine.sampling import SamplingSettings
+from engine.trace import StepRecord, StepTrace
+
+
+@dataclass(frozen=True)
+class SessionResult:
+    """The session as it stands after one request, for drawing.
+
+    generation: the number of the request that produced it (the controller drops older ones).
+    kind: "load", "prompt", "step", "back", "choose", "resample" or "reset".
+    info: the loaded model's ModelInfo.
+    prompt_ids: int64 [P]; prompt_pieces: their readable text (len P).
+    trace: the current step's StepTrace, or None before the prefill has run.
+    records: every StepRecord of the history, step 0 first (frozen; their arrays are never mutated).
+    points: float32 [L + 1, T, 2], the residual stream of every computed position on the model's
+        fixed PCA basis (index 0 = embeddings, i = after block i - 1); shape [L + 1, 0, 2] before
+        the prefill. T == trace.record.end.
+    explained: float32 [2], the variance fraction of the two PCA axes.
+    settings: the sampling settings the session will use.
+    message: one sentence for the status line.
+    """
+
+    generation: int
+    kind: str
+    info: Any  # engine.loading.ModelInfo (not imported: engine.loading imports torch)
+    prompt_ids: np.ndarray
+    prompt_pieces: tuple[str, ...]
+    trace: StepTrace | None
+    records: tuple[StepRecord, ...]
+    points: np.ndarray
+    explained: np.ndarray
+    settings: SamplingSettings
+    message: str = ""
+    stopped: bool = field(default=False)
+
+    @property
+    def n_layer(self) -> int:
+        return int(self.info.n_layer)
+
+    @property
+    def n_head(self) -> int:
+        return int(self.info.n_head)
+
+    @property
+    def context_len(self) -> int:
+        """T: positions the model has computed (0 before the prefill)."""
+        return 0 if self.trace is None else int(self.trace.record.end)

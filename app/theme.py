@@ -1,0 +1,78 @@
+"""Colours, fonts and colour maps: the normal look and projector mode.
+
+Colours come from the Okabe-Ito palette and the maps are viridis / cividis, all readable with the
+common kinds of colour blindness.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyqtgraph as pg
+from PySide6.QtGui import QColor, QFont
+
+# Okabe-Ito
+BLUE = "#0072B2"
+ORANGE = "#E69F00"
+VERMILION = "#D55E00"
+SKY = "#56B4E9"
+GREEN = "#009E73"
+GREY = "#B8B8B8"
+DARK = "#202020"
+
+PROMPT_CHIP = "#D6EAF8"  # prompt tokens: pale blue
+GENERATED_CHIP = "#FCE5C0"  # generated tokens: pale orange
+MASKED = "#C8C8C8"  # masked (future) attention cells: hatched grey
+
+
+@dataclass(frozen=True)
+class Theme:
+    """How everything is drawn. ``scale`` multiplies font sizes; ``line`` is a pen width in pixels."""
+
+    name: str
+    font_pt: int
+    colormap: str
+    line: float
+    text: str = DARK
+    background: str = "#FFFFFF"
+
+    def font(self, delta: int = 0, bold: bool = False) -> QFont:
+        f = QFont()
+        f.setPointSize(max(6, self.font_pt + delta))
+        f.setBold(bold)
+        return f
+
+    def cmap(self) -> pg.ColorMap:
+        return pg.colormap.get(self.colormap)
+
+    def pen(self, color: str, width: float | None = None, **kw):
+        return pg.mkPen(color, width=width or self.line, **kw)
+
+
+NORMAL = Theme("normal", font_pt=10, colormap="viridis", line=1.5)
+PROJECTOR = Theme("projector", font_pt=15, colormap="cividis", line=3.0, text="#000000")
+
+
+def configure_pyqtgraph() -> None:
+    """Global pyqtgraph options: row-major images (rows = queries), light background, antialiasing."""
+    pg.setConfigOptions(imageAxisOrder="row-major", background="w", foreground=DARK, antialias=True)
+
+
+def style_plot(plot: pg.PlotItem, theme: Theme, *, left: str | None = None, bottom: str | None = None) -> None:
+    """Fonts and axis labels of one plot for ``theme``."""
+    for name in ("left", "bottom", "right", "top"):
+        axis = plot.getAxis(name)
+        axis.setTickFont(theme.font(-1))
+        axis.setPen(pg.mkPen(theme.text))
+        axis.setTextPen(pg.mkPen(theme.text))
+    style = {"color": theme.text, "font-size": f"{theme.font_pt}pt"}
+    if left is not None:
+        plot.setLabel("left", left, **style)
+    if bottom is not None:
+        plot.setLabel("bottom", bottom, **style)
+
+
+def qcolor(hex_color: str, alpha: int = 255) -> QColor:
+    c = QColor(hex_color)
+    c.setAlpha(alpha)
+    return c

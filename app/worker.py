@@ -1,0 +1,225 @@
+"""The worker that owns the engine session, living on its own long-lived QThread.
+
+Why a thread: a forward pass (and a model download) takes from milliseconds to minutes, and the
+window must keep painting and answering keys meanwhile. Why one long-lived thread: the session, its
+KV cache and the model are not thread-safe, so exactly one thread ever touches them. Requests
+arrive through one queued signal; every finished request leaves as one ``SessionResult``; every
+exception leaves as ``failed`` (the thread never dies of one).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from time import perf_counter
+from typing import Any
+
+import numpy as np
+from PySide6.QtCore import QObject, Signal, Slot
+
+from engine import GenerationStopped, NextTokenError, SamplingSettings, Session, load_model
+from engine.trace import StepRecord
+
+from .result import SessionResult
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PROMPT = "The cat sat on the"
+DEFAULT_SETTINGS = SamplingSettings(top_k=50, seed=0)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One thing for the worker to do. kind: load | prompt | step | back | choose | resample | reset.
+
+    payload: load -> {"source": str | None, "loaded": LoadedModel | None, "fallback": bool,
+    "prompt": str}; prompt -> str; choose -> token id; resample -> SamplingSettings.
+    """
+
+    kind: str
+    generation: int
+    payload: Any = None
+
+
+class PointCache:
+    """The residual stream of every computed position projected to 2-D, kept in step with a history.
+
+    Records whose ``resid`` array is the one already projected are not projected again, so a step
+    costs one [L + 1, n, d] @ [d, 2] product.
+    """
+
+    def __init__(self):
+        self._resids: list[np.ndarray] = []
+        self._points: list[np.ndarray] = []  # per record: float32 [L + 1, n, 2]
+
+    def sync(self, records: tuple[StepRecord, ...], projection) -> np.ndarray:
+        keep = 0
+        while keep < min(len(records), len(self._resids)) and records[keep].resid is self._resids[keep]:
+            keep += 1
+        del self._resids[keep:], self._points[keep:]
+        for rec in records[keep:]:
+            self._resids.append(rec.resid)
+            self._points.append(projection.project(rec.resid, dims=2))  # [L + 1, n, 2]
+        if not self._points:
+            return np.zeros((0, 0, 2), np.float32)
+        return np.concatenate(self._points, axis=1)  # [L + 1, T, 2]
+
+
+def make_result(
+    session: Session,
+    kind: str = "step",
+    generation: int = 0,
+    message: str = "",
+    *,
+    points: PointCache | None = None,
+    stopped: bool = False,
+) -> SessionResult:
+    """The SessionResult for ``session`` as it stands (also how a benchmark builds window input)."""
+    records = session.records
+    trace = session.trace() if records else None
+    projection = session.projection
+    cache = points if points is not None else PointCache()
+    pts = cache.sync(records, projection)
+    if not records:
+        pts = np.zeros((session.info.n_layer + 1, 0, 2), np.float32)
+    tokenizer = session.loaded.tokenizer
+    prompt_ids = np.array(session.prompt_ids, dtype=np.int64)
+    return SessionResult(
+        generation=generation,
+        kind=kind,
+        info=session.info,
+        prompt_ids=prompt_ids,
+        prompt_pieces=tuple(tokenizer.piece(i) for i in prompt_ids),
+        trace=trace,
+        records=records,
+        points=pts,
+        explained=projection.explained[:2].copy(),
+        settings=session.settings,
+        message=message,
+        stopped=stopped or (trace is not None and trace.stop_reason is not None),
+    )
+
+
+class SessionWorker(QObject):
+    """Owns the Session; runs every request on the worker thread, in order.
+
+    ``latest_barrier`` is written by the controller (a plain int, read atomically): a step request
+    older than it was made stale by a newer reset, prompt or load, and is skipped unrun.
+    """
+
+    finished = Signal(object)  # SessionResult
+    failed = Signal(int, str, str)  # generation, request kind, message for the status line
+    progress = Signal(int, int)  # model download: bytes done, bytes total
+
+    def __init__(self):
+        super().__init__()
+        self.session: Session | None = None
+        self.latest_barrier = 0
+        self._points = PointCache()
+        self._settings = DEFAULT_SETTINGS
+
+    @Slot(object)
+    def handle(self, request: Request) -> None:
+        if request.kind == "step" and request.generation < self.latest_barrier:
+            log.debug("skipping stale step request %d", request.generation)
+            self.failed.emit(request.generation, "skipped", "")
+            return
+        try:
+            result = getattr(self, f"_do_{request.kind}")(request)
+        except GenerationStopped as exc:
+            result = self._result(request, str(exc), stopped=True)
+        except NextTokenError as exc:
+            self.failed.emit(request.generation, request.kind, str(exc))
+            return
+        except Exception as exc:  # a bug, not a user error: keep the window alive and say so
+            log.exception("worker request %s failed", request.kind)
+            self.failed.emit(request.generation, request.kind, f"Unexpected error: {type(exc).__name__}: {exc}")
+            return
+        self.finished.emit(result)
+
+    # -------------------------------------------------------------- requests
+    def _result(self, request: Request, message: str, **kw) -> SessionResult:
+        return make_result(self.session, request.kind, request.generation, message, points=self._points, **kw)
+
+    def _need_session(self) -> Session:
+        if self.session is None:
+            raise NextTokenError("No model is loaded yet.")
+        return self.session
+
+    def _do_load(self, request: Request) -> SessionResult:
+        payload = dict(request.payload or {})
+        source = payload.get("source")
+        t0 = perf_counter()
+        note = ""
+        try:
+            loaded = payload.get("loaded") or load_model(source, progress=self._report_progress)
+        except NextTokenError as exc:
+            if not payload.get("fallback") or source is None:
+                raise
+            note = f"Could not open {source}: {exc} Opened the tiny demo model instead. "
+            loaded = load_model(None)
+        session = Session(loaded, self.session.settings if self.session else self._settings)
+        prompt = payload.get("prompt") or (self._prompt_text() or DEFAULT_PROMPT)
+        session.set_prompt(prompt, truncate=True)
+        self.session, self._points = session, PointCache()  # only now: a failed load keeps the old one
+        seconds = perf_counter() - t0
+        return self._result(request, f"{note}Loaded {loaded.info.label} in {seconds:.1f} s.")
+
+    def _report_progress(self, done: int, total: int) -> None:
+        self.progress.emit(int(done), int(total))
+
+    def _prompt_text(self) -> str:
+        if self.session is None or not self.session.prompt_ids:
+            return ""
+        return self.session.loaded.tokenizer.decode(self.session.prompt_ids)
+
+    def _do_prompt(self, request: Request) -> SessionResult:
+        session = self._need_session()
+        ids = session.set_prompt(str(request.payload))
+        return self._result(request, f"Prompt: {len(ids)} tokens. Press Step (Space) to run the prefill.")
+
+    def _do_step(self, request: Request) -> SessionResult:
+        session = self._need_session()
+        trace = session.step()
+        rec = trace.record
+        what = f"chose “{trace.chosen_piece}” (p = {trace.chosen_prob:.1%}, rank {trace.chosen_rank:,})"
+        if rec.step == 0:
+            message = f"Prefill: {rec.n_new} prompt tokens in one pass ({rec.forward_ms:.0f} ms); {what}."
+        else:
+            message = f"Step {rec.step}: one new position in {rec.forward_ms:.0f} ms; {what}."
+        if trace.stop_reason:
+            message += " " + trace.stop_message
+        return self._result(request, message)
+
+    def _do_back(self, request: Request) -> SessionResult:
+        session = self._need_session()
+        if session.n_steps == 0:
+            return self._result(request, "Already at the start: nothing to go back to.")
+        session.rewind(session.n_steps - 2)
+        if session.n_steps == 0:
+            return self._result(request, "Back before the prefill: no step has run.")
+        return self._result(request, f"Back to step {session.n_steps - 1}.")
+
+    def _do_choose(self, request: Request) -> SessionResult:
+        session = self._need_session()
+        trace = session.choose(int(request.payload))
+        return self._result(request, f"Branched: step {trace.step} now takes “{trace.chosen_piece}” (chosen by you).")
+
+    def _do_resample(self, request: Request) -> SessionResult:
+        settings: SamplingSettings = request.payload
+        self._settings = settings
+        if self.session is None:
+            raise NextTokenError("No model is loaded yet.")
+        if self.session.n_steps == 0:
+            self.session.settings = settings
+            return self._result(request, f"Sampling: {settings.describe()}.")
+        trace = self.session.resample(settings)
+        return self._result(
+            request, f"Re-sampled step {trace.step} ({settings.describe()}): chose “{trace.chosen_piece}”, no forward pass."
+        )
+
+    def _do_reset(self, request: Request) -> SessionResult:
+        self._need_session().reset()
+        return self._result(request, "Reset: the prompt is kept, every step dropped.")
+
+

@@ -1,0 +1,75 @@
+"""Fixtures for the window tests: offscreen Qt, isolated QSettings, and a check that no test leaves
+a QThread running (the worker thread must always be stopped when its window closes)."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import pytest
+from PySide6.QtCore import QSettings, QThread
+
+
+def _running_qthreads() -> list[QThread]:
+    import gc
+    import warnings
+
+    with warnings.catch_warnings():  # isinstance on some lazy torch objects warns
+        warnings.simplefilter("ignore")
+        return [obj for obj in gc.get_objects() if isinstance(obj, QThread) and _alive(obj)]
+
+
+def _alive(thread: QThread) -> bool:
+    try:
+        return thread.isRunning()
+    except RuntimeError:  # the C++ object is gone
+        return False
+
+
+@pytest.fixture(autouse=True)
+def no_thread_left_running(qapp):
+    """Fail any test that leaves a QThread running (napari does the same)."""
+    yield
+    running = _running_qthreads()
+    for thread in running:  # stop them so one leak does not fail every later test
+        thread.quit()
+        thread.wait(10_000)
+    assert not running, f"test left {len(running)} QThread(s) running: {[t.objectName() for t in running]}"
+
+
+@pytest.fixture
+def qsettings(tmp_path):
+    """QSettings in a temporary ini file, so tests never read or write the user's settings."""
+    return QSettings(str(tmp_path / "nexttoken.ini"), QSettings.IniFormat)
+
+
+@pytest.fixture
+def make_window(qtbot, qsettings):
+    """Build a MainWindow (closed at the end of the test, which stops its worker thread)."""
+    from app.window import MainWindow
+
+    windows = []
+
+    def make(**kw):
+        kw.setdefault("settings", qsettings)
+        window = MainWindow(**kw)
+        qtbot.addWidget(window)
+        window.resize(1600, 1000)
+        window.show()
+        windows.append(window)
+        return window
+
+    yield make
+    for window in windows:
+        window.close()
+
+
+@pytest.fixture
+def window(make_window, qtbot, demo_model):
+    """A window with the demo model loaded (the session-wide copy: no disk load per test) and a prompt."""
+    w = make_window()
+    with qtbot.waitSignal(w.resultApplied, timeout=20_000) as blocker:
+        w.load_model(None, loaded=demo_model, prompt="The cat sat on the")
+    assert blocker.args[0].kind == "load"
+    return w

@@ -1,0 +1,227 @@
+"""The window over the real worker thread, with the bundled demo model."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from PySide6.QtCore import QPointF, Qt
+
+from app.panels.kv_panel import human_bytes
+from engine import hf_compat
+
+from .helpers import run
+
+
+@pytest.fixture
+def forward_calls(monkeypatch):
+    """Every forward pass the engine runs, as the name of the thread that ran it."""
+    calls: list[str] = []
+    real = hf_compat.forward
+
+    def counting(*args, **kwargs):
+        calls.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(hf_compat, "forward", counting)
+    return calls
+
+
+def test_launch_shows_the_demo_model_and_prompt_tokens(window):
+    assert "tiny demo model" in window.model_label.text()
+    assert "Loaded" in window.status_label.text()
+    chips = window.tokens.strip.chips
+    assert [c.piece for c in chips] == ["The", "␣cat", "␣sat", "␣on", "␣the"]
+    assert all(c.kind == "prompt" for c in chips)
+    assert "5</b> prompt tokens" in window.tokens.counts.text()
+    assert window.logits.bar_ids().size == 0  # nothing to show before the prefill
+
+
+def test_steps_run_on_the_worker_thread(window, qtbot, forward_calls):
+    first = run(qtbot, window, window.step, "step")
+    assert first.trace.step == 0 and first.trace.record.n_new == 5
+    second = run(qtbot, window, window.step, "step")
+    assert second.trace.step == 1 and second.trace.record.n_new == 1
+    assert len(forward_calls) == 2
+    assert threading.main_thread().name not in forward_calls  # the GUI thread never ran a forward pass
+    assert "Step 1" in window.status_label.text()
+
+
+def test_panels_reflect_the_step_record(window, qtbot):
+    lengths = []
+    for _ in range(3):
+        result = run(qtbot, window, window.step, "step")
+        trace = result.trace
+        T = trace.record.end
+        lengths.append(T)
+        # attention: the image is the selected head's full T x T matrix, NaN above the diagonal
+        image = window.attention.image.image
+        assert image.shape == (T, T)
+        assert np.isnan(image[np.triu_indices(T, 1)]).all()
+        assert not np.isnan(image[np.tril_indices(T)]).any()
+        rec = trace.record
+        np.testing.assert_allclose(image[rec.start :, :T], rec.attn[0, 0].astype(np.float32)[:, :T][np.arange(rec.n_new)][:, :T] * np.tri(T)[rec.start :][:, :T] + np.where(np.tri(T)[rec.start :] == 0, np.nan, 0), rtol=0, atol=0)
+        # logits: the bars are the record's top candidates, in order
+        np.testing.assert_array_equal(window.logits.bar_ids(), trace.candidate_ids[: window.state.top_n])
+        # KV: the panel says the engine's numbers
+        kv = rec.kv
+        assert kv.arithmetic() in window.kv.bytes_label.text()
+        assert human_bytes(kv.total_bytes) in window.kv.bytes_label.text()
+        assert window.kv.capacity.value() == T and window.kv.capacity.maximum() == kv.capacity
+        np.testing.assert_array_equal(window.kv.key_bars.opts["height"], kv.key_positions)
+        # embeddings: one point per computed position; tokens: context + the chosen next token
+        assert len(window.embeddings.points.data) == T
+        chips = window.tokens.strip.chips
+        assert len(chips) == T + 1 and chips[-1].kind == "next" and chips[-1].token_id == trace.chosen
+    assert lengths == [5, 6, 7]  # the attention matrix grew with the sequence
+
+
+def test_selecting_a_head_in_the_overview_shows_it(window, qtbot):
+    result = run(qtbot, window, window.step, "step")
+    window.attention._on_mosaic_clicked(x=2 * 27 + 5, y=1 * 27 + 5)  # tile (layer 1, head 2)
+    assert (window.state.layer, window.state.head) == (1, 2)
+    T = result.trace.record.end
+    expected = result.trace.record.attn[1, 2].astype(np.float32)
+    np.testing.assert_array_equal(np.nan_to_num(window.attention.image.image), np.tril(expected))
+    assert window.attention.layer_spin.value() == 1 and window.attention.head_spin.value() == 2
+    assert window.embeddings.slider.value() == 2  # the same layer everywhere
+    assert window.attention.image.image.shape == (T, T)
+
+
+def test_clicking_a_bar_branches(window, qtbot):
+    first = run(qtbot, window, window.step, "step")
+    ids = window.logits.bar_ids()
+    target = int(ids[3])
+    assert target != first.trace.chosen or int(ids[2]) != first.trace.chosen
+    view = window.logits.view
+    plot = window.logits.prob_plot
+    scene_pos = plot.vb.mapViewToScene(QPointF(0.05, 3))  # inside the 4th bar (bars start at 0)
+    with qtbot.waitSignal(window.resultApplied, timeout=20_000, check_params_cb=lambda r: r.kind == "choose") as blocker:
+        # a real click on the thin left end of the bar; fall back to the same code path if the
+        # bar is too narrow to hit on this platform
+        qtbot.mouseClick(view.viewport(), Qt.LeftButton, pos=view.mapFromScene(scene_pos))
+        qtbot.wait(50)
+        if not blocker.signal_triggered:
+            window.logits.click_row(3)
+    branched = blocker.args[0].trace
+    assert branched.chosen == target and branched.record.chosen_by == "user"
+    assert window.tokens.strip.chips[-1].token_id == target
+    nxt = run(qtbot, window, window.step, "step")
+    assert int(nxt.trace.context_ids[-1]) == target
+
+
+def test_back_rewinds_one_step_at_a_time(window, qtbot):
+    for _ in range(3):
+        run(qtbot, window, window.step, "step")
+    back = run(qtbot, window, window.back, "back")
+    assert back.trace.step == 1 and back.trace.record.end == 6
+    assert window.attention.image.image.shape == (6, 6)
+    run(qtbot, window, window.back, "back")
+    gone = run(qtbot, window, window.back, "back")
+    assert gone.trace is None and "before the prefill" in window.status_label.text()
+    assert window.attention.image.image is None or window.attention.history.length == 0
+    again = run(qtbot, window, window.step, "step")
+    assert again.trace.step == 0
+
+
+def test_settings_change_the_distribution_without_a_forward_pass(window, qtbot, forward_calls):
+    before = run(qtbot, window, window.step, "step")
+    assert len(forward_calls) == 1
+    after = run(qtbot, window, lambda: window.sampling.temperature.setValue(0.3), "resample")
+    assert len(forward_calls) == 1  # no new forward pass
+    assert after.trace.record.logits is before.trace.record.logits  # the very same step record data
+    assert after.trace.distribution.settings.temperature == pytest.approx(0.3)
+    assert not np.allclose(after.trace.distribution.probs, before.trace.distribution.probs)
+    top = run(qtbot, window, lambda: window.sampling.top_k.setValue(3), "resample")
+    assert top.trace.distribution.kept.sum() == 3
+    # bars beyond the third are greyed: removed by top-k
+    brushes = window.logits.prob_bars.opts["brushes"]
+    assert brushes[5].color().name().lower() == "#b8b8b8"
+    greedy = run(qtbot, window, lambda: window.sampling.greedy.setChecked(True), "resample")
+    assert greedy.trace.chosen == int(np.argmax(greedy.trace.distribution.after_penalty))
+    assert len(forward_calls) == 1
+    assert "no forward pass" in window.status_label.text()
+
+
+def test_keys_step_back_and_play(window, qtbot):
+    window.attention.setFocus()
+    run(qtbot, window, lambda: qtbot.keyClick(window, Qt.Key_Space), "step")
+    run(qtbot, window, lambda: qtbot.keyClick(window, Qt.Key_Right), "step")
+    result = run(qtbot, window, lambda: qtbot.keyClick(window, Qt.Key_Left), "back")
+    assert result.trace.step == 0
+    qtbot.keyClick(window, Qt.Key_P)
+    assert window.playing
+    qtbot.keyClick(window, Qt.Key_P)
+    assert not window.playing
+
+
+def test_a_bad_model_folder_shows_an_error_and_the_old_model_still_steps(window, qtbot, tmp_path):
+    bad = tmp_path / "not-a-model"
+    bad.mkdir()
+    with qtbot.waitSignal(window.errorShown, timeout=20_000) as blocker:
+        window.load_model(str(bad))
+    assert "config.json" in blocker.args[0]
+    assert "config.json" in window.status_label.text()
+    assert "Still using gpt2-tiny-demo" in window.status_label.text()
+    assert "tiny demo model" in window.model_label.text()
+    result = run(qtbot, window, window.step, "step")
+    assert result.info.is_demo and result.trace.step == 0
+
+
+def test_closing_mid_play_stops_the_worker_thread(window, qtbot):
+    window.speed.setValue(30)
+    run(qtbot, window, window.play, "step")
+    assert window.playing
+    thread = window.controller.thread
+    window.close()  # a step may be running: close waits for it, then the thread quits
+    assert not thread.isRunning()
+    assert not window.playing
+
+
+def test_results_of_superseded_requests_are_dropped(window, qtbot):
+    kinds = []
+    window.resultApplied.connect(lambda r: kinds.append(r.kind))
+    with qtbot.waitSignal(window.resultApplied, timeout=20_000, check_params_cb=lambda r: r.kind == "reset"):
+        window.controller.step()
+        window.controller.reset()
+    assert "step" not in kinds
+    assert window.state.result.trace is None
+
+
+def test_held_step_key_does_not_pile_up_forward_passes(window, qtbot):
+    c = window.controller
+    for _ in range(50):
+        c.step()
+    assert c.forward_requests <= 1  # one running, one waiting: the rest were coalesced
+    qtbot.waitUntil(lambda: c.idle, timeout=20_000)
+    assert c.forward_requests == 2
+
+
+def test_typing_a_prompt_retokenizes(window, qtbot):
+    run(qtbot, window, window.step, "step")
+    result = run(qtbot, window, lambda: window.tokens.editor.setPlainText("Hello world"), "prompt")
+    assert result.trace is None
+    assert [c.piece for c in window.tokens.strip.chips] == ["Hello", "␣world"]
+
+
+def test_projector_mode_enlarges_fonts_and_switches_colour_map(window, qtbot):
+    run(qtbot, window, window.step, "step")
+    small = window.font().pointSize()
+    window.projector_action.trigger()
+    assert window.state.theme.name == "projector"
+    assert window.font().pointSize() > small
+    assert window.attention.colorbar.colorMap().name == "cividis"
+    window.projector_action.trigger()
+    assert window.state.theme.name == "normal"
+
+
+def test_generation_stops_when_the_context_is_full(make_window, qtbot, tiny_model):
+    w = make_window()
+    prompt = " a" * 63  # 63 tokens in a 64-position model: the prefill and one decode step fit
+    run(qtbot, w, lambda: w.load_model(None, loaded=tiny_model, prompt=prompt), "load")
+    run(qtbot, w, w.step, "step")
+    last = run(qtbot, w, w.step, "step")
+    assert last.stopped and last.trace.stop_reason == "context_full"
+    assert "context window" in w.status_label.text()
+    assert not w.step_action.isEnabled()
