@@ -318,7 +318,7 @@ def _release_freed_memory() -> None:
 
     Each decode step the KV cache reallocates every layer's keys and values one position longer,
     and the step's record (about 0.4 MB) lands in the holes the old ones left. glibc keeps the
-    remaining holes resident: without this, a 1,000-step session on GPT-2 small holds about 1.7 GB
+    remaining holes resident: without this, a 1,000-step session on GPT-2 small held about 1.3 GB
     of freed memory on top of its 0.4 GB history. A call takes a few milliseconds (8 ms after 600
     steps, measured), once every TRIM_EVERY steps.
     """

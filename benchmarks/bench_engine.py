@@ -1,0 +1,384 @@
+"""How much does recording everything cost? The engine's Session.step against the bare model.
+
+Builds GPT-2 small's shape (``GPT2Config()`` defaults, 124M parameters, fp32) with random weights,
+saves it with the bundled tokenizer to a temporary folder, and loads it twice: through
+``engine.load_model`` (the real engine path: eager attention, every hook recorded) and as a plain
+``GPT2LMHeadModel`` with the default attention implementation (sdpa). Every comparison runs both
+side by side in one process, interleaved repeat by repeat, and reports medians and their ratio.
+
+    python benchmarks/bench_engine.py            # full run, about 4 minutes on 2 cores
+    python benchmarks/bench_engine.py --quick    # smoke run, under a minute
+
+Prints a markdown table (paste it into benchmarks/RESULTS.md). A script, not a test: the figures
+depend on the machine and on what else it is running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import inspect
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from engine import GenerationStopped, SamplingSettings, Session, load_model  # noqa: E402
+from engine import hf_compat  # noqa: E402
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+DEMO_DIR = ROOT / "resources" / "models" / "gpt2-tiny-demo"
+# Each of these is exactly one GPT-2 token, so a prompt of n of them is n tokens long.
+WORDS = [" The", " cat", " sat", " on", " the", " mat", " and", " the", " dog", " ran", " away", " from", " the", " house", "."]
+SETTINGS = SamplingSettings()  # the app's defaults: temperature 1, no top-k / top-p, seed 0
+
+FULL = dict(decode_contexts=(128, 1000), decode_repeats=21, prefill_len=512, prefill_repeats=4,
+            cache_positions=(16, 128, 256, 512, 1000), uncached_repeats=2, play_steps=500, memory_steps=1000)
+QUICK = dict(decode_contexts=(128, 1000), decode_repeats=5, prefill_len=512, prefill_repeats=2,
+             cache_positions=(16, 128, 512), uncached_repeats=1, play_steps=30, memory_steps=30)
+PLAY_PROMPT = 24
+
+
+def app_threads() -> int:
+    """The thread count the app gives torch: every core but one, which stays with the GUI."""
+    return max(1, (os.cpu_count() or 2) - 1)
+
+
+# ------------------------------------------------------------------ setup
+def build_model_folder(folder: Path, seed: int = 0) -> Path:
+    """GPT-2 small's shape with random weights, plus the real tokenizer, as a model folder."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(seed)
+    model = GPT2LMHeadModel(GPT2Config())
+    model.save_pretrained(folder)
+    for name in TOKENIZER_FILES:
+        shutil.copy(DEMO_DIR / name, folder / name)
+    return folder
+
+
+def load_bare(folder: Path):
+    """The plain model: default attention implementation, eval mode, fp32."""
+    from transformers import GPT2LMHeadModel
+
+    model = GPT2LMHeadModel.from_pretrained(folder, dtype=torch.float32, local_files_only=True).eval()
+    return model
+
+
+def prompt_text(n: int) -> str:
+    return "".join(WORDS[i % len(WORDS)] for i in range(n))
+
+
+def session_with_prompt(loaded, n: int, **kwargs) -> Session:
+    session = Session(loaded, SETTINGS, **kwargs)
+    ids = session.set_prompt(prompt_text(n))
+    assert len(ids) == n, f"prompt is {len(ids)} tokens, expected {n}"
+    return session
+
+
+class Bare:
+    """The baseline: the plain model's forward pass in inference mode, no outputs requested."""
+
+    def __init__(self, model):
+        self.model = model
+        params = inspect.signature(type(model).forward).parameters
+        self.cache_kwarg = "cache" if "cache" in params else "past_key_values"  # renamed in transformers 5
+
+    def forward(self, ids: torch.Tensor, cache=None, **kwargs):
+        """Returns (logits, cache)."""
+        with torch.inference_mode():
+            out = self.model(input_ids=ids, use_cache=True, **{self.cache_kwarg: cache}, **kwargs)
+        new_cache = getattr(out, "cache", None)
+        return out.logits, (new_cache if new_cache is not None else out.past_key_values)
+
+    def uncached(self, ids: torch.Tensor, **kwargs):
+        with torch.inference_mode():
+            return self.model(input_ids=ids, use_cache=False, **kwargs).logits
+
+
+def ids_tensor(session: Session) -> torch.Tensor:
+    return torch.tensor([session.prompt_ids], dtype=torch.long)
+
+
+def timed(fn) -> float:
+    """Milliseconds fn() takes."""
+    t = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t) * 1e3
+
+
+def median(values) -> float:
+    return statistics.median(values)
+
+
+def interleave(fns: dict, repeats: int, between=None) -> dict[str, float]:
+    """Median ms of each fn, run in turn each repeat (order reversed every other repeat)."""
+    times = {name: [] for name in fns}
+    names = list(fns)
+    for r in range(repeats):
+        for name in names if r % 2 == 0 else names[::-1]:
+            times[name].append(timed(fns[name]))
+            if between:
+                between(name)
+    return {name: median(v) for name, v in times.items()}
+
+
+# ----------------------------------------------------------- measurements
+def measure_decode(loaded, bare: Bare, context: int, repeats: int) -> dict[str, float]:
+    """One cached decode step that sees ``context`` positions: Session.step vs the bare forward."""
+    session = session_with_prompt(loaded, context - 1)
+    session.step()  # prefill; the next step runs position context - 1 against the cache
+    _, cache = bare.forward(ids_tensor(session))
+    token = torch.tensor([[session.records[-1].chosen]])
+
+    def engine_step():
+        session.step()
+
+    def bare_step():
+        bare.forward(token, cache)
+
+    def undo(name):  # untimed: back to the same context for the next repeat
+        if name == "engine":
+            session.rewind(0)
+        else:
+            hf_compat.crop_cache(cache, context - 1)
+
+    engine_step(), undo("engine"), bare_step(), undo("bare")  # warm-up
+    return interleave({"engine": engine_step, "bare": bare_step}, repeats, undo)
+
+
+def measure_prefill(loaded, bare: Bare, length: int, repeats: int) -> dict[str, float]:
+    """The prompt's forward pass: Session.step at step 0 vs the bare model, with and without logits_to_keep=1."""
+    session = session_with_prompt(loaded, length)
+    ids = ids_tensor(session)
+    fns = {
+        "engine": session.step,
+        "bare_last": lambda: bare.forward(ids, logits_to_keep=1),
+        "bare_all": lambda: bare.forward(ids),
+    }
+    session.step(), session.reset()  # warm-up
+    return interleave(fns, repeats, lambda name: session.reset() if name == "engine" else None)
+
+
+def measure_cache(bare: Bare, positions, decode_repeats: int, uncached_repeats: int) -> list[dict]:
+    """Per-token cost at each position: a cached decode step vs re-running the whole sequence."""
+    rows = []
+    for n in positions:
+        ids = torch.randint(0, 50257, (1, n), generator=torch.Generator().manual_seed(n))  # any n token ids
+        _, cache = bare.forward(ids[:, :-1])
+        last = ids[:, -1:]
+
+        def cached():
+            bare.forward(last, cache)
+
+        # Interleaved in rounds: one recompute, then one untimed cached step (a decode step timed right
+        # after a recompute pays for the memory the recompute churned), then a few timed ones.
+        cached_ms, uncached_ms = [], []
+        per_round = -(-decode_repeats // uncached_repeats)
+        for _ in range(uncached_repeats):
+            uncached_ms.append(timed(lambda: bare.uncached(ids, logits_to_keep=1)))
+            for i in range(per_round + 1):
+                ms = timed(cached)
+                hf_compat.crop_cache(cache, n - 1)
+                if i:
+                    cached_ms.append(ms)
+        rows.append({"position": n, "cached": median(cached_ms), "uncached": median(uncached_ms)})
+    return rows
+
+
+def measure_play(loaded, bare: Bare, steps: int) -> dict[str, float]:
+    """Steps per second over one run from a PLAY_PROMPT-token prompt, engine and bare interleaved step by step."""
+    session = session_with_prompt(loaded, PLAY_PROMPT, max_new_tokens=steps)
+    ids = ids_tensor(session)
+    state = {"cache": None, "next": ids}
+
+    def bare_step():  # what a minimal generate loop does: forward, pick a token, feed it back
+        logits, state["cache"] = bare.forward(state["next"], state["cache"], logits_to_keep=1)
+        state["next"] = logits[:, -1].argmax(-1, keepdim=True)
+
+    engine_ms, bare_ms = [], []
+    for i in range(steps):
+        try:
+            engine_ms.append(timed(session.step))
+        except GenerationStopped:  # <|endoftext|> drawn: compare the steps both ran
+            break
+        bare_ms.append(timed(bare_step))
+    n = len(engine_ms)
+    return {
+        "steps": n,
+        "context": session.records[-1].end,
+        "engine_sps": n / (sum(engine_ms) / 1e3),
+        "bare_sps": n / (sum(bare_ms) / 1e3),
+    }
+
+
+def rss_bytes() -> int:
+    """Current resident set size (Linux /proc; elsewhere the peak from getrusage)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import resource
+
+    scale = 1 if sys.platform == "darwin" else 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
+
+
+def memory_child(folder: str, steps: int) -> dict:
+    """Run in a fresh process holding only the engine: RSS along a ``steps``-step session."""
+    loaded = load_model(folder)
+    rss_model = rss_bytes()
+    session = session_with_prompt(loaded, PLAY_PROMPT, max_new_tokens=steps)
+    samples = []  # (steps done, rss)
+    every = max(1, steps // 20)
+    for i in range(steps):
+        try:
+            session.step()
+        except GenerationStopped:
+            break
+        if (i + 1) % every == 0 or i == 0:
+            samples.append((i + 1, rss_bytes()))
+    records = session.records
+    history = sum(
+        a.nbytes
+        for r in records
+        for a in (r.input_ids, r.token_embed, r.pos_embed, r.attn, r.resid, r.final_hidden, r.logits)
+    )
+    # growth per step: least-squares slope over the second half (past allocator warm-up)
+    half = [s for s in samples if s[0] >= samples[-1][0] // 2]
+    x = np.array([s[0] for s in half], dtype=np.float64)
+    y = np.array([s[1] for s in half], dtype=np.float64)
+    slope = float(np.polyfit(x, y, 1)[0]) if len(half) > 1 else float("nan")
+    return {
+        "steps": len(records),
+        "context": records[-1].end,
+        "rss_model": rss_model,
+        "rss_after_prefill": samples[0][1],
+        "rss_end": samples[-1][1],
+        "growth_per_step": slope,
+        "history_bytes": history,
+        "history_per_step": history / len(records),
+        "kv_bytes": records[-1].kv.total_bytes,
+    }
+
+
+def measure_memory(folder: Path, steps: int, threads: int) -> dict:
+    cmd = [sys.executable, __file__, "--memory-child", str(folder), "--steps", str(steps), "--threads", str(threads)]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+# ----------------------------------------------------------------- report
+def mib(n: float) -> str:
+    return f"{n / 2**20:,.0f} MiB"
+
+
+def report(args, threads: int, decode, prefill, cache_rows, play, memory, wall_s: float) -> str:
+    ctx_lo, ctx_hi = sorted(decode)
+    cmd = "python benchmarks/bench_engine.py" + (" --quick" if args.quick else "") + (
+        f" --threads {args.threads}" if args.threads else "")
+    lines = [
+        f"Measured {datetime.date.today().isoformat()} on {platform.machine()} Linux, {os.cpu_count()} cores, "
+        f"torch {torch.__version__} (CPU), `torch.set_num_threads({threads})` (the app's setting: every core "
+        f"but one, which stays with the GUI). GPT-2 small's shape (`GPT2Config()`: 12 layers x 12 heads, "
+        f"d=768, 124M parameters), random weights, fp32. Command: `{cmd}` ({wall_s:.0f} s).",
+        "",
+        "Engine = `Session.step()` with everything recorded (eager attention, every hook, numpy records, "
+        "sampling, the StepTrace). Bare = plain `GPT2LMHeadModel`, default attention (sdpa), "
+        "`torch.inference_mode()`, no outputs requested: its forward pass only. Medians of interleaved repeats.",
+        "",
+        "| Measure | Engine | Bare | Ratio | Target |",
+        "|---|---|---|---|---|",
+    ]
+    for ctx, target in ((ctx_lo, 1.15), (ctx_hi, 1.3)):
+        d = decode[ctx]
+        r = d["engine"] / d["bare"]
+        lines.append(f"| Decode step, {ctx:,} tokens of context | {d['engine']:.1f} ms | {d['bare']:.1f} ms | "
+                     f"{r:.2f}x | <= {target}x {'met' if r <= target else 'MISSED'} |")
+    p = prefill
+    r_last, r_all = p["engine"] / p["bare_last"], p["engine"] / p["bare_all"]
+    lines.append(f"| Prefill, {args.prefill_len} tokens (bare with `logits_to_keep=1`, as the engine) | "
+                 f"{p['engine']:.0f} ms | {p['bare_last']:.0f} ms | {r_last:.2f}x | <= 1.3x "
+                 f"{'met' if r_last <= 1.3 else 'MISSED'} |")
+    lines.append(f"| Prefill, {args.prefill_len} tokens (bare computing all {args.prefill_len} positions' logits) | "
+                 f"{p['engine']:.0f} ms | {p['bare_all']:.0f} ms | {r_all:.2f}x | |")
+    share = play["engine_sps"] / play["bare_sps"]
+    lines.append(f"| Play, {play['steps']:,} steps from a {PLAY_PROMPT}-token prompt (to {play['context']:,} tokens) | "
+                 f"{play['engine_sps']:.1f} steps/s | {play['bare_sps']:.1f} steps/s | {share:.0%} of bare | "
+                 f">= 80% {'met' if share >= 0.8 else 'MISSED'} |")
+    m = memory
+    lines += [
+        "",
+        f"Memory (a fresh process holding only the engine, same thread setting): resident size "
+        f"{mib(m['rss_model'])} with the model loaded, {mib(m['rss_after_prefill'])} after the prefill, "
+        f"**{mib(m['rss_end'])} after a {m['steps']:,}-step session** (prompt {PLAY_PROMPT} tokens, context "
+        f"{m['context']:,}); growth **{m['growth_per_step'] / 1024:,.0f} KiB per step** (slope over the second "
+        f"half). The recorded history holds {mib(m['history_bytes'])} ({m['history_per_step'] / 1024:,.0f} KiB "
+        f"per step on average: float32 logits [50,257] are 196 KiB of it, float16 attention rows "
+        f"[12, 12, 1, T] the rest growing with T); the KV cache {mib(m['kv_bytes'])}.",
+        "",
+        "Why the KV cache matters: the time to produce the token at each position, bare model, with the "
+        "cache (one position against cached keys and values) and without it (re-running the whole sequence, "
+        "`use_cache=False`, `logits_to_keep=1`).",
+        "",
+        "| Position | Cached step | Recompute everything | Ratio |",
+        "|---|---|---|---|",
+    ]
+    for row in cache_rows:
+        lines.append(f"| {row['position']:,} | {row['cached']:.1f} ms | {row['uncached']:,.0f} ms | "
+                     f"{row['uncached'] / row['cached']:,.1f}x |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="short run (under a minute): fewer repeats and steps")
+    p.add_argument("--threads", type=int, default=0, help=f"torch threads (default: cores - 1 = {app_threads()}, as the app)")
+    p.add_argument("--memory-child", metavar="FOLDER", help=argparse.SUPPRESS)
+    p.add_argument("--steps", type=int, default=0, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    threads = args.threads or app_threads()
+    torch.set_num_threads(threads)
+    if args.memory_child:
+        print(json.dumps(memory_child(args.memory_child, args.steps)))
+        return 0
+    cfg = QUICK if args.quick else FULL
+    args.prefill_len = cfg["prefill_len"]
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="nexttoken-bench-") as tmp:
+        folder = build_model_folder(Path(tmp) / "gpt2-small-random")
+        loaded = load_model(folder)
+        bare = Bare(load_bare(folder))
+        print(f"threads {threads}; bare attention: {bare.model.config._attn_implementation}; "
+              f"engine attention: {loaded.model.config._attn_implementation}", file=sys.stderr)
+        decode = {c: measure_decode(loaded, bare, c, cfg["decode_repeats"]) for c in cfg["decode_contexts"]}
+        print(f"decode {decode}", file=sys.stderr)
+        prefill = measure_prefill(loaded, bare, cfg["prefill_len"], cfg["prefill_repeats"])
+        print(f"prefill {prefill}", file=sys.stderr)
+        cache_rows = measure_cache(bare, cfg["cache_positions"], cfg["decode_repeats"], cfg["uncached_repeats"])
+        print(f"cache {cache_rows}", file=sys.stderr)
+        play = measure_play(loaded, bare, cfg["play_steps"])
+        print(f"play {play}", file=sys.stderr)
+        del loaded, bare
+        memory = measure_memory(folder, cfg["memory_steps"], threads)
+    print(report(args, threads, decode, prefill, cache_rows, play, memory, time.perf_counter() - t0))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
