@@ -5,16 +5,14 @@ Not thread-safe: exactly one thread (the GUI's worker, or the terminal) owns a s
 
 from __future__ import annotations
 
-import ctypes
-import sys
 from dataclasses import replace
-from functools import lru_cache
 from time import perf_counter
 
 import numpy as np
 import torch
 
 from . import hf_compat, hooks, sampling
+from .memory import release_freed_memory
 from .errors import GenerationStopped, PromptError, SessionError
 from .loading import LoadedModel
 from .projection import Projection, fit
@@ -22,7 +20,7 @@ from .sampling import Distribution, SamplingSettings
 from .trace import KVStats, StepRecord, StepTrace
 
 N_CANDIDATES = 64  # next-token candidates every trace carries, with their pieces
-TRIM_EVERY = 32  # steps between handing freed heap memory back to the OS (see _release_freed_memory)
+TRIM_EVERY = 32  # steps between handing freed heap memory back to the OS (see memory.release_freed_memory)
 
 STOP_MESSAGES = {
     "end_of_text": "Stopped: the model chose <|endoftext|>.",
@@ -155,7 +153,7 @@ class Session:
         self._records.append(record)
         self._latest_dist = dist
         if len(self._records) % TRIM_EVERY == 0:
-            _release_freed_memory()
+            release_freed_memory()
         return self.trace()
 
     def _run(self, step: int, start: int, new_ids: list[int]) -> tuple[StepRecord, Distribution]:
@@ -300,28 +298,3 @@ class Session:
             stop_message=message,
             model_name=self.info.name,
         )
-
-
-@lru_cache(maxsize=1)
-def _malloc_trim():
-    """glibc's malloc_trim, or None on other C libraries (macOS, Windows, musl)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        return ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
-        return None
-
-
-def _release_freed_memory() -> None:
-    """Return free heap pages to the OS.
-
-    Each decode step the KV cache reallocates every layer's keys and values one position longer,
-    and the step's record (about 0.4 MB) lands in the holes the old ones left. glibc keeps the
-    remaining holes resident: without this, a 1,000-step session on GPT-2 small held about 1.3 GB
-    of freed memory on top of its 0.4 GB history. A call takes a few milliseconds (8 ms after 600
-    steps, measured), once every TRIM_EVERY steps.
-    """
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
