@@ -90,15 +90,26 @@ def load_model(
     *,
     progress: ProgressCallback | None = None,
 ) -> LoadedModel:
-    """Load a GPT-2 model: None for the bundled demo, a folder path, or a hub id such as ``gpt2``."""
+    """Load a GPT-2 model: None for the bundled demo, a folder path, or a name such as ``gpt2``.
+
+    A name is looked up first among the models bundled in resources/models/ (so a classroom build
+    with GPT-2 small inside works offline), then in the Hugging Face cache, then downloaded.
+    """
     if source is None:
         folder, name, is_demo = paths.demo_model_dir(), paths.DEMO_MODEL_NAME, True
     elif looks_like_path(str(source)):
         folder = Path(source).expanduser()
         name, is_demo = folder.name, folder.resolve() == paths.demo_model_dir().resolve()
+    elif (bundled := bundled_model(str(source))) is not None:
+        folder, name, is_demo = bundled, str(source), bundled == paths.demo_model_dir()
     else:
         folder, name, is_demo = resolve_hub_id(str(source), progress), str(source), False
     return load_folder(folder, name=name, is_demo=is_demo)
+
+
+def bundled_model(name: str) -> Path | None:
+    """The folder shipped in resources/models/ under ``name`` (a classroom build's ``gpt2``), if any."""
+    return next((d for d in paths.bundled_model_dirs() if d.name == name), None)
 
 
 def load_folder(folder: Path, *, name: str | None = None, is_demo: bool = False) -> LoadedModel:

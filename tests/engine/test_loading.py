@@ -158,3 +158,17 @@ def test_progress_bar_reports_bytes_and_prints_nothing(capsys):
     other.update(1)
     assert seen == [(400, 1000), (1000, 1000)]
     assert capsys.readouterr() == ("", "")
+
+
+def test_a_bundled_name_loads_offline_before_the_hub(tmp_path, tiny_dir, monkeypatch):
+    """A classroom build ships gpt2 in resources/models/gpt2: `--model gpt2` must not need the hub."""
+    from engine import paths
+
+    resources = tmp_path / "resources"
+    shutil.copytree(DEMO_DIR, resources / "models" / paths.DEMO_MODEL_NAME)
+    shutil.copytree(tiny_dir, resources / "models" / "gpt2")
+    monkeypatch.setattr(paths, "resources_dir", lambda: resources)
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "empty"))
+    loaded = load_model("gpt2")
+    assert loaded.info.name == "gpt2" and loaded.info.n_layer == 2 and not loaded.info.is_demo
+    assert [d.name for d in paths.bundled_model_dirs()] == [paths.DEMO_MODEL_NAME, "gpt2"]

@@ -1,0 +1,84 @@
+"""The frozen app (PyInstaller, packaging/) starts, steps the demo model and draws, with no missing module.
+
+Slow: the first run builds dist/nexttoken/ (about 4-5 minutes on 2 cores); later runs reuse it while
+packaging/build.py --if-changed finds sources, packages and options unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+APP_DIR = ROOT / "dist" / "nexttoken"
+EXE = APP_DIR / ("nexttoken.exe" if sys.platform == "win32" else "nexttoken")
+MISSING_MODULE = ("No module named", "ModuleNotFoundError")
+BUILD_TIMEOUT_S = 40 * 60
+SMOKE_TIMEOUT_S = 3 * 60  # the smoke test takes ~10 s; a hang should fail fast
+
+sys.path.insert(0, str(ROOT / "packaging"))
+from prune import GPU_LIBRARY  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def frozen_app() -> Path:
+    """dist/nexttoken/, built by packaging/build.py unless the last build is still current."""
+    pytest.importorskip("PyInstaller", reason="install the packaging extra: pip install -e .[packaging]")
+    if "--smoke-test" not in (ROOT / "app" / "main.py").read_text(encoding="utf-8"):
+        pytest.skip("app/main.py has no --smoke-test mode yet")
+    build = subprocess.run(
+        [sys.executable, str(ROOT / "packaging" / "build.py"), "--if-changed"],
+        cwd=ROOT, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S,
+    )
+    assert build.returncode == 0, f"build failed:\n{build.stdout[-5000:]}\n{build.stderr[-5000:]}"
+    print(build.stdout[-2000:])  # shown with -s or on failure: where, how big, how long
+    return APP_DIR
+
+
+def smoke_test(env_extra: dict[str, str], **kwargs) -> subprocess.CompletedProcess:
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "HF_HUB_OFFLINE": "1", **env_extra}
+    env.pop("PYTHONPATH", None)  # the frozen app must find everything inside itself
+    return subprocess.run([str(EXE), "--smoke-test"], env=env, timeout=SMOKE_TIMEOUT_S, **kwargs)
+
+
+def summary_line(stdout: str) -> dict:
+    lines = [line for line in stdout.splitlines() if line.startswith("{")]
+    assert lines, f"no JSON summary in the output:\n{stdout[-3000:]}"
+    return json.loads(lines[-1])
+
+
+def test_frozen_smoke_test_passes(frozen_app):
+    run = smoke_test({}, capture_output=True, text=True)
+    output = run.stdout + run.stderr
+    assert run.returncode == 0, output[-5000:]
+    assert not [m for m in MISSING_MODULE if m in output], output[-5000:]
+    assert summary_line(run.stdout)["ok"] is True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="closes fds 1 and 2; log dir via XDG_STATE_HOME")
+def test_frozen_app_without_stdout_or_stderr_writes_its_log(frozen_app, tmp_path):
+    # With fds 1 and 2 closed, Python starts with sys.stdout = sys.stderr = None, as in a windowed build.
+    def close_output():
+        os.close(1)
+        os.close(2)
+
+    run = smoke_test({"XDG_STATE_HOME": str(tmp_path)}, stdin=subprocess.DEVNULL, preexec_fn=close_output)
+    log = (tmp_path / "nexttoken" / "log" / "nexttoken.log").read_text(encoding="utf-8")
+    assert run.returncode == 0, log[-5000:]
+    assert "started (frozen" in log
+    assert not [m for m in MISSING_MODULE if m in log], log[-5000:]
+
+
+def test_bundle_holds_the_demo_model_and_no_gpu_libraries(frozen_app):
+    internal = frozen_app / "_internal"
+    assert (internal / "resources" / "models" / "gpt2-tiny-demo" / "config.json").is_file()
+    assert (internal / "resources" / "icons" / "nexttoken.png").is_file()
+    gpu = [str(p.relative_to(internal)) for p in internal.rglob("*") if GPU_LIBRARY.search(p.name.lower())]
+    assert not gpu, f"GPU libraries in the bundle: {gpu[:10]}"
