@@ -30,7 +30,7 @@ class SessionController(QObject):
     resultReady = Signal(object)  # SessionResult, not stale
     errorOccurred = Signal(str, str)  # request kind, message
     busyChanged = Signal(bool)
-    downloadProgress = Signal(int, int)
+    downloadProgress = Signal("qint64", "qint64")  # bytes done, bytes total (models pass 2 GiB)
     modelLoaded = Signal(object)  # ModelInfo
 
     def __init__(self, parent: QObject | None = None):
@@ -49,6 +49,7 @@ class SessionController(QObject):
         self.worker.finished.connect(self._on_worker_finished)
         self.worker.failed.connect(self._on_worker_failed)
         self.worker.progress.connect(self.downloadProgress)
+        self.thread.started.connect(self.worker.on_thread_started)  # runs on the worker thread
         self.thread.finished.connect(self.worker.deleteLater)
         self.thread.start()
 
@@ -64,11 +65,25 @@ class SessionController(QObject):
     def load(self, source: str | None = None, *, loaded=None, fallback: bool = False, prompt: str = "") -> int:
         return self._request("load", {"source": source, "loaded": loaded, "fallback": fallback, "prompt": prompt})
 
-    def set_prompt(self, text: str) -> int:
-        return self._request("prompt", text)
+    def set_prompt(self, text: str, truncate: bool = False) -> int:
+        """Use ``text`` as the prompt; too long is an error unless ``truncate`` keeps its last tokens."""
+        return self._request("prompt", (text, True) if truncate else text)
 
     def step(self) -> int:
         return self._request("step")
+
+    def play(self) -> int:
+        """Step over and over until ``stop_play`` or any other request, as fast as the model runs: the
+        worker queues each next step itself, so it never waits for the window to draw a result."""
+        return self._request("play")
+
+    def stop_play(self) -> None:
+        self.worker.play_generation = 0
+
+    @property
+    def looping(self) -> bool:
+        """True while a play loop runs (or is about to)."""
+        return self.worker.play_generation != 0
 
     def back(self) -> int:
         return self._request("back")
@@ -85,6 +100,7 @@ class SessionController(QObject):
     def _request(self, kind: str, payload=None) -> int:
         self._generation += 1
         request = Request(kind, self._generation, payload)
+        self.worker.play_generation = request.generation if kind == "play" else 0  # any request ends a loop
         if kind in RESTARTS:
             self._barrier = request.generation
             self.worker.latest_barrier = request.generation
@@ -137,6 +153,8 @@ class SessionController(QObject):
     def shutdown(self) -> None:
         """Stop the worker thread after the request it is running (if any); blocks until it has."""
         self._waiting.clear()
+        self.stop_play()
+        self.worker.cancelled = True  # a download in progress stops at its next progress report
         if self.thread.isRunning():
             self.thread.quit()
             if not self.thread.wait(60_000):  # a model download can hold it; never destroy it running

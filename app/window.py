@@ -9,15 +9,18 @@ from __future__ import annotations
 import logging
 from time import perf_counter
 
+import pyqtgraph as pg
 from PySide6.QtCore import QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
+    QCheckBox,
     QDoubleSpinBox,
     QFileDialog,
     QLabel,
     QMainWindow,
     QProgressDialog,
+    QPushButton,
     QSplitter,
     QToolBar,
     QVBoxLayout,
@@ -40,6 +43,8 @@ log = logging.getLogger(__name__)
 GPT2_SMALL = "gpt2"
 SETTINGS_LAST_MODEL = "model/last"
 FRAME_MS = 16  # draw at most one result per frame
+MAX_SPEED_FRAME_MS = 250  # at max speed, draw at most 4 steps a second: the GUI leaves the CPU to the model
+MAX_SPEED_POLL_MS = 100  # at max speed results drive Play; this timer only restarts a stalled one
 
 
 class MainWindow(QMainWindow):
@@ -64,12 +69,18 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("nexttoken — watch GPT-2 pick its next token")
         self.resize(1600, 1000)
         self._build_panels()
+        self._plot_views = self.findChildren(pg.GraphicsView)
         self._build_actions()
         self._build_menus()
         self._build_toolbar()
         self.model_label = QLabel("no model loaded")
         self.status_label = QLabel("Starting…")
+        self.truncate_button = QPushButton("Keep only the last tokens that fit")
+        self.truncate_button.setToolTip("The prompt is longer than the model reads: use only its end")
+        self.truncate_button.clicked.connect(self._on_truncate_button_clicked)
+        self.truncate_button.hide()  # shown while a too-long prompt is refused
         self.statusBar().addWidget(self.status_label, 1)
+        self.statusBar().addWidget(self.truncate_button)
         self.statusBar().addPermanentWidget(self.model_label)
 
         self._play_timer = QTimer(self)
@@ -88,7 +99,8 @@ class MainWindow(QMainWindow):
         self.sampling.settingsChanged.connect(c.resample)
         self.state.themeChanged.connect(self._on_state_theme)
         if projector:
-            self.projector_action.setChecked(True)
+            self.projector_action.setChecked(True)  # setChecked does not emit triggered
+            self._on_projector_toggled(True)
         self._sync_actions()
 
     # ------------------------------------------------------------- building
@@ -105,6 +117,7 @@ class MainWindow(QMainWindow):
         middle.addWidget(self.logits)
         middle.addWidget(self.sampling)
         middle.setSizes([520, 260])
+        self._middle = middle
         right = QSplitter(Qt.Vertical)
         right.addWidget(self.embeddings)
         right.addWidget(self.kv)
@@ -114,6 +127,7 @@ class MainWindow(QMainWindow):
         columns.addWidget(middle)
         columns.addWidget(right)
         columns.setSizes([620, 470, 510])
+        self._columns = columns
         rows = QSplitter(Qt.Vertical)
         rows.addWidget(self.tokens)
         rows.addWidget(columns)
@@ -171,6 +185,10 @@ class MainWindow(QMainWindow):
         self.speed.setToolTip("How fast Play steps")
         self.speed.valueChanged.connect(self._on_speed_value_changed)
         bar.addWidget(self.speed)
+        self.max_speed = QCheckBox("max")
+        self.max_speed.setToolTip("Play as fast as the model computes: each step starts as soon as the last one ends")
+        self.max_speed.toggled.connect(self._on_max_speed_toggled)
+        bar.addWidget(self.max_speed)
         bar.addSeparator()
         bar.addAction(self.reset_action)
         bar.addSeparator()
@@ -214,13 +232,14 @@ class MainWindow(QMainWindow):
             self.play()
 
     def play(self) -> None:
-        self._play_timer.start(int(1000 / self.speed.value()))
+        self._play_timer.start(self._play_interval_ms())
         self.play_action.setChecked(True)
         self.play_action.setText("Pause")
         self._on_play_timer_timeout()
 
     def pause(self) -> None:
         self._play_timer.stop()
+        self.controller.stop_play()
         self.play_action.setChecked(False)
         self.play_action.setText("Play")
 
@@ -232,6 +251,10 @@ class MainWindow(QMainWindow):
     def apply_result(self, result: SessionResult) -> None:
         """Draw ``result`` in every panel, the status line and the controls (one step, all panels)."""
         self.state.set_result(result)
+        for view in self._plot_views:  # pyqtgraph applies new ranges while painting and then paints
+            view.scene().prepareForPaint()  # again; applying them now makes one paint per step enough
+        if result.kind in ("load", "prompt"):
+            self.truncate_button.hide()
         if result.message:
             self._set_status(result.message)
         if result.stopped:
@@ -242,7 +265,8 @@ class MainWindow(QMainWindow):
     def _on_controller_result(self, result: SessionResult) -> None:
         self._pending = result
         if not self._draw_timer.isActive():
-            wait = FRAME_MS - (perf_counter() - self._last_draw) * 1e3
+            frame = MAX_SPEED_FRAME_MS if self.playing and self.max_speed.isChecked() else FRAME_MS
+            wait = frame - (perf_counter() - self._last_draw) * 1e3
             self._draw_timer.start(max(0, int(wait)))
 
     def _on_draw_timer_timeout(self) -> None:
@@ -254,6 +278,9 @@ class MainWindow(QMainWindow):
 
     def _on_controller_error(self, kind: str, message: str) -> None:
         self.pause()
+        if kind == "prompt_too_long" and self.state.result is not None:
+            self.truncate_button.setText(f"Keep only the last {self.state.result.info.n_positions:,} tokens")
+            self.truncate_button.show()
         if kind == "load":
             self._close_progress()
             prior = self.state.result
@@ -292,17 +319,35 @@ class MainWindow(QMainWindow):
         if self.remember:
             self.settings.setValue(SETTINGS_LAST_MODEL, "" if info.is_demo else (self._loading_source or info.source))
 
+    def _on_truncate_button_clicked(self) -> None:
+        self.controller.set_prompt(self.tokens.prompt(), truncate=True)
+
     def _on_logits_token_chosen(self, token_id: int) -> None:
         self.pause()
         self.controller.choose(token_id)
 
     def _on_play_timer_timeout(self) -> None:
-        if self.controller.idle:  # never queue a forward pass behind another: no pile-up
+        if not self.controller.idle:  # never queue a forward pass behind another: no pile-up
+            return
+        if not self.max_speed.isChecked():
             self.step()
+        elif not self.controller.looping and not (self.state.result and self.state.result.stopped):
+            self.controller.play()  # the worker loops on its own; this restarts a loop a request ended
 
-    def _on_speed_value_changed(self, value: float) -> None:
+    def _play_interval_ms(self) -> int:
+        return MAX_SPEED_POLL_MS if self.max_speed.isChecked() else int(1000 / self.speed.value())
+
+    def _on_speed_value_changed(self, _value: float) -> None:
         if self._play_timer.isActive():
-            self._play_timer.setInterval(int(1000 / value))
+            self._play_timer.setInterval(self._play_interval_ms())
+
+    def _on_max_speed_toggled(self, on: bool) -> None:
+        self.speed.setEnabled(not on)
+        self._on_speed_value_changed(self.speed.value())
+        if not on:
+            self.controller.stop_play()
+        elif self.playing:
+            self._on_play_timer_timeout()
 
     def _on_folder_action_triggered(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Open a GPT-2 model folder (with config.json)")
@@ -318,6 +363,10 @@ class MainWindow(QMainWindow):
         self.menuBar().setFont(font)
         self.toolbar.setFont(theme.font(1, bold=True))
         self.statusBar().setFont(font)
+        # large fonts need a wider middle column and more of it for the candidates' bars
+        projector = theme is th.PROJECTOR
+        self._columns.setSizes([540, 560, 500] if projector else [620, 470, 510])
+        self._middle.setSizes([640, 300] if projector else [520, 260])
 
     def _sync_actions(self) -> None:
         result = self.state.result

@@ -10,14 +10,16 @@ exception leaves as ``failed`` (the thread never dies of one).
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from time import perf_counter
 from typing import Any
 
 import numpy as np
-from PySide6.QtCore import QObject, Signal, Slot
+import torch
+from PySide6.QtCore import QObject, Qt, Signal, Slot
 
-from engine import GenerationStopped, NextTokenError, SamplingSettings, Session, load_model
+from engine import GenerationStopped, NextTokenError, PromptError, SamplingSettings, Session, load_model
 from engine.trace import StepRecord
 
 from .result import SessionResult
@@ -28,17 +30,38 @@ DEFAULT_PROMPT = "The cat sat on the"
 DEFAULT_SETTINGS = SamplingSettings(top_k=50, seed=0)
 
 
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+# torch threads for the worker: every core but one, which stays free for the GUI thread. With the
+# GUI painting on a core torch also wants, torch's thread team waits on its slowest member and a
+# step ran several times slower (measured on 2 cores: see benchmarks/RESULTS_GUI.md).
+WORKER_TORCH_THREADS = max(1, _cores() - 1)
+
+
 @dataclass(frozen=True)
 class Request:
     """One thing for the worker to do. kind: load | prompt | step | back | choose | resample | reset.
 
     payload: load -> {"source": str | None, "loaded": LoadedModel | None, "fallback": bool,
-    "prompt": str}; prompt -> str; choose -> token id; resample -> SamplingSettings.
+    "prompt": str}; prompt -> str, or (str, truncate: bool); choose -> token id; resample -> SamplingSettings.
     """
 
     kind: str
     generation: int
     payload: Any = None
+
+
+class Cancelled(Exception):
+    """Raised from a download's progress callback once the window is closing: ends the download."""
+
+
+class PromptTooLong(PromptError):
+    """A prompt longer than the context window (the window offers to keep its last tokens)."""
 
 
 class PointCache:
@@ -105,21 +128,35 @@ class SessionWorker(QObject):
 
     ``latest_barrier`` is written by the controller (a plain int, read atomically): a step request
     older than it was made stale by a newer reset, prompt or load, and is skipped unrun.
+    ``cancelled`` (a plain bool, set by the controller when the window closes) makes the next
+    download progress report raise ``Cancelled``, so quitting never waits for a whole download.
     """
 
     finished = Signal(object)  # SessionResult
-    failed = Signal(int, str, str)  # generation, request kind, message for the status line
-    progress = Signal(int, int)  # model download: bytes done, bytes total
+    failed = Signal(int, str, str)  # generation, request kind (or "prompt_too_long"), message
+    progress = Signal("qint64", "qint64")  # model download: bytes done, bytes total (can pass 2 GiB)
+    again = Signal(object)  # Request: a play loop's next step, queued back to this thread
 
     def __init__(self):
         super().__init__()
         self.session: Session | None = None
         self.latest_barrier = 0
+        self.play_generation = 0  # the play loop still wanted (a plain int the controller writes; 0 = none)
+        self.again.connect(self.handle, Qt.QueuedConnection)
+        self.cancelled = False
         self._points = PointCache()
         self._settings = DEFAULT_SETTINGS
 
+    @Slot()
+    def on_thread_started(self) -> None:
+        """Runs first on the worker thread: size torch's thread pool for this thread."""
+        torch.set_num_threads(WORKER_TORCH_THREADS)
+
     @Slot(object)
     def handle(self, request: Request) -> None:
+        if request.kind == "play" and request.generation != self.play_generation:
+            self.failed.emit(request.generation, "skipped", "")  # paused, or ended by a newer request
+            return
         if request.kind == "step" and request.generation < self.latest_barrier:
             log.debug("skipping stale step request %d", request.generation)
             self.failed.emit(request.generation, "skipped", "")
@@ -128,8 +165,12 @@ class SessionWorker(QObject):
             result = getattr(self, f"_do_{request.kind}")(request)
         except GenerationStopped as exc:
             result = self._result(request, str(exc), stopped=True)
+        except Cancelled:
+            log.info("%s cancelled: the window is closing", request.kind)
+            return
         except NextTokenError as exc:
-            self.failed.emit(request.generation, request.kind, str(exc))
+            kind = "prompt_too_long" if isinstance(exc, PromptTooLong) else request.kind
+            self.failed.emit(request.generation, kind, str(exc))
             return
         except Exception as exc:  # a bug, not a user error: keep the window alive and say so
             log.exception("worker request %s failed", request.kind)
@@ -154,18 +195,24 @@ class SessionWorker(QObject):
         try:
             loaded = payload.get("loaded") or load_model(source, progress=self._report_progress)
         except NextTokenError as exc:
+            if self.cancelled:  # the download was stopped because the window is closing
+                raise Cancelled() from exc
             if not payload.get("fallback") or source is None:
                 raise
             note = f"Could not open {source}: {exc} Opened the tiny demo model instead. "
             loaded = load_model(None)
         session = Session(loaded, self.session.settings if self.session else self._settings)
         prompt = payload.get("prompt") or (self._prompt_text() or DEFAULT_PROMPT)
-        session.set_prompt(prompt, truncate=True)
+        kept, whole = len(session.set_prompt(prompt, truncate=True)), len(loaded.tokenizer.encode(prompt))
         self.session, self._points = session, PointCache()  # only now: a failed load keeps the old one
         seconds = perf_counter() - t0
+        if kept < whole:  # never cut silently
+            note += f"The prompt was cut to its last {kept:,} of its {whole:,} tokens: {loaded.info.name} reads at most {kept:,}. "
         return self._result(request, f"{note}Loaded {loaded.info.label} in {seconds:.1f} s.")
 
     def _report_progress(self, done: int, total: int) -> None:
+        if self.cancelled:
+            raise Cancelled("the window is closing")
         self.progress.emit(int(done), int(total))
 
     def _prompt_text(self) -> str:
@@ -175,8 +222,19 @@ class SessionWorker(QObject):
 
     def _do_prompt(self, request: Request) -> SessionResult:
         session = self._need_session()
-        ids = session.set_prompt(str(request.payload))
-        return self._result(request, f"Prompt: {len(ids)} tokens. Press Step (Space) to run the prefill.")
+        text, truncate = request.payload if isinstance(request.payload, tuple) else (request.payload, False)
+        text = str(text)
+        try:
+            ids = session.set_prompt(text, truncate=truncate)
+        except PromptError as exc:
+            if len(session.loaded.tokenizer.encode(text)) > session.info.n_positions:
+                raise PromptTooLong(str(exc)) from exc
+            raise
+        what = f"{len(ids)} tokens"
+        if truncate and len(ids) == session.info.n_positions:
+            whole = len(session.loaded.tokenizer.encode(text))
+            what = f"cut to its last {len(ids):,} of {whole:,} tokens (the most the model reads)" if whole > len(ids) else what
+        return self._result(request, f"Prompt: {what}. Press Step (Space) to run the prefill.")
 
     def _do_step(self, request: Request) -> SessionResult:
         session = self._need_session()
@@ -190,6 +248,18 @@ class SessionWorker(QObject):
         if trace.stop_reason:
             message += " " + trace.stop_message
         return self._result(request, message)
+
+    def _do_play(self, request: Request) -> SessionResult:
+        """One step of a play loop, then the next is queued here: the loop never waits for the window
+        to draw, and a pause or any newer request (queued meanwhile) ends it before its next step."""
+        step = Request("step", request.generation)
+        try:
+            result = self._do_step(step)
+        except GenerationStopped as exc:
+            return self._result(step, str(exc), stopped=True)
+        if not result.stopped:
+            self.again.emit(request)
+        return result
 
     def _do_back(self, request: Request) -> SessionResult:
         session = self._need_session()

@@ -57,7 +57,7 @@ class AttentionPanel(QGroupBox):
         controls.addWidget(self.layer_spin)
         controls.addWidget(QLabel("Head"))
         controls.addWidget(self.head_spin)
-        controls.addWidget(self.caption, 1)
+        controls.addStretch(1)
 
         # ---- main matrix
         self.view = pg.GraphicsLayoutWidget()
@@ -91,8 +91,7 @@ class AttentionPanel(QGroupBox):
         self.overview.setMenuEnabled(False)
         self.overview.hideButtons()
         self.overview.setMouseEnabled(False, False)
-        self.overview.setAspectLocked(True)
-        self.overview.getViewBox().setDefaultPadding(0.01)
+        self.overview.getViewBox().setDefaultPadding(0.0)  # tiles fill the box: usable at 12 x 12
         self.mosaic = _ClickableImage()
         self.mosaic.clicked.connect(self._on_mosaic_clicked)
         self.overview.addItem(self.mosaic)
@@ -105,6 +104,7 @@ class AttentionPanel(QGroupBox):
 
         layout = QVBoxLayout(self)
         layout.addLayout(controls)
+        layout.addWidget(self.caption)  # its own row: beside the spin boxes it wrapped to 7 lines on a projector
         layout.addWidget(self.view, 5)
         layout.addWidget(self.overview_caption)
         layout.addWidget(self.overview_view, 3)
@@ -197,13 +197,12 @@ class AttentionPanel(QGroupBox):
         width = max(self.view.width(), 300)
         height = max(self.view.height(), 200)
         font_px = self.state.theme.font_pt * 1.6
-        step_x = max(1, math.ceil(T / max(1, width / (font_px * 4.5))))
-        step_y = max(1, math.ceil(T / max(1, height / (font_px * 1.6))))
-        pieces = self._pieces
-        bottom = [(i + 0.5, _short(pieces[i])) for i in range(0, T, step_x) if i < len(pieces)]
-        left = [(i + 0.5, f"{_short(pieces[i])} {i}") for i in range(0, T, step_y) if i < len(pieces)]
-        self.plot.getAxis("bottom").setTicks([bottom])
-        self.plot.getAxis("left").setTicks([left])
+        step_x = _nice_step(T / max(1, width / (font_px * 5)))
+        step_y = _nice_step(T / max(1, height / (font_px * 1.8)))
+        pieces = self._pieces[:T]
+        finest_x, finest_y = _nice_step(T / (width / 4)), _nice_step(T / (height / 4))  # tick marks >= 4 px apart
+        self.plot.getAxis("bottom").setTicks(_tick_levels(step_x, len(pieces), lambda i: _short(pieces[i], 8), finest=finest_x))
+        self.plot.getAxis("left").setTicks(_tick_levels(step_y, len(pieces), lambda i: f"{_short(pieces[i])} {i}", finest=finest_y))
 
     def _draw_overview(self) -> None:
         L, H = self.history.shape
@@ -211,20 +210,17 @@ class AttentionPanel(QGroupBox):
             self.mosaic.clear()
             self.tile_marker.setRect(QRectF())
             return
-        tiles = self.history.thumbnails(THUMB)  # [L, H, t, t]
+        tiles = self.history.thumbnails(THUMB).transpose(0, 2, 1, 3)  # [L, t, H, t]: mosaic order
         cell = THUMB + GAP
-        if self._mosaic_rgba.shape[:2] != (L * cell - GAP, H * cell - GAP):
-            self._mosaic_rgba = np.zeros((L * cell - GAP, H * cell - GAP, 4), np.uint8)
-            self.overview.getAxis("left").setTicks([[(i * cell + THUMB / 2, str(i)) for i in range(L)]])
-            self.overview.getAxis("bottom").setTicks([[(j * cell + THUMB / 2, str(j)) for j in range(H)]])
-        masked = np.isnan(tiles)
-        index = (np.clip(np.nan_to_num(tiles), 0, 1) * 255).astype(np.uint8)
-        rgba = self._lut[index]  # [L, H, t, t, 4]
-        rgba[masked] = (200, 200, 200, 255)
-        padded = np.zeros((L, H, cell, cell, 4), np.uint8)  # gaps are transparent
-        padded[:, :, :THUMB, :THUMB] = rgba
-        mosaic = padded.transpose(0, 2, 1, 3, 4).reshape(L * cell, H * cell, 4)[: L * cell - GAP, : H * cell - GAP]
-        self._mosaic_rgba[...] = mosaic
+        if self._mosaic_rgba.shape[:2] != (L * cell, H * cell):
+            self._mosaic_rgba = np.zeros((L * cell, H * cell, 4), np.uint8)  # gaps stay transparent
+            self.overview.getAxis("left").setTicks(_tick_levels(_nice_step(L / 8), L, str, offset=THUMB / 2, scale=cell))
+            self.overview.getAxis("bottom").setTicks(_tick_levels(_nice_step(H / 12), H, str, offset=THUMB / 2, scale=cell))
+            self.overview.setRange(xRange=(-GAP, H * cell), yRange=(-GAP, L * cell), padding=0)  # room for the marker
+        index = np.clip(np.nan_to_num(tiles * 255), 0, 255).astype(np.uint8)
+        rgba = self._lut[index]  # [L, t, H, t, 4]
+        rgba[np.isnan(tiles)] = (200, 200, 200, 255)
+        self._mosaic_rgba.reshape(L, cell, H, cell, 4)[:, :THUMB, :, :THUMB] = rgba
         self.mosaic.setImage(self._mosaic_rgba, autoLevels=False)
         self._draw_overview_marker()
 
@@ -232,6 +228,25 @@ class AttentionPanel(QGroupBox):
         cell = THUMB + GAP
         if self.history.length:
             self.tile_marker.setRect(QRectF(self.state.head * cell - 1.5, self.state.layer * cell - 1.5, THUMB + 3, THUMB + 3))
+
+
+def _nice_step(step: float) -> int:
+    """The smallest power of two >= ``step`` (at least 1): ticks every 1, 2, 4, 8... positions."""
+    return 1 << max(0, math.ceil(math.log2(max(step, 1))))
+
+
+def _tick_levels(step: int, count: int, text, *, offset: float = 0.5, scale: float = 1.0, finest: int = 1) -> list:
+    """pyqtgraph tick levels for ``count`` labelled cells: every ``step``-th cell first, then the ones
+    between at finer levels down to every ``finest``-th; pyqtgraph labels a finer level only while its
+    text still fits, so labels never overlap into mush."""
+    levels, shown = [], set()
+    while True:
+        level = [(i * scale + offset, text(i)) for i in range(0, count, step) if i not in shown]
+        shown.update(range(0, count, step))
+        levels.append(level)
+        if step <= finest:
+            return levels
+        step //= 2
 
 
 def _short(piece: str, limit: int = 10) -> str:

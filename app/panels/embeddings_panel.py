@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QGroupBox, QHBoxLayout, QLabel, QSlider, QVBoxLayout, QWidget
 
 from .. import theme as th
@@ -62,6 +63,8 @@ class EmbeddingsPanel(QGroupBox):
         layout.addWidget(self.caption)
         self._brush_prompt = pg.mkBrush(th.BLUE)
         self._brush_generated = pg.mkBrush(th.ORANGE)
+        self._point_pen = pg.mkPen("w", width=0.8)
+        self._drawn = (np.zeros((0, 2), np.float32), -1)  # the points on screen and the prompt length
         self._n_layer = -1
 
         state.resultChanged.connect(self._on_state_result)
@@ -106,51 +109,88 @@ class EmbeddingsPanel(QGroupBox):
 
     def _on_state_theme(self, theme: th.Theme) -> None:
         th.style_plot(self.plot, theme)
+        for name in ("left", "bottom"):
+            self.plot.getAxis(name).enableAutoSIPrefix(False)  # no "(x0.001)" next to the PCA labels
         for label in self.labels:
             label.setFont(theme.font(-1))
+        self._label_fm = QFontMetrics(theme.font(-1))
         self.depth_label.setFont(theme.font())
         self.caption.setFont(theme.font(-1))
         self._draw(autorange=False)
 
     # ------------------------------------------------------------ drawing
+    def _set_points(self, xy: np.ndarray, prompt_len: int) -> None:
+        """Show ``xy`` (float32 [T, 2]); a step that only appends positions only adds their points."""
+        drawn, drawn_prompt_len = self._drawn
+        n = len(drawn)
+        grew = prompt_len == drawn_prompt_len and len(xy) >= n and np.array_equal(xy[:n], drawn)
+        first = n if grew else 0
+        new = xy[first:]
+        brushes = [self._brush_prompt if i < prompt_len else self._brush_generated for i in range(first, len(xy))]
+        if not grew:
+            self.points.setData(x=new[:, 0], y=new[:, 1], brush=brushes, pen=self._point_pen, data=np.arange(len(xy)))
+        elif len(new):
+            self.points.addPoints(x=new[:, 0], y=new[:, 1], brush=brushes, pen=self._point_pen, data=np.arange(first, len(xy)))
+        self._drawn = (xy.copy(), prompt_len)
+
+    def _uncrowded(self, candidates, xy: np.ndarray, pieces, view) -> list[int]:
+        """Up to MAX_LABELS of ``candidates`` (most wanted first) whose labels do not overlap on screen."""
+        (x0, x1), (y0, y1) = view
+        box = self.plot.getViewBox().boundingRect()
+        sx, sy = max(box.width(), 1) / max(x1 - x0, 1e-9), max(box.height(), 1) / max(y1 - y0, 1e-9)
+        fm = self._label_fm
+        taken: list[tuple[float, float, float, float]] = []
+        kept = []
+        for i in candidates:
+            px, py = (xy[i, 0] - x0) * sx, (y1 - xy[i, 1]) * sy
+            left, top = px, py - fm.height()  # anchor (-0.1, 1.1): the text sits above and right of its point
+            right, bottom = left + fm.horizontalAdvance(pieces[i] if i < len(pieces) else ""), py
+            if all(right < l or left > r or bottom < t or top > b for l, t, r, b in taken):
+                taken.append((left, top, right, bottom))
+                kept.append(i)
+                if len(kept) == MAX_LABELS:
+                    break
+        return kept
+
     def _draw(self, *, autorange: bool) -> None:
         result = self.state.result
         depth = self.depth
         self.depth_label.setText("embeddings (token + position)" if depth == 0 else f"after block {depth - 1}")
         if result is None or result.points.shape[1] == 0:
-            self.points.setData([], [])
+            self._set_points(np.zeros((0, 2), np.float32), 0)
             self.path.setData([], [])
             self.path_points.setData([], [])
             self.selected.setData([], [])
             for label in self.labels:
-                label.setText("")
+                label.setVisible(False)
             self.caption.setText("Step once to place the tokens.")
             return
         pts = result.points  # [L + 1, T, 2]
         T = pts.shape[1]
         depth = min(depth, pts.shape[0] - 1)
         xy = pts[depth]
-        prompt_len = len(result.prompt_ids)
-        brushes = [self._brush_prompt] * min(prompt_len, T) + [self._brush_generated] * max(0, T - prompt_len)
-        self.points.setData(x=xy[:, 0], y=xy[:, 1], brush=brushes, pen=pg.mkPen("w", width=0.8), data=np.arange(T))
+        self._set_points(xy, len(result.prompt_ids))
         sel = min(max(self.state.selected_position, 0), T - 1)
         path = pts[:, sel]  # [L + 1, 2]
         self.path.setData(path[:, 0], path[:, 1])
         self.path_points.setData(x=path[:, 0], y=path[:, 1])
         self.selected.setData(x=[xy[sel, 0]], y=[xy[sel, 1]])
         pieces = result.trace.pieces if result.trace is not None else result.prompt_pieces
-        shown = list(range(max(0, T - MAX_LABELS + 1), T))
-        if sel not in shown:
-            shown = [sel] + shown[1:]
-        for label, i in zip(self.labels, shown + [None] * MAX_LABELS):
-            if i is None:
-                if label.textItem.toPlainText():
-                    label.setText("")
-                continue
-            label.setText(pieces[i] if i < len(pieces) else "", color=th.VERMILION if i == sel else th.DARK)
-            label.setPos(float(xy[i, 0]), float(xy[i, 1]))
         if autorange:
-            self.plot.enableAutoRange()
+            both = np.concatenate([xy, path])
+            (x0, y0), (x1, y1) = both.min(axis=0).tolist(), both.max(axis=0).tolist()
+            view = ((x0, x1), (y0, y1))
+        else:
+            view = self.plot.getViewBox().viewRange()
+        candidates = [sel] + [i for i in range(T - 1, max(-1, T - 1 - 4 * MAX_LABELS), -1) if i != sel]
+        shown = self._uncrowded(candidates, xy, pieces, view)
+        for label, i in zip(self.labels, shown + [None] * MAX_LABELS):
+            label.setVisible(i is not None)  # hidden labels cost nothing to paint; empty ones do
+            if i is not None:
+                label.setText(pieces[i] if i < len(pieces) else "", color=th.VERMILION if i == sel else th.DARK)
+                label.setPos(float(xy[i, 0]), float(xy[i, 1]))
+        if autorange:  # set here, not by pyqtgraph's auto-range, which re-ranges (and repaints) while painting
+            self.plot.setRange(xRange=view[0], yRange=view[1], padding=0.08)
         where = "its embedding" if depth == 0 else f"the residual stream after block {depth - 1}"
         piece = pieces[sel] if sel < len(pieces) else ""
         self.caption.setText(

@@ -1,13 +1,15 @@
 """Panel 6, the KV cache: positions cached per layer, bytes with the arithmetic, growth, timings.
 
 Three plots built once: keys and values cached per layer, the cache's size after every step, and
-each step's forward-pass time (the prefill against the cheaper decode steps).
+each step's forward-pass time (the prefill, labelled, against the cheaper decode steps and their
+mean). Step and layer axes tick on whole numbers only.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QGroupBox, QLabel, QProgressBar, QVBoxLayout, QWidget
 
 from .. import theme as th
@@ -19,6 +21,19 @@ def human_bytes(n: int) -> str:
         if n >= size:
             return f"{n / size:.1f} {unit}"
     return f"{n} B"
+
+
+def _unit(n: int) -> tuple[str, int]:
+    """The unit human_bytes would use for ``n`` bytes, and its size."""
+    return next(((u, size) for u, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)) if n >= size), ("B", 1))
+
+
+class IntegerAxis(pg.AxisItem):
+    """An axis that ticks whole numbers only: steps and layers are counted, never halved."""
+
+    def tickSpacing(self, minVal, maxVal, size):
+        levels = [(s, 0.0) for s, _ in super().tickSpacing(minVal, maxVal, size) if s >= 1 and float(s).is_integer()]
+        return levels or [(1.0, 0.0)]
 
 
 class KVPanel(QGroupBox):
@@ -35,9 +50,20 @@ class KVPanel(QGroupBox):
             label.setWordWrap(True)
 
         self.view = pg.GraphicsLayoutWidget()
-        self.layer_plot: pg.PlotItem = self.view.addPlot(row=0, col=0, title=f"positions per layer: <span style='color:{th.BLUE}'>keys</span> | <span style='color:{th.ORANGE}'>values</span>")
-        self.growth_plot: pg.PlotItem = self.view.addPlot(row=0, col=1, title="cache size per step (KB)")
-        self.time_plot: pg.PlotItem = self.view.addPlot(row=1, col=0, colspan=2, title="forward pass per step (ms; red = prefill)")
+        self.view.ci.setContentsMargins(2, 2, 2, 2)
+        self.layer_plot: pg.PlotItem = self.view.addPlot(
+            row=0, col=0, axisItems={"bottom": IntegerAxis("bottom")},
+            title=f"cached per layer: <span style='color:{th.BLUE}'>■ keys</span> <span style='color:{th.ORANGE}'>■ values</span>",
+        )
+        self.growth_plot: pg.PlotItem = self.view.addPlot(row=0, col=1, axisItems={"bottom": IntegerAxis("bottom")}, title="cache size")
+        self.time_plot: pg.PlotItem = self.view.addPlot(
+            row=1, col=0, colspan=2, axisItems={"bottom": IntegerAxis("bottom")},
+            title=f"time per step: <span style='color:{th.VERMILION}'>■ prefill</span> vs "
+            f"<span style='color:{th.SKY}'>■ decode</span>",
+        )
+        self.view.ci.layout.setRowStretchFactor(0, 5)
+        self.view.ci.layout.setRowStretchFactor(1, 6)
+        self._size_unit = ""
         for plot in (self.layer_plot, self.growth_plot, self.time_plot):
             plot.setMenuEnabled(False)
             plot.hideButtons()
@@ -51,6 +77,12 @@ class KVPanel(QGroupBox):
         self._prefill_brush, self._decode_brush = pg.mkBrush(th.VERMILION), pg.mkBrush(th.SKY)
         self.time_bars = pg.BarGraphItem(x=[], height=[], width=0.7, brushes=[], pen=None)
         self.time_plot.addItem(self.time_bars)
+        # both labels hang in the headroom above the tallest bar: top left and top right
+        self.prefill_text = pg.TextItem(anchor=(0, 0), color=th.VERMILION)
+        self.decode_line = pg.InfiniteLine(angle=0, movable=False, pen=pg.mkPen(th.BLUE, width=1.5, style=Qt.DashLine))
+        self.decode_text = pg.TextItem(anchor=(1, 0), color=th.BLUE)
+        for item in (self.prefill_text, self.decode_line, self.decode_text):
+            self.time_plot.addItem(item)
 
         layout = QVBoxLayout(self)
         layout.addWidget(self.capacity)
@@ -74,6 +106,9 @@ class KVPanel(QGroupBox):
                 bars.setOpts(x=[], height=[])
             self.growth.setData([], [])
             self.time_bars.setOpts(x=[], height=[], brushes=[])
+            self.prefill_text.setText("")
+            self.decode_text.setText("")
+            self.decode_line.hide()
             return
         kv = records[-1].kv
         L = len(kv.key_positions)
@@ -86,24 +121,49 @@ class KVPanel(QGroupBox):
             f"<b>{human_bytes(kv.total_bytes)}</b> = keys and values: {kv.arithmetic()}"
         )
         steps = np.fromiter((r.step for r in records), np.int64, len(records))
-        sizes = np.fromiter((r.kv.total_bytes for r in records), np.float64, len(records)) / 1024
+        sizes = np.fromiter((r.kv.total_bytes for r in records), np.float64, len(records))
         ms = np.fromiter((r.forward_ms for r in records), np.float64, len(records))
-        self.growth.setData(steps, sizes)
+        unit, scale = _unit(int(sizes.max()))
+        if unit != self._size_unit:
+            self._size_unit = unit
+            self._label_growth_axis()
+        self.growth.setData(steps, sizes / scale)
         self.time_plot.setXRange(-0.6, len(records) - 0.4, padding=0)
+        top = float(ms.max()) * 1.45  # headroom for the labels
+        self.time_plot.setYRange(0, top, padding=0)
         self.growth_plot.setXRange(0, max(1, len(records) - 1), padding=0.05)
         self.time_bars.setOpts(
             x=steps, height=ms, brushes=[self._prefill_brush] + [self._decode_brush] * (len(records) - 1)
         )
         prefill = records[0]
+        self.prefill_text.setText(f"prefill: {prefill.forward_ms:.0f} ms")
+        self.prefill_text.setPos(-0.6, top)
+        if len(records) > 1:
+            mean = float(ms[1:].mean())
+            self.decode_line.setValue(mean)
+            self.decode_line.show()
+            self.decode_text.setText(f"decode: {mean:.0f} ms (mean, dashed)")
+            self.decode_text.setPos(len(records) - 0.4, top)
+        else:
+            self.decode_line.hide()
+            self.decode_text.setText("")
         text = f"Time to first token (prefill, {prefill.n_new} positions in one pass): <b>{prefill.forward_ms:.1f} ms</b>"
         if len(records) > 1:
             text += f" · per decode step (one position, mean of {len(records) - 1}): <b>{ms[1:].mean():.1f} ms</b>"
         self.timing_label.setText(text)
 
+    def _label_growth_axis(self) -> None:
+        theme = self.state.theme
+        style = {"color": theme.text, "font-size": f"{theme.font_pt - 1}pt"}
+        self.growth_plot.setLabel("left", self._size_unit or "B", **style)
+
     def _on_state_theme(self, theme: th.Theme) -> None:
         th.style_plot(self.layer_plot, theme, left="positions", bottom="layer")
         th.style_plot(self.growth_plot, theme, bottom="step")
-        th.style_plot(self.time_plot, theme, bottom="step (0 = prefill)")
+        th.style_plot(self.time_plot, theme, left="ms", bottom="step (0 = prefill)")
+        self._label_growth_axis()
         for plot in (self.layer_plot, self.growth_plot, self.time_plot):
-            plot.setTitle(plot.titleLabel.text, size=f"{theme.font_pt}pt", color=theme.text)
+            plot.setTitle(plot.titleLabel.text, size=f"{theme.font_pt - 1}pt", color=theme.text)
+        for text in (self.prefill_text, self.decode_text):
+            text.setFont(theme.font(-1, bold=True))
         self.setFont(theme.font())

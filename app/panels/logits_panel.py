@@ -17,6 +17,7 @@ from .. import theme as th
 from ..state import AppState
 
 MAX_N = 64  # the engine ships 64 candidates per step
+PROB_SCALES = (2, 5, 10, 20, 40, 60, 80, 100, 130)  # % : the probability axis's possible widths
 
 
 class _Bars(pg.BarGraphItem):
@@ -55,6 +56,7 @@ class LogitsPanel(QGroupBox):
             f"<span style='color:{th.BLUE}'>■</span> can be drawn &nbsp; "
             f"<span style='color:{th.GREY}'>■</span> removed by top-k / top-p &nbsp; · click a bar to choose it"
         )
+        self.legend.setWordWrap(True)  # projector fonts: wrap rather than widen the window
 
         self.view = pg.GraphicsLayoutWidget()
         self.logit_plot: pg.PlotItem = self.view.addPlot(row=0, col=0)
@@ -107,8 +109,8 @@ class LogitsPanel(QGroupBox):
         self._draw()
 
     def _on_state_theme(self, theme: th.Theme) -> None:
-        th.style_plot(self.logit_plot, theme, bottom="raw logit (model score)")
-        th.style_plot(self.prob_plot, theme, bottom="probability after sampling settings (%)")
+        th.style_plot(self.logit_plot, theme, bottom="raw logit (score)")
+        th.style_plot(self.prob_plot, theme, bottom="probability after sampling (%)")
         for label in self.labels:
             label.setFont(theme.font(-1))
         self.summary.setFont(theme.font(0))
@@ -127,7 +129,7 @@ class LogitsPanel(QGroupBox):
             for bars in (self.logit_bars, self.prob_bars):
                 bars.setOpts(x0=[], y=[], width=[], brushes=[])
             for label in self.labels:
-                label.setText("")
+                label.setVisible(False)
             self.summary.setText("Step once (Space) to see the candidates for the next token.")
             return
         n = min(self.state.top_n, len(trace.candidate_ids))
@@ -145,15 +147,15 @@ class LogitsPanel(QGroupBox):
         self.logit_plot.getAxis("left").setTicks([[(i, f"{trace.candidate_pieces[i]}  ") for i in range(n)]])
         self.logit_plot.setYRange(-0.6, n - 0.4, padding=0)
         top = float(probs.max()) if n else 1.0
-        self.prob_plot.setXRange(0, max(top * 1.3, 1.0), padding=0)
+        # a few fixed scales: the axis (and every label on it) is redrawn only when the scale changes
+        self.prob_plot.setXRange(0, next(s for s in PROB_SCALES if s >= top * 1.3), padding=0)
         lo, hi = float(min(logits.min(), 0)), float(max(logits.max(), 0))
         self.logit_plot.setXRange(lo, hi + (hi - lo) * 0.05 + 1e-3, padding=0.02)
-        for i, label in enumerate(self.labels):
+        for i, label in enumerate(self.labels):  # hidden labels cost nothing to paint; empty ones do
             if i < n:
                 label.setText(f"{probs[i]:.1f}%" if kept[i] else "removed", color=th.DARK if kept[i] else "#7A7A7A")
                 label.setPos(float(probs[i]), i)
-            elif label.textItem.toPlainText():
-                label.setText("")
+            label.setVisible(i < n)
         outside = ""
         if trace.chosen not in set(ids.tolist()):
             outside = f" — outside the top {n}"

@@ -39,8 +39,10 @@ class SamplingPanel(QGroupBox):
     def __init__(self, state: AppState, parent: QWidget | None = None):
         super().__init__("Sampling: how the next token is picked", parent)
         self.state = state
-        self.greedy = QRadioButton("Greedy (always the top token)")
-        self.sample = QRadioButton("Sample from the distribution")
+        self.greedy = QRadioButton("Greedy (top token)")
+        self.greedy.setToolTip("Always take the token with the highest score")
+        self.sample = QRadioButton("Sample")
+        self.sample.setToolTip("Draw the next token at random from the distribution shown above")
         self.sample.setChecked(True)
         group = QButtonGroup(self)
         group.addButton(self.greedy)

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import bisect
 import re
+import unicodedata
 from dataclasses import dataclass
+from functools import lru_cache
 
 from PySide6.QtCore import QEvent, QRect, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPen
@@ -41,6 +43,27 @@ def piece_bytes(piece: str) -> bytes:
         else:
             out += _VISIBLE_BACK.get(ch) or ch.encode("utf-8")
     return bytes(out)
+
+
+@lru_cache(maxsize=4096)
+def chip_text(piece: str) -> str:
+    """What a chip draws for ``piece``: the piece, except that marks with nothing to sit on at its
+    start (a lone accent or vowel point draws a speck, a variation selector draws nothing) are shown
+    on a dotted circle ◌, and a leading variation selector as its UTF-8 bytes."""
+    lead = 0
+    while lead < len(piece) and unicodedata.category(piece[lead]) in ("Mn", "Mc", "Me"):
+        lead += 1
+    if not lead:
+        return piece
+    marks = "".join(
+        "".join(f"\\x{b:02x}" for b in ch.encode("utf-8")) if _is_variation_selector(ch) else ch for ch in piece[:lead]
+    )
+    return ("" if marks.startswith("\\x") else "\u25cc") + marks + piece[lead:]
+
+
+def _is_variation_selector(ch: str) -> bool:
+    c = ord(ch)
+    return 0xFE00 <= c <= 0xFE0F or 0xE0100 <= c <= 0xE01EF or 0x180B <= c <= 0x180F or c == 0x034F
 
 
 @dataclass(frozen=True)
@@ -104,7 +127,7 @@ class TokenStrip(QWidget):
         del self.rects[first:]
         x, y = (self.GAP, self.GAP) if not self.rects else (self.rects[-1].right() + 1 + self.GAP, self.rects[-1].top())
         for chip in self.chips[first:]:
-            w = max(self._fm.horizontalAdvance(chip.piece or " "), self._id_fm.horizontalAdvance(str(chip.token_id)))
+            w = max(self._fm.horizontalAdvance(chip_text(chip.piece) or " "), self._id_fm.horizontalAdvance(str(chip.token_id)))
             w += 2 * self.PAD_X
             if x + w > width - self.GAP and x > self.GAP:
                 x, y = self.GAP, y + self._chip_h + self.GAP
@@ -158,7 +181,7 @@ class TokenStrip(QWidget):
             p.setPen(QColor(theme.text))
             p.setFont(self._font)
             text_rect = QRect(r.left(), r.top() + self.PAD_Y, r.width(), self._fm.height())
-            p.drawText(text_rect, Qt.AlignHCenter | Qt.AlignVCenter, chip.piece)
+            p.drawText(text_rect, Qt.AlignHCenter | Qt.AlignVCenter, chip_text(chip.piece))
             p.setPen(QColor("#555555"))
             p.setFont(self._id_font)
             id_rect = QRect(r.left(), text_rect.bottom() + 1, r.width(), self._id_fm.height())

@@ -225,3 +225,18 @@ def test_generation_stops_when_the_context_is_full(make_window, qtbot, tiny_mode
     assert last.stopped and last.trace.stop_reason == "context_full"
     assert "context window" in w.status_label.text()
     assert not w.step_action.isEnabled()
+
+
+def test_max_speed_play_loops_on_the_worker_and_pause_ends_it(window, qtbot):
+    window.max_speed.setChecked(True)
+    assert not window.speed.isEnabled()
+    window.play()
+    assert window.controller.looping
+    qtbot.waitUntil(lambda: window.state.result.stopped or window.state.step >= 5, timeout=20_000)
+    window.pause()
+    assert not window.controller.looping and not window.playing
+    qtbot.waitUntil(lambda: window.controller.idle, timeout=20_000)
+    qtbot.wait(200)  # a result already on its way may still be drawn
+    drawn = window.state.result.trace.step
+    qtbot.wait(300)
+    assert window.state.result.trace.step == drawn  # no step ran after the pause

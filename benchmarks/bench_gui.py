@@ -1,0 +1,290 @@
+"""What does the window cost? GUI-thread time per step, event-loop stalls, Play throughput, launch.
+
+Runs offscreen with GPT-2 small's shape (``GPT2Config()`` defaults: 12 layers x 12 heads, d=768,
+1,024 positions, random weights, fp32), saved with the bundled tokenizer to a temporary folder and
+loaded with ``engine.load_model``. Measures:
+
+1. ``MainWindow.apply_result`` (every panel draws one step) at 256 and 1,000 positions of context,
+   median and p95 over consecutive decode steps; also with a synchronous repaint of the window.
+2. The longest gap between ticks of a 5 ms QTimer on the GUI thread while Play runs at max speed.
+3. Play's tokens per second at max speed (sampling, top-k 50) against the bare model's cached
+   decode steps per second (plain ``GPT2LMHeadModel``, default attention, greedy, no outputs
+   requested), for each worker thread count, with GPT-2 small's shape and the bundled demo model.
+   A target is "met" when the p95 (``apply_result``) or the worst case (event-loop gap) meets it.
+4. Launch to a window with the demo model ready: ``python -m app --smoke-test`` (load, 3 steps,
+   render once) as a child process.
+
+    python benchmarks/bench_gui.py            # full run, about 2 minutes on 2 cores
+    python benchmarks/bench_gui.py --quick    # smoke run
+
+Prints a markdown table (paste it into benchmarks/RESULTS_GUI.md). A script, not a test: the
+figures depend on the machine and on what else it is running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import inspect
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from PySide6.QtCore import QSettings, QTimer  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
+
+from app import worker as app_worker  # noqa: E402
+from app.window import MainWindow  # noqa: E402
+from engine import SamplingSettings, Session, load_model  # noqa: E402
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+DEMO_DIR = ROOT / "resources" / "models" / "gpt2-tiny-demo"
+WORDS = [" The", " cat", " sat", " on", " the", " mat", " and", " the", " dog", " ran", " away", " from", " the", " house", "."]
+GREEDY = SamplingSettings(greedy=True)
+PLAY_TEXT = "Once upon a time, in a small town by the sea, there lived an old fisherman who"
+
+FULL = dict(contexts=(256, 1000), apply_repeats=21, play_steps=150, demo_play_steps=120, launches=3)
+QUICK = dict(contexts=(256, 1000), apply_repeats=7, play_steps=30, demo_play_steps=40, launches=1)
+TARGETS = {256: 16.0, 1000: 33.0}
+GAP_TARGET_MS = 50.0
+PLAY_TARGET = 0.8
+
+
+# ------------------------------------------------------------------ setup
+def build_model_folder(folder: Path, seed: int = 0) -> Path:
+    """GPT-2 small's shape with random weights, plus the real tokenizer, as a model folder."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(seed)
+    GPT2LMHeadModel(GPT2Config()).save_pretrained(folder)
+    for name in TOKENIZER_FILES:
+        shutil.copy(DEMO_DIR / name, folder / name)
+    return folder
+
+
+def prompt_text(n: int) -> str:
+    return "".join(WORDS[i % len(WORDS)] for i in range(n))
+
+
+def percentile(values, q: float) -> float:
+    return float(np.percentile(np.asarray(values), q))
+
+
+def new_window() -> MainWindow:
+    settings = QSettings(str(Path(tempfile.gettempdir()) / "nexttoken-bench.ini"), QSettings.IniFormat)
+    window = MainWindow(settings, remember=False)
+    window.resize(1600, 1000)
+    window.show()
+    QApplication.processEvents()
+    return window
+
+
+def wait_for(app: QApplication, predicate, timeout_s: float = 600) -> None:
+    end = time.perf_counter() + timeout_s
+    while not predicate():
+        if time.perf_counter() > end:
+            raise TimeoutError("the window did not get there in time")
+        app.processEvents()
+        time.sleep(0.001)
+
+
+# ----------------------------------------------------------- measurements
+def measure_apply(app, loaded, context: int, repeats: int) -> dict[str, float]:
+    """GUI-thread time to draw one decode step that reaches ``context`` positions, in every panel."""
+    session = Session(loaded, GREEDY)
+    session.set_prompt(prompt_text(context - repeats))
+    points = app_worker.PointCache()
+    results = []
+    for _ in range(repeats + 1):  # the prefill, then one decode step per repeat
+        session.step()
+        results.append(app_worker.make_result(session, "step", 1, "step", points=points))
+    window = new_window()
+    window.apply_result(results[0])  # untimed: the prefill draws every panel from scratch
+    app.processEvents()
+    apply_ms, paint_ms = [], []
+    for result in results[1:]:
+        t = time.perf_counter()
+        window.apply_result(result)
+        apply_ms.append((time.perf_counter() - t) * 1e3)
+        t = time.perf_counter()
+        app.processEvents()  # the scenes' queued updates, then the paint: what the next frame costs
+        app.processEvents()
+        paint_ms.append((time.perf_counter() - t) * 1e3)
+    window.close()
+    return {
+        "context": results[-1].context_len,
+        "median": statistics.median(apply_ms),
+        "p95": percentile(apply_ms, 95),
+        "paint_median": statistics.median(paint_ms),
+        "paint_p95": percentile(paint_ms, 95),
+    }
+
+
+def measure_play(app, loaded, steps: int, threads: int, attempts: int = 20) -> dict[str, float]:
+    """Play at max speed for ``steps`` steps: results per second and the longest event-loop gap.
+
+    Play samples (top-k 50); a seed whose run draws <|endoftext|> early is replaced by the next one.
+    """
+    app_worker.WORKER_TORCH_THREADS = threads  # read when the window's worker thread starts
+    window = new_window()
+    arrived: list[tuple[float, int]] = []  # (time, step) of every result the worker delivered
+    ticks: list[float] = []
+    window.controller.resultReady.connect(
+        lambda r: arrived.append((time.perf_counter(), r.trace.step)) if r.trace is not None else None
+    )
+    timer = QTimer(interval=5)
+    timer.timeout.connect(lambda: ticks.append(time.perf_counter()))
+    window.max_speed.setChecked(True)
+    window.load_model(None, loaded=loaded, prompt=PLAY_TEXT)
+    wait_for(app, lambda: window.state.result is not None)
+    for seed in range(attempts):
+        window.controller.resample(SamplingSettings(top_k=50, seed=seed))
+        wait_for(app, lambda: window.controller.idle)
+        arrived.clear(), ticks.clear()
+        timer.start()
+        window.play()
+        wait_for(app, lambda: (arrived and arrived[-1][1] >= steps) or not window.playing)
+        window.pause()
+        timer.stop()
+        wait_for(app, lambda: window.controller.idle)
+        if arrived and arrived[-1][1] >= steps:
+            break
+        window.reset()
+        wait_for(app, lambda: window.controller.idle)
+    window.close()
+    decode = [(t, s) for t, s in arrived if s >= 1]  # from the first decode step on: no prefill
+    (t0, s0), (t1, s1) = decode[0], decode[-1]
+    first = next(t for t, _ in decode)
+    gaps = np.diff([t for t in ticks if t >= first])
+    return {
+        "threads": threads,
+        "steps": s1 - s0,
+        "context": arrived[-1][1] + len(loaded.tokenizer.encode(PLAY_TEXT)),
+        "sps": (s1 - s0) / (t1 - t0),
+        "max_gap_ms": float(gaps.max() * 1e3) if gaps.size else float("nan"),
+        "p99_gap_ms": percentile(gaps * 1e3, 99) if gaps.size else float("nan"),
+    }
+
+
+def measure_bare(folder: Path | None, steps: int, threads: int) -> float:
+    """Cached greedy decode steps per second of the plain model, from PLAY_TEXT."""
+    from transformers import GPT2LMHeadModel
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    model = GPT2LMHeadModel.from_pretrained(folder or DEMO_DIR, dtype=torch.float32, local_files_only=True).eval()
+    tokenizer = load_model(str(folder) if folder else None).tokenizer
+    ids = torch.tensor([tokenizer.encode(PLAY_TEXT)])
+    kwarg = "cache" if "cache" in inspect.signature(type(model).forward).parameters else "past_key_values"
+    with torch.inference_mode():
+        out = model(input_ids=ids, use_cache=True)
+        cache, nxt = out.past_key_values, out.logits[:, -1].argmax(-1, keepdim=True)
+        t = time.perf_counter()
+        for _ in range(steps):  # a minimal generate loop: forward one token, pick, feed it back
+            out = model(input_ids=nxt, use_cache=True, logits_to_keep=1, **{kwarg: cache})
+            cache, nxt = out.past_key_values, out.logits[:, -1].argmax(-1, keepdim=True)
+        sps = steps / (time.perf_counter() - t)
+    torch.set_num_threads(previous)
+    return sps
+
+
+def measure_launch(runs: int) -> dict[str, float]:
+    """``python -m app --smoke-test``: wall time of the child, and its own launch-to-done seconds."""
+    wall, inner = [], []
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
+    for _ in range(runs):
+        t = time.perf_counter()
+        out = subprocess.run([sys.executable, "-m", "app", "--smoke-test"], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=300)
+        wall.append(time.perf_counter() - t)
+        line = [x for x in out.stdout.splitlines() if x.startswith("{")][-1]
+        inner.append(json.loads(line)["seconds"])
+    return {"wall": statistics.median(wall), "inner": statistics.median(inner), "runs": runs}
+
+
+# ---------------------------------------------------------------- report
+def mark(ok: bool) -> str:
+    return "met" if ok else "**missed**"
+
+
+def report(args, applies, plays, bares, launch, wall_s: float) -> str:
+    cores = app_worker._cores()
+    lines = [
+        f"GUI benchmark, {datetime.date.today()}, `python benchmarks/bench_gui.py{' --quick' if args.quick else ''}`: "
+        f"{platform.processor() or platform.machine()}, {cores} cores, torch {torch.__version__} (CPU), "
+        f"offscreen Qt, window 1600 x 1000, GPT-2 small's shape (12 layers x 12 heads, d=768, random weights). "
+        f"The app's worker uses `torch.set_num_threads({app_worker._cores() - 1 or 1})`. Took {wall_s:.0f} s.",
+        "",
+        "| measure | value | target | |",
+        "|---|---|---|---|",
+    ]
+    for a in applies:
+        target = TARGETS.get(a["context"] if a["context"] in TARGETS else min(TARGETS, key=lambda c: abs(c - a["context"])))
+        lines.append(
+            f"| `apply_result`, {a['context']} positions of context (median / p95 of {args.apply_repeats}) "
+            f"| {a['median']:.1f} / {a['p95']:.1f} ms | < {target:.0f} ms | {mark(a['p95'] < target)} |"
+        )
+        lines.append(
+            f"| then painting the window: the next event-loop pass (median / p95) | {a['paint_median']:.1f} / {a['paint_p95']:.1f} ms | | |"
+        )
+    for p in plays:
+        bare = bares[(p["model"], p["threads"])]
+        bare_best = max(v for (m, _), v in bares.items() if m == p["model"])
+        ratio = p["sps"] / bare_best
+        row = (f"| Play at max speed, {p['model']}, worker torch threads {p['threads']}: "
+               f"{p['steps']} steps to {p['context']} positions | {p['sps']:.1f} tokens/s "
+               f"(bare model, same threads: {bare:.1f}/s; best bare: {bare_best:.1f}/s) = **{ratio:.0%}** of the best bare ")
+        lines.append(row + f"| ≥ {PLAY_TARGET:.0%} | {mark(ratio >= PLAY_TARGET)} |")
+        lines.append(
+            f"| longest event-loop gap during that Play (5 ms timer; p99) | {p['max_gap_ms']:.0f} ms ({p['p99_gap_ms']:.0f} ms) "
+            f"| < {GAP_TARGET_MS:.0f} ms | {mark(p['max_gap_ms'] < GAP_TARGET_MS)} |"
+        )
+    lines.append(
+        f"| launch to a window with the demo model ready and 3 steps drawn (`python -m app --smoke-test`, "
+        f"median of {launch['runs']}) | {launch['wall']:.1f} s wall ({launch['inner']:.1f} s from `main()`) | | |"
+    )
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="fewer repeats and steps (a smoke run)")
+    args = p.parse_args(argv)
+    cfg = QUICK if args.quick else FULL
+    args.apply_repeats = cfg["apply_repeats"]
+    started = time.perf_counter()
+    app = QApplication.instance() or QApplication([])
+    cores = app_worker._cores()
+    thread_counts = sorted({max(1, cores - 1), cores})
+    with tempfile.TemporaryDirectory(prefix="nexttoken-bench-") as tmp:
+        folder = build_model_folder(Path(tmp) / "gpt2-small-shape")
+        loaded = load_model(str(folder))
+        demo = load_model(None)
+        applies = [measure_apply(app, loaded, c, cfg["apply_repeats"]) for c in cfg["contexts"]]
+        plays, bares = [], {}
+        for name, model, path, steps in (("GPT-2 small shape", loaded, folder, cfg["play_steps"]),
+                                         ("demo model", demo, None, cfg["demo_play_steps"])):
+            for threads in thread_counts:
+                bares[(name, threads)] = measure_bare(path, steps, threads)
+                play = measure_play(app, model, steps, threads)
+                plays.append(dict(play, model=name))
+        launch = measure_launch(cfg["launches"])
+    print(report(args, applies, plays, bares, launch, time.perf_counter() - started))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
