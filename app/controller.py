@@ -11,9 +11,11 @@ load drops everything waiting and makes any result of an older request stale.
 
 from __future__ import annotations
 
+import atexit
 import logging
+import weakref
 
-from PySide6.QtCore import QObject, QThread, Signal
+from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal
 
 from .worker import Request, SessionWorker
 
@@ -52,6 +54,12 @@ class SessionController(QObject):
         self.thread.started.connect(self.worker.on_thread_started)  # runs on the worker thread
         self.thread.finished.connect(self.worker.deleteLater)
         self.thread.start()
+        # Stop the thread however the program ends, also when a window is never closed: Qt aborts
+        # the process if a QThread object is destroyed while its thread still runs.
+        app = QCoreApplication.instance()
+        if app is not None:
+            app.aboutToQuit.connect(self.shutdown)
+        atexit.register(_shutdown_at_exit, weakref.ref(self))
 
     # ------------------------------------------------------------- requests
     @property
@@ -148,6 +156,9 @@ class SessionController(QObject):
             return
         log.info("%s failed: %s", kind, message)
         self.errorOccurred.emit(kind, message)
+        if kind == "load" and self.worker.session is not None:
+            # The load made results in flight stale; show the session it left untouched as it is now.
+            self._request("refresh")
 
     # ------------------------------------------------------------- shutdown
     def shutdown(self) -> None:
@@ -160,3 +171,13 @@ class SessionController(QObject):
             if not self.thread.wait(60_000):  # a model download can hold it; never destroy it running
                 log.warning("the worker thread is still busy after 60 s; waiting for it")
                 self.thread.wait()
+
+
+def _shutdown_at_exit(ref: "weakref.ref[SessionController]") -> None:
+    controller = ref()
+    if controller is None:
+        return
+    try:
+        controller.shutdown()
+    except RuntimeError:  # its Qt objects are already deleted: their thread was stopped with them
+        pass

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QCheckBox,
     QDoubleSpinBox,
     QFileDialog,
+    QGraphicsItem,
     QLabel,
     QMainWindow,
     QProgressDialog,
@@ -26,6 +27,8 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
+from engine import paths
 
 from . import theme as th
 from .controller import SessionController
@@ -70,6 +73,10 @@ class MainWindow(QMainWindow):
         self.resize(1600, 1000)
         self._build_panels()
         self._plot_views = self.findChildren(pg.GraphicsView)
+        for view in self._plot_views:  # an axis is text: keep it as a pixmap until its range changes
+            for item in view.scene().items():
+                if isinstance(item, pg.AxisItem):
+                    item.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
         self._build_actions()
         self._build_menus()
         self._build_toolbar()
@@ -155,7 +162,9 @@ class MainWindow(QMainWindow):
         self.play_action.setCheckable(True)
         self.reset_action = action("Reset", self.reset, (), "Drop every step, keep the prompt")
         self.demo_action = action("Tiny demo model (bundled)", lambda: self.load_model(None))
-        self.gpt2_action = action("GPT-2 small (124M, downloads about 550 MB once)", lambda: self.load_model(GPT2_SMALL))
+        bundled = any(d.name == GPT2_SMALL for d in paths.bundled_model_dirs())
+        where = "bundled" if bundled else "downloads about 550 MB once"
+        self.gpt2_action = action(f"GPT-2 small (124M, {where})", lambda: self.load_model(GPT2_SMALL))
         self.folder_action = action("Open a model folder…", self._on_folder_action_triggered, (QKeySequence.Open,))
         self.quit_action = action("Quit", self.close, (QKeySequence.Quit,))
         self.projector_action = action("Projector mode (large fonts, high contrast)", self._on_projector_toggled, (Qt.Key_F5,))
@@ -165,6 +174,11 @@ class MainWindow(QMainWindow):
         model = self.menuBar().addMenu("&Model")
         for a in (self.demo_action, self.gpt2_action, self.folder_action):
             model.addAction(a)
+        extra = [d for d in paths.bundled_model_dirs() if d.name not in (paths.DEMO_MODEL_NAME, GPT2_SMALL)]
+        if extra:  # a classroom build with more checkpoints inside (packaging/build.py --model-dir)
+            model.addSeparator()
+        for folder in extra:
+            model.addAction(f"{folder.name} (bundled)", lambda name=folder.name: self.load_model(name))
         model.addSeparator()
         model.addAction(self.quit_action)
         view = self.menuBar().addMenu("&View")

@@ -45,7 +45,7 @@ WORKER_TORCH_THREADS = max(1, _cores() - 1)
 
 @dataclass(frozen=True)
 class Request:
-    """One thing for the worker to do. kind: load | prompt | step | back | choose | resample | reset.
+    """One thing for the worker to do. kind: load | prompt | step | back | choose | resample | reset | refresh.
 
     payload: load -> {"source": str | None, "loaded": LoadedModel | None, "fallback": bool,
     "prompt": str}; prompt -> str, or (str, truncate: bool); choose -> token id; resample -> SamplingSettings.
@@ -287,6 +287,10 @@ class SessionWorker(QObject):
         return self._result(
             request, f"Re-sampled step {trace.step} ({settings.describe()}): chose “{trace.chosen_piece}”, no forward pass."
         )
+
+    def _do_refresh(self, request: Request) -> SessionResult:
+        """The session as it stands, unchanged (after a failed load dropped a result as stale)."""
+        return self._result(request, "")
 
     def _do_reset(self, request: Request) -> SessionResult:
         self._need_session().reset()

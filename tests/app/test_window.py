@@ -240,3 +240,14 @@ def test_max_speed_play_loops_on_the_worker_and_pause_ends_it(window, qtbot):
     drawn = window.state.result.trace.step
     qtbot.wait(300)
     assert window.state.result.trace.step == drawn  # no step ran after the pause
+
+
+def test_a_failed_load_during_a_step_leaves_the_window_showing_the_session(window, qtbot, tmp_path):
+    """A load makes the step in flight stale; when the load fails, the window catches up with the session."""
+    run(qtbot, window, window.step, "step")
+    with qtbot.waitSignal(window.resultApplied, timeout=30_000, check_params_cb=lambda r: r.kind == "refresh"):
+        window.controller.step()  # in flight when the load arrives: its result is dropped as stale
+        window.load_model(str(tmp_path / "missing"))
+    session = window.controller.worker.session
+    assert window.state.result.trace.step == session.n_steps - 1 == 1
+    assert "does not exist" in window.status_label.text()
