@@ -4,11 +4,14 @@ a QThread running (the worker thread must always be stopped when its window clos
 from __future__ import annotations
 
 import os
+import threading
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 import pytest
 from PySide6.QtCore import QSettings, QThread
+
+from engine import hf_compat
 
 
 def _running_qthreads() -> list[QThread]:
@@ -73,3 +76,17 @@ def window(make_window, qtbot, demo_model):
         w.load_model(None, loaded=demo_model, prompt="The cat sat on the")
     assert blocker.args[0].kind == "load"
     return w
+
+
+@pytest.fixture
+def forward_calls(monkeypatch):
+    """Every forward pass the engine runs, as the name of the thread that ran it."""
+    calls: list[str] = []
+    real = hf_compat.forward
+
+    def counting(*args, **kwargs):
+        calls.append(threading.current_thread().name)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(hf_compat, "forward", counting)
+    return calls

@@ -23,7 +23,7 @@ from PySide6.QtGui import QColor, QImage
 
 from app import theme as th
 from app.panels.tokens_panel import Chip, TokenStrip
-from engine import SamplingSettings, SettingsError, hf_compat, load_model
+from engine import SamplingSettings, SettingsError, load_model
 from engine.sampling import RANGES
 from tests.conftest import make_tiny_folder
 from tests.engine.test_reliability import ANY_TEXT, SPECIALS
@@ -31,20 +31,6 @@ from tests.engine.test_reliability import ANY_TEXT, SPECIALS
 from .helpers import run
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def forward_passes(monkeypatch):
-    """Every forward pass the engine runs (the name of the thread that ran it)."""
-    calls: list[str] = []
-    real = hf_compat.forward
-
-    def counting(*args, **kwargs):
-        calls.append(threading.current_thread().name)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(hf_compat, "forward", counting)
-    return calls
 
 
 def rss_bytes() -> int:
@@ -239,7 +225,7 @@ def test_a_fault_inside_a_step_shows_an_error_and_keeps_the_last_good_step(windo
     np.testing.assert_array_equal(again.record.logits, good.record.logits)
 
 
-def test_holding_the_step_key_does_not_pile_up_work(window, qtbot, forward_passes):
+def test_holding_the_step_key_does_not_pile_up_work(window, qtbot, forward_calls):
     """300 presses of Space, one every 5 ms while the event loop runs: forward passes are far fewer
     than presses, at most two run after the last press, and the event loop never stalls long."""
     presses, sent, at_last_press, ticks = 300, [0], [0], []
@@ -253,7 +239,7 @@ def test_holding_the_step_key_does_not_pile_up_work(window, qtbot, forward_passe
         if sent[0] == presses:
             keys.stop()
             qtbot.keyRelease(window, Qt.Key_Space)
-            at_last_press[0] = len(forward_passes)
+            at_last_press[0] = len(forward_calls)
 
     keys.timeout.connect(press)
     started = perf_counter()
@@ -262,13 +248,13 @@ def test_holding_the_step_key_does_not_pile_up_work(window, qtbot, forward_passe
     qtbot.waitUntil(lambda: sent[0] == presses and window.controller.idle, timeout=120_000)
     heartbeat.stop()
     elapsed = perf_counter() - started
-    qtbot.waitUntil(lambda: window.state.result.trace is not None and window.state.result.trace.step == len(forward_passes) - 1)
+    qtbot.waitUntil(lambda: window.state.result.trace is not None and window.state.result.trace.step == len(forward_calls) - 1)
     gaps = np.diff(ticks) * 1e3
-    print(f"\n{presses} presses in {elapsed:.2f} s: {len(forward_passes)} forward passes, "
-          f"{len(forward_passes) - at_last_press[0]} after the last press; event-loop gap max {gaps.max():.0f} ms, "
+    print(f"\n{presses} presses in {elapsed:.2f} s: {len(forward_calls)} forward passes, "
+          f"{len(forward_calls) - at_last_press[0]} after the last press; event-loop gap max {gaps.max():.0f} ms, "
           f"p99 {np.percentile(gaps, 99):.0f} ms")
-    assert len(forward_passes) <= presses // 4
-    assert len(forward_passes) - at_last_press[0] <= 2
+    assert len(forward_calls) <= presses // 4
+    assert len(forward_calls) - at_last_press[0] <= 2
     assert gaps.max() < 500
 
 
