@@ -329,6 +329,31 @@ def test_quitting_mid_play_or_mid_download_exits_cleanly(tmp_path, mode):
     assert "QThread" not in proc.stderr
 
 
+NEVER_CLOSED_SCRIPT = r"""
+import sys
+from PySide6.QtWidgets import QApplication
+from app.window import MainWindow
+
+app = QApplication(sys.argv)
+window = MainWindow(remember=False)
+window.start(None, "The cat sat on the")
+window.resultApplied.connect(lambda r: (window.step(), app.quit()) if r.kind == "load" else None)
+app.exec()  # quits while the step it just asked for may still run; the window is never closed
+print("exit 0", flush=True)
+"""
+
+
+def test_a_window_that_is_never_closed_still_stops_its_thread(tmp_path):
+    """A script that quits without closing its window: the worker thread is stopped at quit/exit,
+    so Qt never aborts with "QThread: Destroyed while thread is still running"."""
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", HF_HUB_OFFLINE="1", XDG_CONFIG_HOME=str(tmp_path),
+               HOME=str(tmp_path), PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, "-c", NEVER_CLOSED_SCRIPT], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0 and "exit 0" in proc.stdout, proc.stderr[-2000:]
+    assert "QThread" not in proc.stderr
+
+
 def test_download_progress_past_2_gib_reaches_the_window(window, qtbot):
     """Found: progress crossed threads as 32-bit ints, so downloading a model over 2 GiB (GPT-2
     large, XL) raised OverflowError inside the download once 2 GiB had arrived."""
