@@ -6,6 +6,7 @@ common kinds of colour blindness.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import pyqtgraph as pg
@@ -70,6 +71,21 @@ def style_plot(plot: pg.PlotItem, theme: Theme, *, left: str | None = None, bott
         plot.setLabel("left", left, **style)
     if bottom is not None:
         plot.setLabel("bottom", bottom, **style)
+
+
+NICE = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
+
+
+def nice_ceil(x: float) -> float:
+    """The smallest 1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 x 10^k that is >= ``x`` (> 0).
+
+    An axis that ends there changes (and repaints its labels) only every 20-25 % of growth, not on
+    every step.
+    """
+    if x <= 0:
+        return 1.0
+    scale = 10.0 ** math.floor(math.log10(x))
+    return next(m * scale for m in NICE if m * scale >= x * (1 - 1e-9))
 
 
 def qcolor(hex_color: str, alpha: int = 255) -> QColor:

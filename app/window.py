@@ -46,7 +46,8 @@ log = logging.getLogger(__name__)
 GPT2_SMALL = "gpt2"
 SETTINGS_LAST_MODEL = "model/last"
 FRAME_MS = 16  # draw at most one result per frame
-MAX_SPEED_FRAME_MS = 250  # at max speed, draw at most 4 steps a second: the GUI leaves the CPU to the model
+MAX_SPEED_FRAME_MS = 500  # at max speed, draw at most 2 steps a second: while the window paints, the
+# worker waits for the GIL (about one paint of worker time lost per drawn step; see RESULTS_GUI.md)
 MAX_SPEED_POLL_MS = 100  # at max speed results drive Play; this timer only restarts a stalled one
 
 
@@ -94,6 +95,9 @@ class MainWindow(QMainWindow):
         self._play_timer.timeout.connect(self._on_play_timer_timeout)
         self._draw_timer = QTimer(self, singleShot=True)
         self._draw_timer.timeout.connect(self._on_draw_timer_timeout)
+        self._paint_timer = QTimer(self, interval=0)  # one plot per event-loop turn after a step
+        self._paint_timer.timeout.connect(self._on_paint_timer_timeout)
+        self._painting: tuple[SessionResult, list[pg.GraphicsView]] | None = None
 
         c = self.controller
         c.resultReady.connect(self._on_controller_result)
@@ -254,6 +258,8 @@ class MainWindow(QMainWindow):
     def pause(self) -> None:
         self._play_timer.stop()
         self.controller.stop_play()
+        if self._draw_timer.isActive():  # a step held back by max speed's slow frame rate: show it now
+            self._draw_timer.start(0)
         self.play_action.setChecked(False)
         self.play_action.setText("Play")
 
@@ -263,7 +269,15 @@ class MainWindow(QMainWindow):
 
     # ------------------------------------------------------------ results
     def apply_result(self, result: SessionResult) -> None:
-        """Draw ``result`` in every panel, the status line and the controls (one step, all panels)."""
+        """Draw ``result`` in every panel, the status line and the controls (one step, all panels).
+
+        The panels update their items now; the plots then paint one per event-loop turn (a whole
+        window's plots in one paint stalls the loop for ~50-100 ms), and ``resultApplied`` follows
+        the last of them.
+        """
+        self._finish_painting()  # the previous step's plots paint with this one
+        for view in self._plot_views:  # held back until their turn in _on_paint_timer_timeout
+            view.setUpdatesEnabled(False)
         self.state.set_result(result)
         for view in self._plot_views:  # pyqtgraph applies new ranges while painting and then paints
             view.scene().prepareForPaint()  # again; applying them now makes one paint per step enough
@@ -274,6 +288,25 @@ class MainWindow(QMainWindow):
         if result.stopped:
             self.pause()
         self._sync_actions()
+        self._painting = (result, list(self._plot_views))
+        self._paint_timer.start()
+
+    def _on_paint_timer_timeout(self) -> None:
+        view = self._painting[1].pop(0)
+        view.setUpdatesEnabled(True)
+        view.repaint()
+        if not self._painting[1]:
+            self._finish_painting()
+
+    def _finish_painting(self) -> None:
+        """Let every held-back plot paint (at the next paint, if not yet) and announce the result."""
+        if self._painting is None:
+            return
+        result, views = self._painting
+        self._painting = None
+        self._paint_timer.stop()
+        for view in views:
+            view.setUpdatesEnabled(True)
         self.resultApplied.emit(result)
 
     def _on_controller_result(self, result: SessionResult) -> None:
@@ -400,6 +433,7 @@ class MainWindow(QMainWindow):
         self._closed = True
         self.pause()
         self._draw_timer.stop()
+        self._paint_timer.stop()
         self._close_progress()
         self.controller.shutdown()
         while QApplication.overrideCursor():

@@ -176,12 +176,15 @@ class EmbeddingsPanel(QGroupBox):
         self.path_points.setData(x=path[:, 0], y=path[:, 1])
         self.selected.setData(x=[xy[sel, 0]], y=[xy[sel, 1]])
         pieces = result.trace.pieces if result.trace is not None else result.prompt_pieces
+        view = self.plot.getViewBox().viewRange()
         if autorange:
             both = np.concatenate([xy, path])
             (x0, y0), (x1, y1) = both.min(axis=0).tolist(), both.max(axis=0).tolist()
-            view = ((x0, x1), (y0, y1))
-        else:
-            view = self.plot.getViewBox().viewRange()
+            if not _fits(((x0, x1), (y0, y1)), view):
+                # set here, not by pyqtgraph's auto-range, which re-ranges (and repaints) while painting;
+                # kept while the points fit, so a step that adds one point does not repaint the axes
+                self.plot.setRange(xRange=(x0, x1), yRange=(y0, y1), padding=0.12)
+                view = self.plot.getViewBox().viewRange()
         candidates = [sel] + [i for i in range(T - 1, max(-1, T - 1 - 4 * MAX_LABELS), -1) if i != sel]
         shown = self._uncrowded(candidates, xy, pieces, view)
         for label, i in zip(self.labels, shown + [None] * MAX_LABELS):
@@ -189,11 +192,14 @@ class EmbeddingsPanel(QGroupBox):
             if i is not None:
                 label.setText(pieces[i] if i < len(pieces) else "", color=th.VERMILION if i == sel else th.DARK)
                 label.setPos(float(xy[i, 0]), float(xy[i, 1]))
-        if autorange:  # set here, not by pyqtgraph's auto-range, which re-ranges (and repaints) while painting
-            self.plot.setRange(xRange=view[0], yRange=view[1], padding=0.08)
         where = "its embedding" if depth == 0 else f"the residual stream after block {depth - 1}"
         piece = pieces[sel] if sel < len(pieces) else ""
         self.caption.setText(
             f"{T} positions at {where}. Dashed line: position {sel} “{piece}” through all "
             f"{pts.shape[0] - 1} blocks. Blue = prompt, orange = generated."
         )
+
+
+def _fits(bounds, view) -> bool:
+    """True if the data ``bounds`` lie inside ``view`` and fill at least a third of it along each axis."""
+    return all(v0 <= b0 and b1 <= v1 and (b1 - b0) >= (v1 - v0) / 3 for (b0, b1), (v0, v1) in zip(bounds, view))

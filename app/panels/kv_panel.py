@@ -128,10 +128,14 @@ class KVPanel(QGroupBox):
             self._size_unit = unit
             self._label_growth_axis()
         self.growth.setData(steps, sizes / scale)
-        self.time_plot.setXRange(-0.6, len(records) - 0.4, padding=0)
-        top = float(ms.max()) * 1.45  # headroom for the labels
+        # axis ends rounded up to nice values: an axis repaints its labels only when its range changes
+        last = th.nice_ceil(max(1, len(records) - 1))
+        self.time_plot.setXRange(-0.6, last + 0.6, padding=0)
+        top = th.nice_ceil(float(ms.max()) * 1.45)  # headroom for the labels
         self.time_plot.setYRange(0, top, padding=0)
-        self.growth_plot.setXRange(0, max(1, len(records) - 1), padding=0.05)
+        self.growth_plot.setXRange(0, last, padding=0.05)
+        self.growth_plot.setYRange(0, th.nice_ceil(float(sizes.max()) / scale), padding=0.05)
+        self.layer_plot.setYRange(0, th.nice_ceil(float(max(kv.key_positions.max(), kv.value_positions.max()))), padding=0.02)
         self.time_bars.setOpts(
             x=steps, height=ms, brushes=[self._prefill_brush] + [self._decode_brush] * (len(records) - 1)
         )
@@ -143,7 +147,7 @@ class KVPanel(QGroupBox):
             self.decode_line.setValue(mean)
             self.decode_line.show()
             self.decode_text.setText(f"decode: {mean:.0f} ms (mean, dashed)")
-            self.decode_text.setPos(len(records) - 0.4, top)
+            self.decode_text.setPos(last + 0.6, top)
         else:
             self.decode_line.hide()
             self.decode_text.setText("")

@@ -150,7 +150,9 @@ class LogitsPanel(QGroupBox):
         # a few fixed scales: the axis (and every label on it) is redrawn only when the scale changes
         self.prob_plot.setXRange(0, next(s for s in PROB_SCALES if s >= top * 1.3), padding=0)
         lo, hi = float(min(logits.min(), 0)), float(max(logits.max(), 0))
-        self.logit_plot.setXRange(lo, hi + (hi - lo) * 0.05 + 1e-3, padding=0.02)
+        # rounded out to nice values: the axis (and its labels) repaints only when they change
+        lo, hi = (-th.nice_ceil(-lo) if lo < 0 else 0.0), (th.nice_ceil(hi * 1.05) if hi > 0 else 0.0)
+        self.logit_plot.setXRange(lo, max(hi, lo + 1e-3), padding=0.02)
         for i, label in enumerate(self.labels):  # hidden labels cost nothing to paint; empty ones do
             if i < n:
                 label.setText(f"{probs[i]:.1f}%" if kept[i] else "removed", color=th.DARK if kept[i] else "#7A7A7A")
