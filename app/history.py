@@ -28,9 +28,7 @@ class AttentionHistory:
 
     def sync(self, records) -> None:
         """Follow ``records`` (a session's history): keep the common prefix, add the rest."""
-        keep = 0
-        while keep < min(len(records), len(self._attn)) and records[keep].attn is self._attn[keep]:
-            keep += 1
+        keep = shared_prefix(records, self._attn, "attn")
         del self._attn[keep:], self._starts[keep:]
         for rec in records[keep:]:
             self._attn.append(rec.attn)
@@ -90,3 +88,12 @@ class AttentionHistory:
             cols = idx[idx <= pos]
             out[:, :, y, : len(cols)] = row[:, :, cols]
         return out
+
+
+def shared_prefix(records, seen: list, field: str) -> int:
+    """How many leading ``records`` still hold, as ``field``, the very arrays in ``seen``: the part of
+    a history that a rewind or branch left untouched and need not be processed again."""
+    keep = 0
+    while keep < min(len(records), len(seen)) and getattr(records[keep], field) is seen[keep]:
+        keep += 1
+    return keep

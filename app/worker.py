@@ -22,6 +22,7 @@ from PySide6.QtCore import QObject, Qt, Signal, Slot
 from engine import GenerationStopped, NextTokenError, PromptError, SamplingSettings, Session, load_model
 from engine.trace import StepRecord
 
+from .history import shared_prefix
 from .result import SessionResult
 
 log = logging.getLogger(__name__)
@@ -76,9 +77,7 @@ class PointCache:
         self._points: list[np.ndarray] = []  # per record: float32 [L + 1, n, 2]
 
     def sync(self, records: tuple[StepRecord, ...], projection) -> np.ndarray:
-        keep = 0
-        while keep < min(len(records), len(self._resids)) and records[keep].resid is self._resids[keep]:
-            keep += 1
+        keep = shared_prefix(records, self._resids, "resid")
         del self._resids[keep:], self._points[keep:]
         for rec in records[keep:]:
             self._resids.append(rec.resid)
