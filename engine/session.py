@@ -180,8 +180,7 @@ class Session:
                 )
             if self.cache_length() != start + len(new_ids):
                 raise RuntimeError(f"the KV cache holds {self.cache_length()} positions, expected {start + len(new_ids)}")
-            context = np.array(self._prompt_ids + [r.chosen for r in self._records], dtype=np.int64)
-            dist = sampling.distribution(record_arrays["logits"], context, self.settings)
+            dist = sampling.distribution(record_arrays["logits"], self._context(step), self.settings)
             chosen = sampling.draw(dist, step)
         except BaseException:
             if self._cache is not None:
