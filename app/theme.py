@@ -59,6 +59,14 @@ def configure_pyqtgraph() -> None:
     pg.setConfigOptions(imageAxisOrder="row-major", background="w", foreground=DARK, antialias=True)
 
 
+def fix_plot(plot: pg.PlotItem) -> pg.PlotItem:
+    """Make ``plot`` a fixed picture: no pan, zoom, context menu or auto-range button."""
+    plot.setMenuEnabled(False)
+    plot.hideButtons()
+    plot.setMouseEnabled(False, False)
+    return plot
+
+
 def style_plot(plot: pg.PlotItem, theme: Theme, *, left: str | None = None, bottom: str | None = None) -> None:
     """Fonts and axis labels of one plot for ``theme``."""
     for name in ("left", "bottom", "right", "top"):

@@ -62,10 +62,7 @@ class AttentionPanel(QGroupBox):
         # ---- main matrix
         self.view = pg.GraphicsLayoutWidget()
         self.plot: pg.PlotItem = self.view.addPlot()
-        self.plot.invertY(True)
-        self.plot.setMenuEnabled(False)
-        self.plot.hideButtons()
-        self.plot.setMouseEnabled(False, False)
+        th.fix_plot(self.plot).invertY(True)
         self.plot.getViewBox().setDefaultPadding(0.0)
         self.masked = QGraphicsRectItem()
         self.masked.setBrush(QBrush(QColor(th.MASKED), Qt.BDiagPattern))
@@ -87,10 +84,7 @@ class AttentionPanel(QGroupBox):
         # ---- overview
         self.overview_view = pg.GraphicsLayoutWidget()
         self.overview: pg.PlotItem = self.overview_view.addPlot()
-        self.overview.invertY(True)
-        self.overview.setMenuEnabled(False)
-        self.overview.hideButtons()
-        self.overview.setMouseEnabled(False, False)
+        th.fix_plot(self.overview).invertY(True)
         self.overview.getViewBox().setDefaultPadding(0.0)  # tiles fill the box: usable at 12 x 12
         self.mosaic = _ClickableImage()
         self.mosaic.clicked.connect(self._on_mosaic_clicked)

@@ -65,10 +65,7 @@ class KVPanel(QGroupBox):
         self.view.ci.layout.setRowStretchFactor(1, 6)
         self._size_unit = ""
         for plot in (self.layer_plot, self.growth_plot, self.time_plot):
-            plot.setMenuEnabled(False)
-            plot.hideButtons()
-            plot.setMouseEnabled(False, False)
-            plot.showGrid(y=True, alpha=0.25)
+            th.fix_plot(plot).showGrid(y=True, alpha=0.25)
         self.key_bars = pg.BarGraphItem(x=[], height=[], width=0.38, brush=th.BLUE, pen=None)
         self.value_bars = pg.BarGraphItem(x=[], height=[], width=0.38, brush=th.ORANGE, pen=None)
         self.layer_plot.addItem(self.key_bars)

@@ -64,10 +64,7 @@ class LogitsPanel(QGroupBox):
         self.view.ci.layout.setColumnStretchFactor(0, 5)
         self.view.ci.layout.setColumnStretchFactor(1, 4)
         for plot in (self.logit_plot, self.prob_plot):
-            plot.invertY(True)
-            plot.setMenuEnabled(False)
-            plot.hideButtons()
-            plot.setMouseEnabled(False, False)
+            th.fix_plot(plot).invertY(True)
             plot.showGrid(x=True, alpha=0.25)
         self.prob_plot.setYLink(self.logit_plot)
         self.prob_plot.getAxis("left").setStyle(showValues=False)
