@@ -1,7 +1,9 @@
-"""The GUI-thread side of the worker: numbers requests, keeps one in flight, drops stale results.
+"""The GUI-thread side of the engine: numbers requests, keeps one in flight, drops stale results.
 
 Pure Qt plumbing, no drawing: the window connects ``resultReady``, ``errorOccurred``, ``busyChanged``
-and ``downloadProgress`` to what it shows.
+and ``downloadProgress`` to what it shows. The engine runs the requests elsewhere: in a child
+process (``app.engine_process``, the default) or on a worker thread (``app.engine_thread``); both
+have the same interface, so nothing here depends on which.
 
 Coalescing: only one request runs at a time. While it runs, further requests wait here, and a new
 request of the same kind as the last waiting one replaces it (a held-down Step key queues one step,
@@ -15,46 +17,54 @@ import atexit
 import logging
 import weakref
 
-from PySide6.QtCore import QCoreApplication, QObject, QThread, Signal
+from PySide6.QtCore import QCoreApplication, QObject, Signal
 
-from .worker import Request, SessionWorker
+from .worker import Request
 
 log = logging.getLogger(__name__)
 
 RESTARTS = {"load", "prompt", "reset"}  # requests after which older results are stale
 REPLACEABLE = {"step", "resample", "choose", "back"}
+ENGINES = ("process", "thread")
+
+
+def start_engine(kind: str, parent: QObject):
+    """An EngineProcess ("process") or an EngineThread ("thread"), started."""
+    if kind == "process":
+        from .engine_process import EngineProcess
+
+        return EngineProcess(parent)
+    if kind == "thread":
+        from .engine_thread import EngineThread
+
+        return EngineThread(parent)
+    raise ValueError(f"unknown engine {kind!r}: use one of {', '.join(ENGINES)}")
 
 
 class SessionController(QObject):
     """Sends requests to the SessionWorker on its QThread and hands back the newest results."""
 
-    requested = Signal(object)  # Request, queued to the worker thread
     resultReady = Signal(object)  # SessionResult, not stale
     errorOccurred = Signal(str, str)  # request kind, message
     busyChanged = Signal(bool)
     downloadProgress = Signal("qint64", "qint64")  # bytes done, bytes total (models pass 2 GiB)
     modelLoaded = Signal(object)  # ModelInfo
+    engineRestarted = Signal(str)  # the engine died and a fresh one (no model loaded) replaced it: why
 
-    def __init__(self, parent: QObject | None = None):
+    def __init__(self, parent: QObject | None = None, engine: str = "process"):
         super().__init__(parent)
         self._generation = 0
         self._barrier = 0  # results of requests older than this are stale
         self._in_flight: Request | None = None
         self._waiting: list[Request] = []
         self._busy_shown = False
-        self.forward_requests = 0  # step requests sent to the worker (tests and benchmarks read it)
-        self.thread = QThread()
-        self.thread.setObjectName("nexttoken-session-worker")
-        self.worker = SessionWorker()
-        self.worker.moveToThread(self.thread)
-        self.requested.connect(self.worker.handle)  # queued: the worker lives on another thread
-        self.worker.finished.connect(self._on_worker_finished)
-        self.worker.failed.connect(self._on_worker_failed)
-        self.worker.progress.connect(self.downloadProgress)
-        self.thread.started.connect(self.worker.on_thread_started)  # runs on the worker thread
-        self.thread.finished.connect(self.worker.deleteLater)
-        self.thread.start()
-        # Stop the thread however the program ends, also when a window is never closed: Qt aborts
+        self._play_generation = 0  # the play loop wanted (0 = none), mirrored in the engine
+        self._has_session = False  # a load has succeeded in the running engine
+        self._closed = False
+        self.forward_requests = 0  # step requests sent to the engine (tests and benchmarks read it)
+        self.engine_kind = engine
+        self.engine = self._start_engine()
+        # Stop the engine however the program ends, also when a window is never closed: Qt aborts
         # the process if a QThread object is destroyed while its thread still runs.
         app = QCoreApplication.instance()
         if app is not None:
@@ -86,12 +96,17 @@ class SessionController(QObject):
         return self._request("play")
 
     def stop_play(self) -> None:
-        self.worker.play_generation = 0
+        self._set_play_generation(0)
+
+    def _set_play_generation(self, generation: int) -> None:
+        if generation != self._play_generation:
+            self._play_generation = generation
+            self.engine.set_play_generation(generation)
 
     @property
     def looping(self) -> bool:
         """True while a play loop runs (or is about to)."""
-        return self.worker.play_generation != 0
+        return self._play_generation != 0
 
     def back(self) -> int:
         return self._request("back")
@@ -108,10 +123,10 @@ class SessionController(QObject):
     def _request(self, kind: str, payload=None) -> int:
         self._generation += 1
         request = Request(kind, self._generation, payload)
-        self.worker.play_generation = request.generation if kind == "play" else 0  # any request ends a loop
+        self._set_play_generation(request.generation if kind == "play" else 0)  # any request ends a loop
         if kind in RESTARTS:
             self._barrier = request.generation
-            self.worker.latest_barrier = request.generation
+            self.engine.set_latest_barrier(request.generation)
             self._waiting = [r for r in self._waiting if r.kind == "load"] if kind != "load" else []
         elif kind in REPLACEABLE and self._waiting and self._waiting[-1].kind == kind and kind != "back":
             self._waiting[-1] = request
@@ -126,7 +141,7 @@ class SessionController(QObject):
         self._in_flight = self._waiting.pop(0)
         if self._in_flight.kind == "step":
             self.forward_requests += 1
-        self.requested.emit(self._in_flight)
+        self.engine.submit(self._in_flight)
         self._sync_busy()
 
     def _sync_busy(self) -> None:
@@ -143,7 +158,9 @@ class SessionController(QObject):
         return generation >= self._barrier
 
     # -------------------------------------------------------------- results
-    def _on_worker_finished(self, result) -> None:
+    def _on_engine_finished(self, result) -> None:
+        if result.kind == "load":
+            self._has_session = True
         if not self._finish(result.generation):
             log.debug("dropping stale %s result %d", result.kind, result.generation)
             return
@@ -151,26 +168,47 @@ class SessionController(QObject):
             self.modelLoaded.emit(result.info)
         self.resultReady.emit(result)
 
-    def _on_worker_failed(self, generation: int, kind: str, message: str) -> None:
+    def _on_engine_failed(self, generation: int, kind: str, message: str) -> None:
         if not self._finish(generation) or kind == "skipped":
             return
         log.info("%s failed: %s", kind, message)
         self.errorOccurred.emit(kind, message)
-        if kind == "load" and self.worker.session is not None:
+        if kind == "load" and self._has_session:
             # The load made results in flight stale; show the session it left untouched as it is now.
             self._request("refresh")
 
+    def _on_engine_died(self, message: str) -> None:
+        """The engine process ended (killed, out of memory, a crash in native code): start a fresh
+        one. Everything it held is gone, so every result in flight is stale."""
+        if self._closed:
+            return
+        old = self.engine
+        old.shutdown()
+        old.deleteLater()
+        self._waiting.clear()
+        self._in_flight = None
+        self._play_generation = 0
+        self._has_session = False
+        self._barrier = self._generation + 1
+        self.engine = self._start_engine()
+        self._sync_busy()
+        self.engineRestarted.emit(message)
+
+    def _start_engine(self):
+        engine = start_engine(self.engine_kind, self)
+        engine.finished.connect(self._on_engine_finished)
+        engine.failed.connect(self._on_engine_failed)
+        engine.progress.connect(self.downloadProgress)
+        engine.died.connect(self._on_engine_died)
+        return engine
+
     # ------------------------------------------------------------- shutdown
     def shutdown(self) -> None:
-        """Stop the worker thread after the request it is running (if any); blocks until it has."""
+        """Stop the engine (see its ``shutdown``); blocks until it has. Safe to call twice."""
+        self._closed = True
         self._waiting.clear()
-        self.stop_play()
-        self.worker.cancelled = True  # a download in progress stops at its next progress report
-        if self.thread.isRunning():
-            self.thread.quit()
-            if not self.thread.wait(60_000):  # a model download can hold it; never destroy it running
-                log.warning("the worker thread is still busy after 60 s; waiting for it")
-                self.thread.wait()
+        self._play_generation = 0
+        self.engine.shutdown()
 
 
 def _shutdown_at_exit(ref: "weakref.ref[SessionController]") -> None:

@@ -1,6 +1,7 @@
 """Entry point of the ``nexttoken`` command and ``python -m app``.
 
-``nexttoken`` opens the window. ``--prompt``, ``--steps`` and ``--screenshot`` drive it through the
+``nexttoken`` opens the window; the model runs in a child process (``--engine thread``: in a
+thread of the window's process). ``--prompt``, ``--steps`` and ``--screenshot`` drive it through the
 real worker thread and save a PNG of the whole window; ``--smoke-test`` loads the bundled model,
 steps three tokens, renders the window once and prints a one-line JSON summary. Windowed frozen
 builds have no stdout or stderr, so nothing here prints unguarded: messages go to ``logging``.
@@ -25,6 +26,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--screenshot", metavar="FILE.png", help="save a PNG of the window after --steps steps, then exit")
     p.add_argument("--projector", action="store_true", help="large fonts and high contrast for a projector")
     p.add_argument("--smoke-test", action="store_true", help="load the bundled model, step 3 tokens, print JSON, exit")
+    p.add_argument("--engine", choices=("process", "thread"), default="process",
+                   help="where the model runs: a child process (default: the window never waits for it) or a thread of the window's process")
     p.add_argument("--width", type=int, default=1600, help=argparse.SUPPRESS)
     p.add_argument("--height", type=int, default=1000, help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -123,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     app.setApplicationName("nexttoken")
     app.setOrganizationName("nexttoken")
     scripted = bool(args.screenshot or args.smoke_test)
-    window = MainWindow(projector=args.projector, remember=not args.smoke_test)
+    window = MainWindow(projector=args.projector, remember=not args.smoke_test, engine=args.engine)
     window.resize(args.width, args.height)
     exit_code = [0]
 

@@ -46,8 +46,7 @@ log = logging.getLogger(__name__)
 GPT2_SMALL = "gpt2"
 SETTINGS_LAST_MODEL = "model/last"
 FRAME_MS = 16  # draw at most one result per frame
-MAX_SPEED_FRAME_MS = 500  # at max speed, draw at most 2 steps a second: while the window paints, the
-# worker waits for the GIL (about one paint of worker time lost per drawn step; see RESULTS_GUI.md)
+MAX_SPEED_FRAME_MS = 500  # at max speed, draw at most 2 steps a second (see RESULTS_GUI.md)
 MAX_SPEED_POLL_MS = 100  # at max speed results drive Play; this timer only restarts a stalled one
 
 
@@ -57,13 +56,16 @@ class MainWindow(QMainWindow):
     resultApplied = Signal(object)  # SessionResult, after every panel has drawn it
     errorShown = Signal(str)
 
-    def __init__(self, settings: QSettings | None = None, *, projector: bool = False, remember: bool = True):
+    def __init__(
+        self, settings: QSettings | None = None, *, projector: bool = False, remember: bool = True, engine: str = "process"
+    ):
+        """``engine``: where the model runs, "process" (a child process) or "thread" (see app.controller)."""
         super().__init__()
         th.configure_pyqtgraph()
         self.settings = settings if settings is not None else QSettings("nexttoken", "nexttoken")
         self.remember = remember
         self.state = AppState(self)
-        self.controller = SessionController(self)
+        self.controller = SessionController(self, engine=engine)
         self._pending: SessionResult | None = None
         self._last_draw = 0.0
         self._loading_source: str | None = None
@@ -105,6 +107,7 @@ class MainWindow(QMainWindow):
         c.busyChanged.connect(self._on_controller_busy)
         c.downloadProgress.connect(self._on_controller_download_progress)
         c.modelLoaded.connect(self._on_controller_model_loaded)
+        c.engineRestarted.connect(self._on_controller_engine_restarted)
         self.tokens.promptEdited.connect(c.set_prompt)
         self.logits.tokenChosen.connect(self._on_logits_token_chosen)
         self.sampling.settingsChanged.connect(c.resample)
@@ -335,6 +338,15 @@ class MainWindow(QMainWindow):
                 message += f" Still using {prior.info.name}."
         self._set_status(message, error=True)
         self.errorShown.emit(message)
+
+    def _on_controller_engine_restarted(self, why: str) -> None:
+        """The model's process died and a fresh one started: load the model shown again (its steps
+        are lost with the process; the prompt is kept)."""
+        message = f"{why} Loading the model again: its steps were lost, the prompt is kept."
+        info = self.state.result.info if self.state.result is not None else None
+        source = None if info is None or info.is_demo else info.source
+        self.load_model(source, prompt=self.tokens.prompt(), fallback=True)
+        self._on_controller_error("engine", message)
 
     def _on_controller_busy(self, busy: bool) -> None:
         if busy:

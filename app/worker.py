@@ -1,10 +1,11 @@
-"""The worker that owns the engine session, living on its own long-lived QThread.
+"""The session host: runs the window's requests on the engine session, one at a time. No Qt.
 
-Why a thread: a forward pass (and a model download) takes from milliseconds to minutes, and the
-window must keep painting and answering keys meanwhile. Why one long-lived thread: the session, its
-KV cache and the model are not thread-safe, so exactly one thread ever touches them. Requests
-arrive through one queued signal; every finished request leaves as one ``SessionResult``; every
-exception leaves as ``failed`` (the thread never dies of one).
+It runs wherever the model runs: in the engine process (``app.engine_process``, the default: the
+window's process never shares its interpreter lock with a forward pass) or on a worker thread of
+the window's own process (``app.engine_thread``, for debugging). Either way exactly one thread
+ever touches the session, its KV cache and the model, which are not thread-safe. Every finished
+request leaves as one ``SessionResult`` (``emit("finished", result)``); every exception leaves as
+``emit("failed", generation, kind, message)`` (the host never dies of one).
 """
 
 from __future__ import annotations
@@ -13,11 +14,9 @@ import logging
 import os
 from dataclasses import dataclass
 from time import perf_counter
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
-import torch
-from PySide6.QtCore import QObject, Qt, Signal, Slot
 
 from engine import GenerationStopped, NextTokenError, PromptError, SamplingSettings, Session, load_model
 from engine.trace import StepRecord
@@ -122,43 +121,35 @@ def make_result(
     )
 
 
-class SessionWorker(QObject):
-    """Owns the Session; runs every request on the worker thread, in order.
+class SessionHost:
+    """Owns the Session and runs each request on the one thread that calls ``handle``.
 
-    ``latest_barrier`` is written by the controller (a plain int, read atomically): a step request
-    older than it was made stale by a newer reset, prompt or load, and is skipped unrun.
-    ``cancelled`` (a plain bool, set by the controller when the window closes) makes the next
-    download progress report raise ``Cancelled``, so quitting never waits for a whole download.
+    ``emit(name, *args)`` sends "finished" (SessionResult), "failed" (generation, request kind or
+    "prompt_too_long" or "skipped", message) or "progress" (bytes done, bytes total) to the window;
+    ``again(request)`` queues a play loop's next step behind whatever arrived meanwhile.
+    Written from another thread while a request runs (plain values, read atomically):
+    ``latest_barrier``: a step request older than it was made stale by a newer reset, prompt or
+    load, and is skipped unrun; ``play_generation``: the play loop still wanted (0: none);
+    ``cancelled`` (the window is closing): the next download progress report raises ``Cancelled``,
+    so quitting never waits for a whole download.
     """
 
-    finished = Signal(object)  # SessionResult
-    failed = Signal(int, str, str)  # generation, request kind (or "prompt_too_long"), message
-    progress = Signal("qint64", "qint64")  # model download: bytes done, bytes total (can pass 2 GiB)
-    again = Signal(object)  # Request: a play loop's next step, queued back to this thread
-
-    def __init__(self):
-        super().__init__()
+    def __init__(self, emit: Callable[..., None], again: Callable[[Request], None]):
+        self.emit, self.again = emit, again
         self.session: Session | None = None
         self.latest_barrier = 0
-        self.play_generation = 0  # the play loop still wanted (a plain int the controller writes; 0 = none)
-        self.again.connect(self.handle, Qt.QueuedConnection)
+        self.play_generation = 0
         self.cancelled = False
         self._points = PointCache()
         self._settings = DEFAULT_SETTINGS
 
-    @Slot()
-    def on_thread_started(self) -> None:
-        """Runs first on the worker thread: size torch's thread pool for this thread."""
-        torch.set_num_threads(WORKER_TORCH_THREADS)
-
-    @Slot(object)
     def handle(self, request: Request) -> None:
         if request.kind == "play" and request.generation != self.play_generation:
-            self.failed.emit(request.generation, "skipped", "")  # paused, or ended by a newer request
+            self.emit("failed", request.generation, "skipped", "")  # paused, or ended by a newer request
             return
         if request.kind == "step" and request.generation < self.latest_barrier:
             log.debug("skipping stale step request %d", request.generation)
-            self.failed.emit(request.generation, "skipped", "")
+            self.emit("failed", request.generation, "skipped", "")
             return
         try:
             result = getattr(self, f"_do_{request.kind}")(request)
@@ -169,13 +160,13 @@ class SessionWorker(QObject):
             return
         except NextTokenError as exc:
             kind = "prompt_too_long" if isinstance(exc, PromptTooLong) else request.kind
-            self.failed.emit(request.generation, kind, str(exc))
+            self.emit("failed", request.generation, kind, str(exc))
             return
         except Exception as exc:  # a bug, not a user error: keep the window alive and say so
             log.exception("worker request %s failed", request.kind)
-            self.failed.emit(request.generation, request.kind, f"Unexpected error: {type(exc).__name__}: {exc}")
+            self.emit("failed", request.generation, request.kind, f"Unexpected error: {type(exc).__name__}: {exc}")
             return
-        self.finished.emit(result)
+        self.emit("finished", result)
 
     # -------------------------------------------------------------- requests
     def _result(self, request: Request, message: str, **kw) -> SessionResult:
@@ -212,7 +203,7 @@ class SessionWorker(QObject):
     def _report_progress(self, done: int, total: int) -> None:
         if self.cancelled:
             raise Cancelled("the window is closing")
-        self.progress.emit(int(done), int(total))
+        self.emit("progress", int(done), int(total))
 
     def _prompt_text(self) -> str:
         if self.session is None or not self.session.prompt_ids:
@@ -257,7 +248,7 @@ class SessionWorker(QObject):
         except GenerationStopped as exc:
             return self._result(step, str(exc), stopped=True)
         if not result.stopped:
-            self.again.emit(request)
+            self.again(request)
         return result
 
     def _do_back(self, request: Request) -> SessionResult:

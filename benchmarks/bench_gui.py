@@ -83,9 +83,9 @@ def percentile(values, q: float) -> float:
     return float(np.percentile(np.asarray(values), q))
 
 
-def new_window() -> MainWindow:
+def new_window(engine: str = "thread") -> MainWindow:
     settings = QSettings(str(Path(tempfile.gettempdir()) / "nexttoken-bench.ini"), QSettings.IniFormat)
-    window = MainWindow(settings, remember=False)
+    window = MainWindow(settings, remember=False, engine=engine)
     window.resize(1600, 1000)
     window.show()
     QApplication.processEvents()
@@ -138,13 +138,15 @@ def measure_apply(app, loaded, context: int, repeats: int) -> dict[str, float]:
     }
 
 
-def measure_play(app, loaded, steps: int, threads: int, attempts: int = 20) -> dict[str, float]:
+def measure_play(app, folder: Path | None, loaded, steps: int, threads: int, engine: str, attempts: int = 20) -> dict[str, float]:
     """Play at max speed for ``steps`` steps: results per second and the longest event-loop gap.
 
     Play samples (top-k 50); a seed whose run draws <|endoftext|> early is replaced by the next one.
+    ``engine``: "process" (the app's default) loads ``folder`` (None: the demo model) in its child
+    process; "thread" gets ``loaded``, the same model already in memory.
     """
-    app_worker.WORKER_TORCH_THREADS = threads  # read when the window's worker thread starts
-    window = new_window()
+    app_worker.WORKER_TORCH_THREADS = threads  # read when the window's engine starts
+    window = new_window(engine)
     arrived: list[tuple[float, int]] = []  # (time, step) of every result the worker delivered
     ticks: list[float] = []
     window.controller.resultReady.connect(
@@ -153,7 +155,10 @@ def measure_play(app, loaded, steps: int, threads: int, attempts: int = 20) -> d
     timer = QTimer(interval=5)
     timer.timeout.connect(lambda: ticks.append(time.perf_counter()))
     window.max_speed.setChecked(True)
-    window.load_model(None, loaded=loaded, prompt=PLAY_TEXT)
+    if engine == "process":
+        window.load_model(str(folder) if folder else None, prompt=PLAY_TEXT)
+    else:
+        window.load_model(None, loaded=loaded, prompt=PLAY_TEXT)
     wait_for(app, lambda: window.state.result is not None)
     for seed in range(attempts):
         window.controller.resample(SamplingSettings(top_k=50, seed=seed))
@@ -175,6 +180,7 @@ def measure_play(app, loaded, steps: int, threads: int, attempts: int = 20) -> d
     first = next(t for t, _ in decode)
     gaps = np.diff([t for t in ticks if t >= first])
     return {
+        "engine": engine,
         "threads": threads,
         "steps": s1 - s0,
         "context": arrived[-1][1] + len(loaded.tokenizer.encode(PLAY_TEXT)),
@@ -249,7 +255,7 @@ def report(args, applies, plays, bares, launch, wall_s: float) -> str:
         bare = bares[(p["model"], p["threads"])]
         bare_best = max(v for (m, _), v in bares.items() if m == p["model"])
         ratio = p["sps"] / bare_best
-        row = (f"| Play at max speed, {p['model']}, worker torch threads {p['threads']}: "
+        row = (f"| Play at max speed, {p['model']}, {p['engine']} engine, torch threads {p['threads']}: "
                f"{p['steps']} steps to {p['context']} positions | {p['sps']:.1f} tokens/s "
                f"(bare model, same threads: {bare:.1f}/s; best bare: {bare_best:.1f}/s) = **{ratio:.0%}** of the best bare ")
         lines.append(row + f"| ≥ {PLAY_TARGET:.0%} | {mark(ratio >= PLAY_TARGET)} |")
@@ -257,16 +263,20 @@ def report(args, applies, plays, bares, launch, wall_s: float) -> str:
             f"| longest event-loop gap during that Play (5 ms timer; p99) | {p['max_gap_ms']:.0f} ms ({p['p99_gap_ms']:.0f} ms) "
             f"| < {GAP_TARGET_MS:.0f} ms | {mark(p['max_gap_ms'] < GAP_TARGET_MS)} |"
         )
-    lines.append(
-        f"| launch to a window with the demo model ready and 3 steps drawn (`python -m app --smoke-test`, "
-        f"median of {launch['runs']}) | {launch['wall']:.1f} s wall ({launch['inner']:.1f} s from `main()`) | | |"
-    )
+    if launch:
+        lines.append(
+            f"| launch to a window with the demo model ready and 3 steps drawn (`python -m app --smoke-test`, "
+            f"median of {launch['runs']}) | {launch['wall']:.1f} s wall ({launch['inner']:.1f} s from `main()`) | | |"
+        )
     return "\n".join(lines)
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="fewer repeats and steps (a smoke run)")
+    p.add_argument("--engines", nargs="+", choices=("process", "thread"), default=("process", "thread"),
+                   help="where Play runs the model: a child process (the app's default) and/or a thread")
+    p.add_argument("--skip", nargs="*", choices=("apply", "launch"), default=(), help="leave these measures out")
     args = p.parse_args(argv)
     cfg = QUICK if args.quick else FULL
     args.apply_repeats = cfg["apply_repeats"]
@@ -278,15 +288,16 @@ def main(argv=None) -> int:
         folder = build_model_folder(Path(tmp) / "gpt2-small-shape")
         loaded = load_model(str(folder))
         demo = load_model(None)
-        applies = [measure_apply(app, loaded, c, cfg["apply_repeats"]) for c in cfg["contexts"]]
+        applies = [] if "apply" in args.skip else [measure_apply(app, loaded, c, cfg["apply_repeats"]) for c in cfg["contexts"]]
         plays, bares = [], {}
         for name, model, path, steps in (("GPT-2 small shape", loaded, folder, cfg["play_steps"]),
                                          ("demo model", demo, None, cfg["demo_play_steps"])):
             for threads in thread_counts:
                 bares[(name, threads)] = measure_bare(path, steps, threads)
-                play = measure_play(app, model, steps, threads)
-                plays.append(dict(play, model=name))
-        launch = measure_launch(cfg["launches"])
+                for engine in args.engines:
+                    play = measure_play(app, path, model, steps, threads, engine)
+                    plays.append(dict(play, model=name))
+        launch = None if "launch" in args.skip else measure_launch(cfg["launches"])
     print(report(args, applies, plays, bares, launch, time.perf_counter() - started))
     return 0
 

@@ -49,13 +49,19 @@ def qsettings(tmp_path):
 
 @pytest.fixture
 def make_window(qtbot, qsettings):
-    """Build a MainWindow (closed at the end of the test, which stops its worker thread)."""
+    """Build a MainWindow (closed at the end of the test, which stops its engine).
+
+    Its engine is a thread of this process unless a test asks for ``engine="process"``: the tests
+    can then count forward passes, break a step or inspect the session in place, and no test
+    waits for a child process to import torch. tests/app/test_engine_process.py covers the
+    process engine the app uses by default."""
     from app.window import MainWindow
 
     windows = []
 
     def make(**kw):
         kw.setdefault("settings", qsettings)
+        kw.setdefault("engine", "thread")
         window = MainWindow(**kw)
         qtbot.addWidget(window)
         window.resize(1600, 1000)

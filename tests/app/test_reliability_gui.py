@@ -265,7 +265,7 @@ import app.window as window_mod
 import app.worker as worker_mod
 from app.main import main
 
-MODE = sys.argv[1]
+MODE, ENGINE = sys.argv[1], sys.argv[2]
 real_load = worker_mod.load_model
 
 def endless_download(source=None, *, progress=None):
@@ -277,7 +277,7 @@ def endless_download(source=None, *, progress=None):
         progress(done, 550 << 20)
         time.sleep(0.02)
 
-worker_mod.load_model = endless_download
+worker_mod.load_model = endless_download  # in this process: the download runs on a thread engine
 
 
 class Scripted(window_mod.MainWindow):
@@ -306,24 +306,24 @@ class Scripted(window_mod.MainWindow):
 
 
 window_mod.MainWindow = Scripted
-code = main(["--model", ""])
+code = main(["--model", "", "--engine", ENGINE])
 print("exit", code, flush=True)
 sys.exit(code)
 """
 
 
-@pytest.mark.parametrize("mode", ["play", "download"])
-def test_quitting_mid_play_or_mid_download_exits_cleanly(tmp_path, mode):
+@pytest.mark.parametrize("mode, engine", [("play", "process"), ("play", "thread"), ("download", "thread")])
+def test_quitting_mid_play_or_mid_download_exits_cleanly(tmp_path, mode, engine):
     """A real process: quit from the menu while Play runs or while a download reports progress.
     The process exits promptly with status 0 and Qt never says "QThread: Destroyed while thread is
     still running" (which aborts the process)."""
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen", HF_HUB_OFFLINE="1", XDG_CONFIG_HOME=str(tmp_path),
                HOME=str(tmp_path), PYTHONPATH=str(REPO))
     started = perf_counter()
-    proc = subprocess.run([sys.executable, "-c", QUIT_SCRIPT, mode], cwd=REPO, env=env, capture_output=True,
+    proc = subprocess.run([sys.executable, "-c", QUIT_SCRIPT, mode, engine], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=120)
     seconds = perf_counter() - started
-    print(f"\nquit during {mode}: exited {proc.returncode} after {seconds:.1f} s")
+    print(f"\nquit during {mode} ({engine} engine): exited {proc.returncode} after {seconds:.1f} s")
     assert f"quit during {mode}" in proc.stdout, proc.stderr[-2000:]
     assert "exit 0" in proc.stdout and proc.returncode == 0, proc.stderr[-2000:]
     assert "QThread" not in proc.stderr
@@ -358,7 +358,7 @@ def test_download_progress_past_2_gib_reaches_the_window(window, qtbot):
     """Found: progress crossed threads as 32-bit ints, so downloading a model over 2 GiB (GPT-2
     large, XL) raised OverflowError inside the download once 2 GiB had arrived."""
     with qtbot.waitSignal(window.controller.downloadProgress, timeout=5_000) as blocker:
-        window.controller.worker.progress.emit(3 << 30, 6 << 30)  # what _report_progress sends
+        window.controller.engine.progress.emit(3 << 30, 6 << 30)  # what _report_progress sends
     assert blocker.args == [3 << 30, 6 << 30]
     assert window._progress is not None and window._progress.value() == 50
 
@@ -380,7 +380,7 @@ def test_closing_during_a_blocking_load_waits_for_the_worker(make_window, qtbot,
     w.load_model("slow/folder")
     qtbot.waitUntil(entered.is_set, timeout=10_000)
     threading.Timer(0.3, release.set).start()
-    thread = w.controller.thread
+    thread = w.controller.engine.thread
     w.close()
     assert release.is_set() and not thread.isRunning()
 

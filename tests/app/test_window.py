@@ -158,7 +158,7 @@ def test_closing_mid_play_stops_the_worker_thread(window, qtbot):
     window.speed.setValue(30)
     run(qtbot, window, window.play, "step")
     assert window.playing
-    thread = window.controller.thread
+    thread = window.controller.engine.thread
     window.close()  # a step may be running: close waits for it, then the thread quits
     assert not thread.isRunning()
     assert not window.playing
@@ -233,7 +233,7 @@ def test_a_failed_load_during_a_step_leaves_the_window_showing_the_session(windo
     with qtbot.waitSignal(window.resultApplied, timeout=30_000, check_params_cb=lambda r: r.kind == "refresh"):
         window.controller.step()  # in flight when the load arrives: its result is dropped as stale
         window.load_model(str(tmp_path / "missing"))
-    session = window.controller.worker.session
+    session = window.controller.engine.host.session
     assert session.n_steps in (1, 2)  # the step ran, or was skipped unrun as stale
     assert window.state.result.trace.step == session.n_steps - 1
     shown = window.state.result.records

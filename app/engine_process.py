@@ -1,0 +1,172 @@
+"""The session host in a child process: the default engine.
+
+Why a process: a forward pass in a thread of the window's process holds Python's interpreter lock
+between its hundreds of small torch calls, and pyqtgraph's painting holds it too, so each waited
+for the other (measured: Play reached 55-59 % of the bare model and the event loop stalled up to
+79 ms; see benchmarks/RESULTS_GUI.md). In its own process the model has a lock to itself and the
+window paints on a free core.
+
+Parent side (``EngineProcess``, a QObject in the window's process): requests and control values
+go down one pipe; a reader thread turns what comes up the other pipe back into the same signals
+``EngineThread`` has. Results cross through ``app.wire``, which sends each step's record once.
+Child side (``serve``): a reader thread queues requests and applies control values at once (a
+pause or a newer reset must reach a play loop or a download while it runs); the main thread runs
+the queued requests on a ``SessionHost``, one at a time.
+
+Started with "spawn" on every platform (forking a process that runs Qt and torch threads is
+unsafe); a frozen build needs ``multiprocessing.freeze_support()`` first thing in its entry point.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import queue
+import threading
+
+from PySide6.QtCore import QObject, Signal
+
+from . import worker
+from .wire import Receiver, Sender
+from .worker import Request
+
+log = logging.getLogger(__name__)
+
+QUIT_GRACE_S = 3.0  # after this a closing window stops the engine by force (a download, a long prefill)
+
+
+class EngineProcess(QObject):
+    """Runs a SessionHost in a child process; ``shutdown`` ends it."""
+
+    finished = Signal(object)  # SessionResult
+    failed = Signal(int, str, str)  # generation, request kind (or "prompt_too_long", "skipped"), message
+    progress = Signal("qint64", "qint64")  # model download: bytes done, bytes total (can pass 2 GiB)
+    died = Signal(str)  # the process ended without being asked to: what to tell the user
+
+    def __init__(self, parent: QObject | None = None, threads: int | None = None):
+        super().__init__(parent)
+        ctx = multiprocessing.get_context("spawn")
+        requests_in, self._requests = ctx.Pipe(duplex=False)
+        results, results_out = ctx.Pipe(duplex=False)
+        self.process = ctx.Process(
+            target=serve,
+            args=(requests_in, results_out, threads or worker.WORKER_TORCH_THREADS),
+            name="nexttoken-engine",
+            daemon=True,  # never outlives the window's process
+        )
+        self.process.start()
+        requests_in.close(), results_out.close()  # only the child holds these: its exit closes the pipe
+        self._receiver = Receiver(results)
+        self._closing = False
+        self._reader = threading.Thread(target=self._read, name="nexttoken-engine-reader", daemon=True)
+        self._reader.start()
+
+    # ----------------------------------------------------------- to the child
+    def submit(self, request: Request) -> None:
+        self._post(("request", request))
+
+    def set_play_generation(self, generation: int) -> None:
+        self._post(("set", "play_generation", generation))
+
+    def set_latest_barrier(self, generation: int) -> None:
+        self._post(("set", "latest_barrier", generation))
+
+    def _post(self, message) -> None:
+        try:
+            self._requests.send(message)
+        except (OSError, ValueError):  # the child is gone: the reader reports it (or we are closing)
+            log.debug("engine process unreachable; dropped %s", message[0])
+
+    # ---------------------------------------------------------- from the child
+    def _read(self) -> None:
+        """Reader thread: each message from the child becomes a signal (queued to the GUI thread)."""
+        try:
+            while True:
+                name, *args = self._receiver.recv()
+                getattr(self, name).emit(*args)
+        except (EOFError, OSError):
+            pass
+        except RuntimeError:  # this QObject was deleted: the window is gone
+            return
+        if self._closing:
+            return
+        self.process.join(5)
+        code = self.process.exitcode
+        log.error("the engine process ended unexpectedly (exit code %s)", code)
+        try:
+            self.died.emit(f"The model's process stopped unexpectedly (exit code {code}).")
+        except RuntimeError:
+            pass
+
+    # ---------------------------------------------------------------- closing
+    def shutdown(self) -> None:
+        """End the child: at once if idle, after ``QUIT_GRACE_S`` by force if it is busy."""
+        if self._closing:
+            return
+        self._closing = True
+        self._post(("quit",))
+        self.process.join(QUIT_GRACE_S)
+        if self.process.is_alive():
+            log.warning("the engine process is still busy after %.0f s; stopping it", QUIT_GRACE_S)
+            self.process.terminate()
+            self.process.join(5)
+            if self.process.is_alive():
+                self.process.kill()
+                self.process.join()
+        self._requests.close()
+        self._reader.join(5)
+
+
+def serve(requests, results, threads: int) -> None:
+    """The engine process: run requests from ``requests`` until "quit" or the window's end."""
+    from .logs import setup_logging
+
+    setup_logging()
+    import torch
+
+    torch.set_num_threads(threads)
+    inbox: queue.Queue[Request | None] = queue.Queue()
+    outbox: queue.Queue[tuple | None] = queue.Queue()
+    sender = Sender(results)
+    encode_lock = threading.Lock()  # a download may report progress from its own threads
+
+    def emit(name: str, *args) -> None:
+        with encode_lock:
+            outbox.put(sender.encode((name, *args), prune=name == "finished"))
+
+    def write() -> None:
+        """Writer thread: the pipe holds 64 KiB and a step's result is about 1 MB, so writing waits
+        for the window's reader; the next step need not."""
+        try:
+            while (packet := outbox.get()) is not None:
+                sender.write(packet)
+        except OSError:  # the window's process is gone
+            pass
+
+    host = worker.SessionHost(emit, inbox.put)
+
+    def read() -> None:
+        try:
+            while True:
+                message = requests.recv()
+                if message[0] == "request":
+                    inbox.put(message[1])
+                elif message[0] == "set":
+                    setattr(host, message[1], message[2])
+                else:  # "quit"
+                    break
+        except (EOFError, OSError):  # the window's process is gone
+            pass
+        host.cancelled, host.play_generation = True, 0
+        inbox.put(None)
+
+    threading.Thread(target=read, name="nexttoken-engine-requests", daemon=True).start()
+    writer = threading.Thread(target=write, name="nexttoken-engine-results")
+    writer.start()
+    while (request := inbox.get()) is not None:
+        if host.cancelled:
+            break
+        host.handle(request)
+    outbox.put(None)
+    writer.join()
+    results.close()

@@ -1,0 +1,91 @@
+"""The session host on a worker QThread of the window's own process (``--engine thread``).
+
+Simpler to debug and profile than the engine process (one process, one debugger), but the forward
+pass shares the interpreter lock with the window's painting: both slow down while Play runs (see
+benchmarks/RESULTS_GUI.md). Same interface as ``app.engine_process.EngineProcess``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
+
+from . import worker
+from .worker import Request, SessionHost
+
+log = logging.getLogger(__name__)
+
+
+class _Worker(QObject):
+    """Lives on the worker thread: every request and every play step runs there, in order."""
+
+    finished = Signal(object)
+    failed = Signal(int, str, str)
+    progress = Signal("qint64", "qint64")
+    again = Signal(object)  # Request: a play loop's next step, queued back to this thread
+
+    def __init__(self):
+        super().__init__()
+        self.host = SessionHost(self._emit, self.again.emit)
+        self.again.connect(self.handle, Qt.QueuedConnection)
+
+    def _emit(self, name: str, *args) -> None:
+        getattr(self, name).emit(*args)
+
+    @Slot()
+    def on_thread_started(self) -> None:
+        torch.set_num_threads(worker.WORKER_TORCH_THREADS)
+
+    @Slot(object)
+    def handle(self, request: Request) -> None:
+        self.host.handle(request)
+
+
+class EngineThread(QObject):
+    """Runs a SessionHost on its own long-lived QThread; ``shutdown`` stops it."""
+
+    finished = Signal(object)  # SessionResult
+    failed = Signal(int, str, str)  # generation, request kind (or "prompt_too_long", "skipped"), message
+    progress = Signal("qint64", "qint64")  # model download: bytes done, bytes total (can pass 2 GiB)
+    died = Signal(str)  # never emitted here: a thread cannot die of an exception in a request
+    _requested = Signal(object)
+
+    def __init__(self, parent: QObject | None = None):
+        super().__init__(parent)
+        self.thread = QThread()
+        self.thread.setObjectName("nexttoken-session-worker")
+        self._worker = _Worker()
+        self._worker.moveToThread(self.thread)
+        self._requested.connect(self._worker.handle)  # queued: the worker lives on another thread
+        self._worker.finished.connect(self.finished)
+        self._worker.failed.connect(self.failed)
+        self._worker.progress.connect(self.progress)
+        self.thread.started.connect(self._worker.on_thread_started)  # runs on the worker thread
+        self.thread.finished.connect(self._worker.deleteLater)
+        self.thread.start()
+
+    @property
+    def host(self) -> SessionHost:
+        """The session host (tests inspect its session; never call it from this thread)."""
+        return self._worker.host
+
+    def submit(self, request: Request) -> None:
+        self._requested.emit(request)
+
+    def set_play_generation(self, generation: int) -> None:
+        self.host.play_generation = generation
+
+    def set_latest_barrier(self, generation: int) -> None:
+        self.host.latest_barrier = generation
+
+    def shutdown(self) -> None:
+        """Stop the thread after the request it is running (if any); blocks until it has."""
+        self.host.play_generation = 0
+        self.host.cancelled = True  # a download in progress stops at its next progress report
+        if self.thread.isRunning():
+            self.thread.quit()
+            if not self.thread.wait(60_000):  # a model download can hold it; never destroy it running
+                log.warning("the worker thread is still busy after 60 s; waiting for it")
+                self.thread.wait()

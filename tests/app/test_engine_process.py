@@ -1,0 +1,166 @@
+"""The engine process (the app's default): same numbers as the in-process engine, each record sent
+once, no forward pass in the window's process, and a dead or busy child never takes the window down."""
+
+from __future__ import annotations
+
+import multiprocessing
+import queue
+import threading
+from time import perf_counter
+
+import numpy as np
+import pytest
+
+from app import engine_process
+from app.wire import Receiver, Sender
+from app.worker import PointCache, make_result
+from engine import SamplingSettings, Session
+
+from .helpers import run
+
+PROMPT = "The cat sat on the"
+SEEDED = SamplingSettings(top_k=50, seed=7)
+
+
+# ------------------------------------------------------------------------------------- the wire
+@pytest.fixture
+def wire():
+    """A Sender and a function that sends one message and returns what the Receiver got."""
+    here, there = multiprocessing.Pipe(duplex=False)
+    sender, receiver, got = Sender(there), Receiver(here), queue.Queue()
+
+    def drain():
+        try:
+            while True:
+                got.put(receiver.recv())
+        except (EOFError, OSError):
+            pass
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+
+    def round_trip(message, prune=True):
+        packet = sender.encode(message, prune=prune)
+        sender.write(packet)
+        return got.get(timeout=10), len(packet[0])
+
+    yield sender, receiver, round_trip
+    there.close()
+    reader.join(5)
+
+
+def test_wire_sends_each_record_once_and_keeps_identity(wire, demo_model):
+    sender, receiver, round_trip = wire
+    session, points = Session(demo_model, SEEDED), PointCache()
+    session.set_prompt(PROMPT)
+    received, sizes = [], []
+    for _ in range(6):
+        session.step()
+        result = make_result(session, points=points)
+        (name, got), size = round_trip(("finished", result))
+        received.append(got)
+        sizes.append(size)
+        assert name == "finished"
+        for ours, theirs in zip(result.records, got.records):  # the numbers arrive unchanged
+            np.testing.assert_array_equal(ours.logits, theirs.logits)
+            np.testing.assert_array_equal(ours.attn, theirs.attn)
+        np.testing.assert_array_equal(result.points, got.points)
+    first, last = received[0], received[-1]
+    # every earlier record arrives as the very object received the first time
+    assert all(last.records[i] is received[i].records[i] for i in range(6))
+    assert last.trace.record is last.records[-1] and last.info is first.info
+    # a decode step's message holds its own record, not the history: no bigger at step 5 than at 1
+    assert sizes[5] < sizes[1] * 1.2, sizes
+    assert sender.remembered == receiver.remembered
+
+    held = sender.remembered
+    session.rewind(2)  # steps 3-5 are dropped on both sides
+    (_, got), _ = round_trip(("finished", make_result(session, points=points)))
+    assert len(got.records) == 3 and got.records[2] is received[2].records[2]
+    assert sender.remembered == receiver.remembered < held
+
+    session.resample(SamplingSettings(seed=3))  # a new record holding the same attention rows
+    (_, again), _ = round_trip(("finished", make_result(session, points=points)))
+    assert again.records[2] is not got.records[2] and again.records[2].attn is got.records[2].attn
+
+
+# --------------------------------------------------------------------------------- the window
+@pytest.fixture
+def process_window(make_window, qtbot):
+    """A window whose engine is a child process, with the bundled demo model loaded there."""
+    w = make_window(engine="process")
+    run(qtbot, w, lambda: w.load_model(None, prompt=PROMPT), "load", timeout=60_000)
+    return w
+
+
+def _steps(qtbot, window, n):
+    run(qtbot, window, lambda: window.controller.resample(SEEDED), "resample")
+    return [run(qtbot, window, window.step, "step") for _ in range(n)]
+
+
+def test_process_engine_computes_what_the_thread_engine_computes(make_window, process_window, qtbot, demo_model):
+    threaded = make_window()
+    run(qtbot, threaded, lambda: threaded.load_model(None, loaded=demo_model, prompt=PROMPT), "load")
+    a, b = _steps(qtbot, process_window, 5), _steps(qtbot, threaded, 5)
+    assert [r.trace.chosen for r in a] == [r.trace.chosen for r in b]
+    for x, y in zip(a[-1].records, b[-1].records):
+        for field in ("input_ids", "attn", "resid", "logits", "final_hidden"):
+            np.testing.assert_array_equal(getattr(x, field), getattr(y, field))
+    np.testing.assert_array_equal(a[-1].points, b[-1].points)
+    np.testing.assert_array_equal(a[-1].trace.distribution.probs, b[-1].trace.distribution.probs)
+    # what the panels show is the same too
+    np.testing.assert_array_equal(process_window.logits.bar_ids(), threaded.logits.bar_ids())
+    np.testing.assert_array_equal(process_window.attention.image.image, threaded.attention.image.image)
+
+
+def test_the_window_process_runs_no_forward_pass(process_window, qtbot, forward_calls):
+    results = _steps(qtbot, process_window, 3)
+    assert [r.trace.step for r in results] == [0, 1, 2]
+    assert forward_calls == []  # all three ran in the child
+    assert results[-1].records[0] is results[0].records[0]  # and arrived once each
+
+
+def test_max_speed_play_and_pause(process_window, qtbot):
+    w = process_window
+    w.max_speed.setChecked(True)
+    steps = []
+    w.controller.resultReady.connect(lambda r: steps.append(r.trace.step) if r.trace is not None else None)
+    w.play()
+    qtbot.waitUntil(lambda: len(steps) >= 8, timeout=30_000)
+    w.pause()
+    qtbot.waitUntil(lambda: w.controller.idle, timeout=10_000)
+    assert not w.controller.looping
+    paused_at = len(steps)
+    qtbot.wait(300)  # the step the child was running when the pause arrived may still come
+    settled = len(steps)
+    assert settled <= paused_at + 1
+    qtbot.wait(500)
+    assert len(steps) == settled  # the loop ended in the child too
+    assert steps == list(range(len(steps)))  # in order, none lost
+
+
+def test_a_killed_engine_is_replaced_and_the_model_reloaded(process_window, qtbot):
+    w = process_window
+    _steps(qtbot, w, 2)
+    child = w.controller.engine.process
+    with qtbot.waitSignal(w.errorShown, timeout=20_000) as error:
+        child.kill()  # as the out-of-memory killer would
+    assert "stopped unexpectedly" in error.args[0] and "prompt is kept" in error.args[0]
+    qtbot.waitUntil(lambda: w.state.result is not None and w.state.result.kind == "load", timeout=60_000)
+    assert w.controller.engine.process is not child and w.controller.engine.process.is_alive()
+    assert w.tokens.prompt() == PROMPT and w.state.result.trace is None
+    after = run(qtbot, w, w.step, "step")  # the window goes on with the new process
+    assert after.trace.step == 0
+
+
+def test_closing_mid_play_ends_the_child_promptly(process_window, qtbot):
+    w = process_window
+    child = w.controller.engine.process
+    w.max_speed.setChecked(True)
+    with qtbot.waitSignal(w.controller.resultReady, timeout=20_000):
+        w.play()
+    started = perf_counter()
+    w.close()
+    assert not child.is_alive()
+    assert perf_counter() - started < engine_process.QUIT_GRACE_S  # it quit when asked, not by force
+    assert child.exitcode == 0
