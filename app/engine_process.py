@@ -23,16 +23,46 @@ import logging
 import multiprocessing
 import queue
 import threading
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 
-from . import worker
-from .wire import Receiver, Sender
-from .worker import Request
+from . import threads as torch_threads
+
+if TYPE_CHECKING:  # this module imports no torch, so that ``prestart`` can run before anything heavy
+    from .worker import Request
 
 log = logging.getLogger(__name__)
 
 QUIT_GRACE_S = 3.0  # after this a closing window stops the engine by force (a download, a long prefill)
+
+_spare = None  # a child started by ``prestart``, not yet taken by an EngineProcess
+
+
+def prestart(threads: int | None = None) -> None:
+    """Start the engine process now: it imports torch and transformers (seconds) while the window's
+    process imports Qt and builds the window, instead of after. The first EngineProcess takes it."""
+    global _spare
+    if _spare is None:
+        _spare = _spawn(threads)
+
+
+def _spawn(threads: int | None):
+    """(process, requests sending end, results receiving end), the child started."""
+    if threads is None:
+        threads = torch_threads.WORKER_TORCH_THREADS
+    ctx = multiprocessing.get_context("spawn")
+    requests_in, requests = ctx.Pipe(duplex=False)
+    results, results_out = ctx.Pipe(duplex=False)
+    process = ctx.Process(
+        target=serve,
+        args=(requests_in, results_out, threads),
+        name="nexttoken-engine",
+        daemon=True,  # never outlives the window's process
+    )
+    process.start()
+    requests_in.close(), results_out.close()  # only the child holds these: its exit closes the pipe
+    return process, requests, results
 
 
 class EngineProcess(QObject):
@@ -44,25 +74,22 @@ class EngineProcess(QObject):
     died = Signal(str)  # the process ended without being asked to: what to tell the user
 
     def __init__(self, parent: QObject | None = None, threads: int | None = None):
+        """``threads``: torch threads in the child (default: ``threads.WORKER_TORCH_THREADS``)."""
         super().__init__(parent)
-        ctx = multiprocessing.get_context("spawn")
-        requests_in, self._requests = ctx.Pipe(duplex=False)
-        results, results_out = ctx.Pipe(duplex=False)
-        self.process = ctx.Process(
-            target=serve,
-            args=(requests_in, results_out, threads or worker.WORKER_TORCH_THREADS),
-            name="nexttoken-engine",
-            daemon=True,  # never outlives the window's process
-        )
-        self.process.start()
-        requests_in.close(), results_out.close()  # only the child holds these: its exit closes the pipe
+        from .wire import Receiver
+
+        global _spare
+        if _spare is not None and threads is None and _spare[0].is_alive():
+            (self.process, self._requests, results), _spare = _spare, None
+        else:
+            self.process, self._requests, results = _spawn(threads)
         self._receiver = Receiver(results)
         self._closing = False
         self._reader = threading.Thread(target=self._read, name="nexttoken-engine-reader", daemon=True)
         self._reader.start()
 
     # ----------------------------------------------------------- to the child
-    def submit(self, request: Request) -> None:
+    def submit(self, request: "Request") -> None:
         self._post(("request", request))
 
     def set_play_generation(self, generation: int) -> None:
@@ -124,8 +151,11 @@ def serve(requests, results, threads: int) -> None:
     setup_logging()
     import torch
 
+    from . import worker
+    from .wire import Sender
+
     torch.set_num_threads(threads)
-    inbox: queue.Queue[Request | None] = queue.Queue()
+    inbox: queue.Queue[worker.Request | None] = queue.Queue()
     outbox: queue.Queue[tuple | None] = queue.Queue()
     sender = Sender(results)
     encode_lock = threading.Lock()  # a download may report progress from its own threads

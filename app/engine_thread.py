@@ -12,7 +12,7 @@ import logging
 import torch
 from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
-from . import worker
+from . import threads
 from .worker import Request, SessionHost
 
 log = logging.getLogger(__name__)
@@ -36,7 +36,7 @@ class _Worker(QObject):
 
     @Slot()
     def on_thread_started(self) -> None:
-        torch.set_num_threads(worker.WORKER_TORCH_THREADS)
+        torch.set_num_threads(threads.WORKER_TORCH_THREADS)
 
     @Slot(object)
     def handle(self, request: Request) -> None:

@@ -117,6 +117,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         setup_logging()
     started = perf_counter()
+    if args.engine == "process":
+        from .engine_process import prestart
+
+        prestart()  # the model's process imports torch while this one imports Qt and builds the window
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 

@@ -7,6 +7,9 @@ panel interested hears the signal and redraws itself.
 
 from __future__ import annotations
 
+from functools import partial
+from typing import Callable
+
 from PySide6.QtCore import QObject, Signal
 
 from .result import SessionResult
@@ -16,10 +19,8 @@ LATEST = -1  # position: follow the newest query position
 
 
 class AppState(QObject):
-    """Selections shared by all panels, plus the newest result (``resultChanged``)."""
+    """Selections shared by all panels, plus the newest result (``subscribe`` to hear of each)."""
 
-    resultChanged = Signal(object)  # SessionResult
-    stepChanged = Signal(int)
     layerChanged = Signal(int)
     headChanged = Signal(int)
     positionChanged = Signal(int)  # a token position, or LATEST
@@ -35,10 +36,28 @@ class AppState(QObject):
         self.position = LATEST
         self.top_n = 10
         self.theme: Theme = NORMAL
+        self._subscribers: list[Callable[[SessionResult], None]] = []
+        self._delivering = False  # a result has reached some subscribers but not all yet
+        self._deferred: list[Callable[[], None]] = []
 
     # ------------------------------------------------------------- the data
+    def subscribe(self, slot: Callable[[SessionResult], None]) -> None:
+        """Call ``slot(result)`` with every new result, subscribers in the order they subscribed."""
+        self._subscribers.append(slot)
+
     def set_result(self, result: SessionResult) -> None:
-        """Show ``result`` in every panel (the window's one per-step entry point)."""
+        """Show ``result`` in every panel now."""
+        for deliver in self.stage_result(result):
+            deliver()
+
+    def stage_result(self, result: SessionResult) -> list[Callable[[], None]]:
+        """Make ``result`` the current one and return its delivery to each subscriber, to be called
+        in order (the window calls one per event-loop turn, so that no turn holds the loop long).
+
+        Until the last delivery has run, selection changes wait and then run in order: a click on a
+        head half-way would otherwise draw a panel that has not yet seen the new step. A newer
+        ``stage_result`` replaces the deliveries of an older one that did not finish.
+        """
         previous = self.result
         self.result = result
         if previous is None or previous.info is not result.info:
@@ -48,8 +67,20 @@ class AppState(QObject):
         if self.position >= max(result.context_len, len(result.prompt_ids)):
             self.position = LATEST
         self.step = -1 if result.trace is None else result.trace.step
-        self.resultChanged.emit(result)
-        self.stepChanged.emit(self.step)
+        self._delivering = True
+        return [partial(slot, result) for slot in self._subscribers] + [self._delivered]
+
+    def _delivered(self) -> None:
+        self._delivering = False
+        deferred, self._deferred = self._deferred, []
+        for change in deferred:
+            change()
+
+    def _later(self, change: Callable[[], None]) -> bool:
+        """True if ``change`` must wait for a result's delivery to finish (it is then queued)."""
+        if self._delivering:
+            self._deferred.append(change)
+        return self._delivering
 
     @property
     def selected_position(self) -> int:
@@ -62,29 +93,39 @@ class AppState(QObject):
 
     # ------------------------------------------------------------ selections
     def set_layer(self, layer: int) -> None:
+        if self._later(partial(self.set_layer, layer)):
+            return
         layer = self._clamp(layer, self.result.n_layer if self.result else 1)
         if layer != self.layer:
             self.layer = layer
             self.layerChanged.emit(layer)
 
     def set_head(self, head: int) -> None:
+        if self._later(partial(self.set_head, head)):
+            return
         head = self._clamp(head, self.result.n_head if self.result else 1)
         if head != self.head:
             self.head = head
             self.headChanged.emit(head)
 
     def set_position(self, position: int) -> None:
+        if self._later(partial(self.set_position, position)):
+            return
         if position != self.position:
             self.position = position
             self.positionChanged.emit(position)
 
     def set_top_n(self, n: int) -> None:
+        if self._later(partial(self.set_top_n, n)):
+            return
         n = max(1, int(n))
         if n != self.top_n:
             self.top_n = n
             self.topNChanged.emit(n)
 
     def set_projector(self, on: bool) -> None:
+        if self._later(partial(self.set_projector, on)):
+            return
         theme = PROJECTOR if on else NORMAL
         if theme is not self.theme:
             self.theme = theme

@@ -1,12 +1,15 @@
 """The main window: controls, menus and the six panels, wired to the controller and the state.
 
-The window owns no plot state: each result goes to ``AppState.set_result`` and every panel draws
-itself from there. ``apply_result`` is the single per-step entry point (benchmarks time it).
+The window owns no plot state: each result goes to ``AppState.stage_result`` and every panel draws
+itself from there. ``apply_result`` is the single per-step entry point; it spreads a step over
+event-loop turns (each panel's update, then each plot's paint, one per turn), and ``turn_ms`` keeps
+how long each turn of the latest step took (benchmarks read it).
 """
 
 from __future__ import annotations
 
 import logging
+from functools import partial
 from time import perf_counter
 
 import pyqtgraph as pg
@@ -97,9 +100,12 @@ class MainWindow(QMainWindow):
         self._play_timer.timeout.connect(self._on_play_timer_timeout)
         self._draw_timer = QTimer(self, singleShot=True)
         self._draw_timer.timeout.connect(self._on_draw_timer_timeout)
-        self._paint_timer = QTimer(self, interval=0)  # one plot per event-loop turn after a step
-        self._paint_timer.timeout.connect(self._on_paint_timer_timeout)
-        self._painting: tuple[SessionResult, list[pg.GraphicsView]] | None = None
+        # one panel or plot per event-loop turn after a step; 1 ms, not 0: a zero timer fires again
+        # before other due timers and input get their turn, which joined turns into 50 ms stalls
+        self._turn_timer = QTimer(self, interval=1)
+        self._turn_timer.timeout.connect(self._on_turn_timer_timeout)
+        self._turns: tuple[SessionResult, list] | None = None  # the step being drawn, its turns left
+        self.turn_ms: list[float] = []  # how long each turn of the latest step took
 
         c = self.controller
         c.resultReady.connect(self._on_controller_result)
@@ -274,16 +280,17 @@ class MainWindow(QMainWindow):
     def apply_result(self, result: SessionResult) -> None:
         """Draw ``result`` in every panel, the status line and the controls (one step, all panels).
 
-        The panels update their items now; the plots then paint one per event-loop turn (a whole
-        window's plots in one paint stalls the loop for ~50-100 ms), and ``resultApplied`` follows
-        the last of them.
+        The first panel updates now, then one more per event-loop turn, then the plots paint one
+        per turn (all at once stalled the loop for 50-100 ms); ``resultApplied`` follows the last.
         """
-        self._finish_painting()  # the previous step's plots paint with this one
-        for view in self._plot_views:  # held back until their turn in _on_paint_timer_timeout
+        self._finish_turns()  # a previous step still being drawn: its held-back plots paint with this one
+        for view in self._plot_views:  # held back until their turn
             view.setUpdatesEnabled(False)
-        self.state.set_result(result)
-        for view in self._plot_views:  # pyqtgraph applies new ranges while painting and then paints
-            view.scene().prepareForPaint()  # again; applying them now makes one paint per step enough
+        deliveries = self.state.stage_result(result)
+        paints = [partial(self._paint, view) for view in self._plot_views]
+        self._turns = (result, deliveries + paints)
+        self.turn_ms = []
+        self._on_turn_timer_timeout()
         if result.kind in ("load", "prompt"):
             self.truncate_button.hide()
         if result.message:
@@ -291,24 +298,32 @@ class MainWindow(QMainWindow):
         if result.stopped:
             self.pause()
         self._sync_actions()
-        self._painting = (result, list(self._plot_views))
-        self._paint_timer.start()
+        if self._turns is not None:
+            self._turn_timer.start()
 
-    def _on_paint_timer_timeout(self) -> None:
-        view = self._painting[1].pop(0)
-        view.setUpdatesEnabled(True)
+    def _on_turn_timer_timeout(self) -> None:
+        started = perf_counter()
+        turn = self._turns[1].pop(0)
+        turn()
+        self.turn_ms.append((perf_counter() - started) * 1e3)
+        if not self._turns[1]:
+            self._finish_turns()
+
+    @staticmethod
+    def _paint(view: pg.GraphicsView) -> None:
+        view.scene().prepareForPaint()  # pyqtgraph applies new ranges while painting and then paints
+        view.setUpdatesEnabled(True)  # again; applying them first makes one paint per step enough
         view.repaint()
-        if not self._painting[1]:
-            self._finish_painting()
 
-    def _finish_painting(self) -> None:
-        """Let every held-back plot paint (at the next paint, if not yet) and announce the result."""
-        if self._painting is None:
+    def _finish_turns(self) -> None:
+        """End the step being drawn: its plots paint at the next paint and ``resultApplied`` goes out.
+        Called early (a newer step arrived), the panels it had not reached yet get the newer one."""
+        if self._turns is None:
             return
-        result, views = self._painting
-        self._painting = None
-        self._paint_timer.stop()
-        for view in views:
+        result = self._turns[0]
+        self._turns = None
+        self._turn_timer.stop()
+        for view in self._plot_views:
             view.setUpdatesEnabled(True)
         self.resultApplied.emit(result)
 
@@ -445,7 +460,7 @@ class MainWindow(QMainWindow):
         self._closed = True
         self.pause()
         self._draw_timer.stop()
-        self._paint_timer.stop()
+        self._turn_timer.stop()
         self._close_progress()
         self.controller.shutdown()
         while QApplication.overrideCursor():

@@ -11,7 +11,6 @@ request leaves as one ``SessionResult`` (``emit("finished", result)``); every ex
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
 from time import perf_counter
 from typing import Any, Callable
@@ -29,18 +28,6 @@ log = logging.getLogger(__name__)
 DEFAULT_PROMPT = "The cat sat on the"
 DEFAULT_SETTINGS = SamplingSettings(top_k=50, seed=0)
 
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-# torch threads for the worker: every core but one, which stays free for the GUI thread. With the
-# GUI painting on a core torch also wants, torch's thread team waits on its slowest member and a
-# step ran several times slower (measured on 2 cores: see benchmarks/RESULTS_GUI.md).
-WORKER_TORCH_THREADS = max(1, _cores() - 1)
 
 
 @dataclass(frozen=True)

@@ -103,7 +103,7 @@ class AttentionPanel(QGroupBox):
         layout.addWidget(self.overview_caption)
         layout.addWidget(self.overview_view, 3)
 
-        state.resultChanged.connect(self._on_state_result)
+        state.subscribe(self._on_state_result)
         state.layerChanged.connect(self._on_state_selection)
         state.headChanged.connect(self._on_state_selection)
         state.positionChanged.connect(self._on_state_selection)

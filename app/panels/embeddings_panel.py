@@ -67,7 +67,7 @@ class EmbeddingsPanel(QGroupBox):
         self._drawn = (np.zeros((0, 2), np.float32), -1)  # the points on screen and the prompt length
         self._n_layer = -1
 
-        state.resultChanged.connect(self._on_state_result)
+        state.subscribe(self._on_state_result)
         state.layerChanged.connect(self._on_state_layer)
         state.positionChanged.connect(self._on_state_position)
         state.themeChanged.connect(self._on_state_theme)
@@ -109,8 +109,6 @@ class EmbeddingsPanel(QGroupBox):
 
     def _on_state_theme(self, theme: th.Theme) -> None:
         th.style_plot(self.plot, theme)
-        for name in ("left", "bottom"):
-            self.plot.getAxis(name).enableAutoSIPrefix(False)  # no "(x0.001)" next to the PCA labels
         for label in self.labels:
             label.setFont(theme.font(-1))
         self._label_fm = QFontMetrics(theme.font(-1))

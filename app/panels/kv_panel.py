@@ -86,7 +86,7 @@ class KVPanel(QGroupBox):
         layout.addWidget(self.bytes_label)
         layout.addWidget(self.timing_label)
         layout.addWidget(self.view, 1)
-        state.resultChanged.connect(self._on_state_result)
+        state.subscribe(self._on_state_result)
         state.themeChanged.connect(self._on_state_theme)
         self._on_state_theme(state.theme)
 

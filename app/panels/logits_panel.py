@@ -83,7 +83,7 @@ class LogitsPanel(QGroupBox):
         layout.addWidget(self.view, 1)
         layout.addWidget(self.legend)
 
-        state.resultChanged.connect(self._on_state_result)
+        state.subscribe(self._on_state_result)
         state.topNChanged.connect(self._on_state_top_n)
         state.themeChanged.connect(self._on_state_theme)
         self._on_state_theme(state.theme)

@@ -92,7 +92,7 @@ class SamplingPanel(QGroupBox):
         self.greedy.toggled.connect(self._on_widget_changed)
         self.seed.editingFinished.connect(self._on_widget_changed)
         self.new_seed.clicked.connect(self._on_new_seed_clicked)
-        state.resultChanged.connect(self._on_state_result)
+        state.subscribe(self._on_state_result)
         state.themeChanged.connect(self._on_state_theme)
         self._shown: SamplingSettings | None = None
         self._sync_enabled()

@@ -260,7 +260,7 @@ class TokensPanel(QGroupBox):
         self._debounce.timeout.connect(self._on_debounce_timeout)
         self.editor.textChanged.connect(self._on_editor_text_changed)
         self.strip.positionClicked.connect(state.set_position)
-        state.resultChanged.connect(self._on_state_result)
+        state.subscribe(self._on_state_result)
         state.positionChanged.connect(self._on_state_position)
         state.themeChanged.connect(self._on_state_theme)
         self._on_state_theme(state.theme)

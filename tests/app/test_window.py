@@ -239,3 +239,27 @@ def test_a_failed_load_during_a_step_leaves_the_window_showing_the_session(windo
     shown = window.state.result.records
     assert len(shown) == session.n_steps and all(a is b for a, b in zip(shown, session.records))
     assert "does not exist" in window.status_label.text()
+
+
+def test_a_step_reaches_the_panels_one_turn_each_and_a_click_midway_waits(window, qtbot):
+    """apply_result spreads a step over event-loop turns (one per panel, then one per plot). A head
+    chosen while the step is half-delivered waits for the last panel, then every panel shows it."""
+    first = run(qtbot, window, window.step, "step")
+    window.controller.resultReady.disconnect(window._on_controller_result)  # this test draws it
+    with qtbot.waitSignal(window.controller.resultReady, timeout=20_000) as arrived:
+        window.controller.step()
+    state, result = window.state, arrived.args[0]
+    deliveries = len(state._subscribers) + 1
+    window.apply_result(result)  # the first panel now, the rest on later turns
+    assert state.result is result and window.attention.history.length == first.context_len
+    state.set_head(2)  # the attention panel has not seen the new step yet
+    assert state.head == 0
+    with qtbot.waitSignal(window.resultApplied, timeout=10_000):
+        pass
+    assert len(window.turn_ms) == deliveries + len(window._plot_views)
+    assert state.head == 2 and window.attention.head_spin.value() == 2
+    assert window.attention.history.length == result.context_len
+    np.testing.assert_array_equal(
+        window.attention.image.image[-1, : result.context_len],
+        result.records[-1].attn[0, 2, -1].astype(np.float32),
+    )
