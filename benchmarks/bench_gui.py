@@ -58,8 +58,8 @@ WORDS = [" The", " cat", " sat", " on", " the", " mat", " and", " the", " dog", 
 GREEDY = SamplingSettings(greedy=True)
 PLAY_TEXT = "Once upon a time, in a small town by the sea, there lived an old fisherman who"
 
-FULL = dict(contexts=(256, 1000), apply_repeats=21, play_steps=150, demo_play_steps=120, launches=3)
-QUICK = dict(contexts=(256, 1000), apply_repeats=7, play_steps=30, demo_play_steps=40, launches=1)
+FULL = dict(contexts=(256, 1000), apply_repeats=21, play_steps=150, demo_play_steps=120, launches=3, memory_steps=1000)
+QUICK = dict(contexts=(256, 1000), apply_repeats=7, play_steps=30, demo_play_steps=40, launches=1, memory_steps=100)
 TARGETS = {256: 16.0, 1000: 33.0}
 GAP_TARGET_MS = 50.0
 PLAY_TARGET = 0.8
@@ -197,6 +197,38 @@ def measure_play(app, folder: Path | None, loaded, steps: int, threads: int, eng
     }
 
 
+def rss_mib(pid: int) -> float:
+    """Resident size of process ``pid`` in MiB (Linux /proc; NaN elsewhere)."""
+    try:
+        pages = int(Path(f"/proc/{pid}/statm").read_text().split()[1])
+    except OSError:
+        return float("nan")
+    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def measure_memory(app, folder: Path, steps: int) -> dict[str, float]:
+    """Resident size of the window's process and the engine process after ``steps`` steps of Play
+    at max speed (greedy, GPT-2 small's shape, the app's default process engine)."""
+    app_threads.WORKER_TORCH_THREADS = max(1, app_threads.cores() - 1)
+    window = new_window("process")
+    window.max_speed.setChecked(True)
+    window.load_model(str(folder), prompt=PLAY_TEXT)
+    wait_for(app, lambda: window.state.result is not None)
+    window.controller.resample(GREEDY)
+    wait_for(app, lambda: window.controller.idle)
+    child = window.controller.engine.process.pid
+    before = {"window": rss_mib(os.getpid()), "engine": rss_mib(child)}
+    window.play()
+    wait_for(app, lambda: window.state.result is not None and window.state.result.trace is not None
+             and window.state.result.trace.step >= steps or window.state.result.stopped)
+    window.pause()
+    wait_for(app, lambda: window.controller.idle)
+    app.processEvents()
+    after = {"window": rss_mib(os.getpid()), "engine": rss_mib(child), "steps": window.state.result.trace.step}
+    window.close()
+    return {"before": before, "after": after}
+
+
 def measure_bare(folder: Path | None, steps: int, threads: int) -> float:
     """Cached greedy decode steps per second of the plain model, from PLAY_TEXT."""
     from transformers import GPT2LMHeadModel
@@ -238,7 +270,7 @@ def mark(ok: bool) -> str:
     return "met" if ok else "**missed**"
 
 
-def report(args, applies, plays, bares, launch, wall_s: float) -> str:
+def report(args, applies, plays, bares, memory, launch, wall_s: float) -> str:
     cores = app_threads.cores()
     lines = [
         f"GUI benchmark, {datetime.date.today()}, `python benchmarks/bench_gui.py{' --quick' if args.quick else ''}`: "
@@ -270,6 +302,13 @@ def report(args, applies, plays, bares, launch, wall_s: float) -> str:
             f"| longest event-loop gap during that Play (5 ms timer; p99) | {p['max_gap_ms']:.0f} ms ({p['p99_gap_ms']:.0f} ms) "
             f"| < {GAP_TARGET_MS:.0f} ms | {mark(p['max_gap_ms'] < GAP_TARGET_MS)} |"
         )
+    if memory:
+        b, a = memory["before"], memory["after"]
+        lines.append(
+            f"| resident size after {a['steps']:,} steps of max-speed Play (GPT-2 small shape, process engine): "
+            f"window process / engine process | {a['window']:,.0f} / {a['engine']:,.0f} MiB "
+            f"(after loading: {b['window']:,.0f} / {b['engine']:,.0f} MiB) | | |"
+        )
     if launch:
         lines.append(
             f"| launch to a window with the demo model ready and 3 steps drawn (`python -m app --smoke-test`, "
@@ -283,7 +322,7 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="fewer repeats and steps (a smoke run)")
     p.add_argument("--engines", nargs="+", choices=("process", "thread"), default=("process", "thread"),
                    help="where Play runs the model: a child process (the app's default) and/or a thread")
-    p.add_argument("--skip", nargs="*", choices=("apply", "launch"), default=(), help="leave these measures out")
+    p.add_argument("--skip", nargs="*", choices=("apply", "memory", "launch"), default=(), help="leave these measures out")
     args = p.parse_args(argv)
     cfg = QUICK if args.quick else FULL
     args.apply_repeats = cfg["apply_repeats"]
@@ -304,8 +343,9 @@ def main(argv=None) -> int:
                 for engine in args.engines:
                     play = measure_play(app, path, model, steps, threads, engine)
                     plays.append(dict(play, model=name))
+        memory = None if "memory" in args.skip else measure_memory(app, folder, cfg["memory_steps"])
         launch = None if "launch" in args.skip else measure_launch(cfg["launches"])
-    print(report(args, applies, plays, bares, launch, time.perf_counter() - started))
+    print(report(args, applies, plays, bares, memory, launch, time.perf_counter() - started))
     return 0
 
 
