@@ -42,7 +42,7 @@ def start_engine(kind: str, parent: QObject):
 
 
 class SessionController(QObject):
-    """Sends requests to the SessionWorker on its QThread and hands back the newest results."""
+    """Sends requests to the engine (``engine``: "process" or "thread") and hands back the newest results."""
 
     resultReady = Signal(object)  # SessionResult, not stale
     errorOccurred = Signal(str, str)  # request kind, message

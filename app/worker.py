@@ -29,7 +29,6 @@ DEFAULT_PROMPT = "The cat sat on the"
 DEFAULT_SETTINGS = SamplingSettings(top_k=50, seed=0)
 
 
-
 @dataclass(frozen=True)
 class Request:
     """One thing for the worker to do. kind: load | prompt | step | back | choose | resample | reset | refresh.
