@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 
 import pyqtgraph as pg
-from PySide6.QtGui import QColor, QFont
+from PySide6.QtGui import QColor, QFont, QFontMetrics
 
 # Okabe-Ito
 BLUE = "#0072B2"
@@ -82,6 +82,14 @@ def style_plot(plot: pg.PlotItem, theme: Theme, *, left: str | None = None, bott
         plot.setLabel("left", left, **style)
     if bottom is not None:
         plot.setLabel("bottom", bottom, **style)
+
+
+def fix_axis_width(plot: pg.PlotItem, theme: Theme, chars: int, name: str = "left") -> None:
+    """Give a vertical axis room for ``chars`` characters of tick text, fixed. An axis that sizes
+    itself to its labels resizes while it paints when they change (new candidates, a longer
+    context): the layout moves and the plot paints again, up to five times a step."""
+    sample = QFontMetrics(theme.font(-1)).horizontalAdvance("x" * chars) if chars else 0
+    plot.getAxis(name).setWidth(sample + 12)  # + tick marks and spacing
 
 
 NICE = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)

@@ -139,6 +139,7 @@ class AttentionPanel(QGroupBox):
     def _on_state_theme(self, theme: th.Theme) -> None:
         th.style_plot(self.plot, theme, left="query position (row)", bottom="key position (column)")
         th.style_plot(self.overview, theme, left="layer", bottom="head")
+        th.fix_axis_width(self.plot, theme, 15)  # "token piece 1023": _short's 10 characters, a space, the position
         self.colorbar.setColorMap(theme.cmap())
         self.colorbar.axis.setTickFont(theme.font(-1))
         self._lut = (theme.cmap().getLookupTable(0.0, 1.0, 256, alpha=True)).astype(np.uint8)

@@ -164,6 +164,7 @@ class KVPanel(QGroupBox):
         th.style_plot(self.time_plot, theme, left="ms", bottom="step (0 = prefill)")
         self._label_growth_axis()
         for plot in (self.layer_plot, self.growth_plot, self.time_plot):
+            th.fix_axis_width(plot, theme, 5)  # up to "1,024" positions or "999.9" units
             plot.setTitle(plot.titleLabel.text, size=f"{theme.font_pt - 1}pt", color=theme.text)
         for text in (self.prefill_text, self.decode_text):
             text.setFont(theme.font(-1, bold=True))

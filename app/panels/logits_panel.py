@@ -18,6 +18,7 @@ from ..state import AppState
 
 MAX_N = 64  # the engine ships 64 candidates per step
 PROB_SCALES = (2, 5, 10, 20, 40, 60, 80, 100, 130)  # % : the probability axis's possible widths
+LABEL_CHARS = 10  # a candidate's token text on the axis, cut with "…" beyond: the axis never resizes
 
 
 class _Bars(pg.BarGraphItem):
@@ -108,6 +109,8 @@ class LogitsPanel(QGroupBox):
     def _on_state_theme(self, theme: th.Theme) -> None:
         th.style_plot(self.logit_plot, theme, bottom="raw logit (score)")
         th.style_plot(self.prob_plot, theme, bottom="probability after sampling (%)")
+        th.fix_axis_width(self.logit_plot, theme, LABEL_CHARS + 2)
+        th.fix_axis_width(self.prob_plot, theme, 0)
         for label in self.labels:
             label.setFont(theme.font(-1))
         self.summary.setFont(theme.font(0))
@@ -141,7 +144,7 @@ class LogitsPanel(QGroupBox):
         brushes = [chosen if t == trace.chosen else (can if k else removed) for t, k in zip(ids.tolist(), kept.tolist())]
         self.logit_bars.setOpts(x0=np.minimum(logits, 0), y=rows, width=np.abs(logits), brushes=brushes, pen=None)
         self.prob_bars.setOpts(x0=np.zeros(n), y=rows, width=probs, brushes=brushes, pen=None)
-        self.logit_plot.getAxis("left").setTicks([[(i, f"{trace.candidate_pieces[i]}  ") for i in range(n)]])
+        self.logit_plot.getAxis("left").setTicks([[(i, f"{_short(trace.candidate_pieces[i])}  ") for i in range(n)]])
         self.logit_plot.setYRange(-0.6, n - 0.4, padding=0)
         top = float(probs.max()) if n else 1.0
         # a few fixed scales: the axis (and every label on it) is redrawn only when the scale changes
@@ -163,3 +166,7 @@ class LogitsPanel(QGroupBox):
             f"Chosen: <b>“{trace.chosen_piece}”</b> ({by}), probability {trace.chosen_prob:.1%}, "
             f"rank {trace.chosen_rank:,} by raw logit{outside}. Entropy <b>{trace.entropy_bits:.2f} bits</b>."
         )
+
+
+def _short(piece: str) -> str:
+    return piece if len(piece) <= LABEL_CHARS else piece[: LABEL_CHARS - 1] + "…"
