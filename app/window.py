@@ -100,9 +100,10 @@ class MainWindow(QMainWindow):
         self._play_timer.timeout.connect(self._on_play_timer_timeout)
         self._draw_timer = QTimer(self, singleShot=True)
         self._draw_timer.timeout.connect(self._on_draw_timer_timeout)
-        # one panel or plot per event-loop turn after a step; 1 ms, not 0: a zero timer fires again
-        # before other due timers and input get their turn, which joined turns into 50 ms stalls
-        self._turn_timer = QTimer(self, interval=1)
+        # one panel or plot per event-loop turn after a step, each started 1 ms after the last one
+        # ended: a repeating timer is due again before its turn ends, and ran turns back to back
+        # ahead of other due timers (stalls of 50 ms and more)
+        self._turn_timer = QTimer(self, interval=1, singleShot=True)
         self._turn_timer.timeout.connect(self._on_turn_timer_timeout)
         self._turns: tuple[SessionResult, list] | None = None  # the step being drawn, its turns left
         self.turn_ms: list[float] = []  # how long each turn of the latest step took
@@ -298,8 +299,6 @@ class MainWindow(QMainWindow):
         if result.stopped:
             self.pause()
         self._sync_actions()
-        if self._turns is not None:
-            self._turn_timer.start()
 
     def _on_turn_timer_timeout(self) -> None:
         started = perf_counter()
@@ -308,6 +307,8 @@ class MainWindow(QMainWindow):
         self.turn_ms.append((perf_counter() - started) * 1e3)
         if not self._turns[1]:
             self._finish_turns()
+        else:
+            self._turn_timer.start()
 
     @staticmethod
     def _paint(view: pg.GraphicsView) -> None:
