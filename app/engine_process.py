@@ -115,6 +115,9 @@ class EngineProcess(QObject):
             pass
         except RuntimeError:  # this QObject was deleted: the window is gone
             return
+        except Exception:  # a message that cannot be read: both sides' memory of what was sent is lost
+            log.exception("unreadable message from the engine process; starting a new one")
+            self.process.kill()
         if self._closing:
             return
         self.process.join(5)
