@@ -24,19 +24,16 @@ SHARED = (StepRecord, ModelInfo, np.ndarray)
 
 
 class Sender:
-    """Writes messages to a ``multiprocessing`` connection.
+    """Writes messages to a ``multiprocessing`` connection: ``encode`` one, then ``write`` it.
 
-    ``encode`` and ``write`` may run on different threads (each on one at a time), so that a
-    producer never waits for the reader to drain the pipe: ``send`` is both in one call."""
+    The two may run on different threads (each on one at a time), so that a producer never waits
+    for the reader to drain the pipe."""
 
     def __init__(self, conn):
         self._conn = conn
         self._keys: dict[int, int] = {}  # id(obj) -> key, for every object the receiver holds
         self._objects: dict[int, object] = {}  # key -> obj (keeps each id valid while remembered)
         self._next_key = 0
-
-    def send(self, message, *, prune: bool = False) -> None:
-        self.write(self.encode(message, prune=prune))
 
     def write(self, packet: tuple[bytes, list[int]]) -> None:
         """Write one ``encode`` packet; packets must be written in the order they were encoded."""

@@ -196,7 +196,6 @@ def measure_play(app, folder: Path | None, loaded, steps: int, threads: int, eng
         "sps": (s1 - s0) / (t1 - t0),
         "max_gap_ms": float(gaps.max() * 1e3) if gaps.size else float("nan"),
         "p99_gap_ms": percentile(gaps * 1e3, 99) if gaps.size else float("nan"),
-        "_ticks": [t for t in ticks if t >= first],  # for profiling scripts
     }
 
 
