@@ -25,6 +25,7 @@ class AttentionHistory:
         self._selected: tuple[int, int] | None = None
         self._buffer = np.full((0, 0), np.nan, np.float32)
         self._written = 0  # rows of _buffer valid for _selected
+        self.fresh_from = 0  # the first row the last ``matrix`` call wrote; rows above it are unchanged
 
     def sync(self, records) -> None:
         """Follow ``records`` (a session's history): keep the common prefix, add the rest."""
@@ -48,10 +49,15 @@ class AttentionHistory:
         return attn[:, :, pos - self._starts[i], : pos + 1]
 
     def matrix(self, layer: int, head: int) -> np.ndarray:
-        """float32 [T, T] for one layer and head (a view of an internal buffer; NaN = masked future)."""
+        """float32 [T, T] for one layer and head (a view of an internal buffer; NaN = masked future).
+
+        Rows from ``fresh_from`` on are the ones this call wrote: a step adds one, a rewind rewrites
+        from the first changed row, another layer or head rewrites all.
+        """
         T = self.length
         if self._selected != (layer, head):
             self._selected, self._written = (layer, head), 0
+        self.fresh_from = min(self._written, T)
         if self._buffer.shape[0] < T:
             size = max(64, 1 << (T - 1).bit_length())
             grown = np.full((size, size), np.nan, np.float32)

@@ -13,7 +13,7 @@ from functools import partial
 from time import perf_counter
 
 import pyqtgraph as pg
-from PySide6.QtCore import QSettings, Qt, QTimer, Signal
+from PySide6.QtCore import QCoreApplication, QEvent, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
@@ -312,8 +312,12 @@ class MainWindow(QMainWindow):
 
     @staticmethod
     def _paint(view: pg.GraphicsView) -> None:
-        view.scene().prepareForPaint()  # pyqtgraph applies new ranges while painting and then paints
-        view.setUpdatesEnabled(True)  # again; applying them first makes one paint per step enough
+        scene = view.scene()
+        scene.prepareForPaint()  # pyqtgraph applies new ranges while painting and then paints again
+        # the items that moved are marked for repainting by a call Qt queues to the scene: made
+        # now, before the paint, instead of in a later turn that would paint the view a second time
+        QCoreApplication.sendPostedEvents(scene, QEvent.Type.MetaCall)
+        view.setUpdatesEnabled(True)
         view.repaint()
 
     def _finish_turns(self) -> None:

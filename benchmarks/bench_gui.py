@@ -52,6 +52,7 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from app import threads as app_threads  # noqa: E402
 from app import worker as app_worker  # noqa: E402
+from app.main import freeze_startup_objects  # noqa: E402
 from app.window import MainWindow  # noqa: E402
 from engine import SamplingSettings, Session, load_model  # noqa: E402
 
@@ -94,6 +95,7 @@ def new_window(engine: str = "thread") -> MainWindow:
     window.resize(1600, 1000)
     window.show()
     QApplication.processEvents()
+    freeze_startup_objects()  # as app.main does: the process's objects so far are never walked again
     return window
 
 

@@ -178,9 +178,11 @@ class EmbeddingsPanel(QGroupBox):
         if autorange:
             both = np.concatenate([xy, path])
             (x0, y0), (x1, y1) = both.min(axis=0).tolist(), both.max(axis=0).tolist()
-            if not _fits(((x0, x1), (y0, y1)), view):
+            bounds = ((x0, x1), (y0, y1))
+            if not _fits(bounds, view):
                 # set here, not by pyqtgraph's auto-range, which re-ranges (and repaints) while painting;
                 # kept while the points fit, so a step that adds one point does not repaint the axes
+                (x0, x1), (y0, y1) = _grown(bounds, view)
                 self.plot.setRange(xRange=(x0, x1), yRange=(y0, y1), padding=0.12)
                 view = self.plot.getViewBox().viewRange()
         candidates = [sel] + [i for i in range(T - 1, max(-1, T - 1 - 4 * MAX_LABELS), -1) if i != sel]
@@ -201,3 +203,12 @@ class EmbeddingsPanel(QGroupBox):
 def _fits(bounds, view) -> bool:
     """True if the data ``bounds`` lie inside ``view`` and fill at least a third of it along each axis."""
     return all(v0 <= b0 and b1 <= v1 and (b1 - b0) >= (v1 - v0) / 3 for (b0, b1), (v0, v1) in zip(bounds, view))
+
+
+def _grown(bounds, view):
+    """The range to show ``bounds`` that no longer fit ``view``: if they outgrew it, the view as well,
+    so that it grows by steps of a quarter or more, not with every new extreme (each change repaints
+    the axes); if they are a different picture (another depth, a new prompt), the bounds alone."""
+    if all((b1 - b0) >= (v1 - v0) / 3 for (b0, b1), (v0, v1) in zip(bounds, view)):
+        return tuple((min(b0, v0), max(b1, v1)) for (b0, b1), (v0, v1) in zip(bounds, view))
+    return bounds

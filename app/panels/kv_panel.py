@@ -1,6 +1,6 @@
 """Panel 6, the KV cache: positions cached per layer, bytes with the arithmetic, growth, timings.
 
-Three plots built once: keys and values cached per layer, the cache's size after every step, and
+Three plots built once, each in its own view: keys and values cached per layer, the cache's size after every step, and
 each step's forward-pass time (the prefill, labelled, against the cheaper decode steps and their
 mean). Step and layer axes tick on whole numbers only.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QGroupBox, QLabel, QProgressBar, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGridLayout, QGroupBox, QLabel, QProgressBar, QVBoxLayout, QWidget
 
 from .. import theme as th
 from ..state import AppState
@@ -49,20 +49,27 @@ class KVPanel(QGroupBox):
         for label in (self.bytes_label, self.timing_label):
             label.setWordWrap(True)
 
-        self.view = pg.GraphicsLayoutWidget()
-        self.view.ci.setContentsMargins(2, 2, 2, 2)
-        self.layer_plot: pg.PlotItem = self.view.addPlot(
-            row=0, col=0, axisItems={"bottom": IntegerAxis("bottom")},
-            title=f"cached per layer: <span style='color:{th.BLUE}'>■ keys</span> <span style='color:{th.ORANGE}'>■ values</span>",
-        )
-        self.growth_plot: pg.PlotItem = self.view.addPlot(row=0, col=1, axisItems={"bottom": IntegerAxis("bottom")}, title="cache size")
-        self.time_plot: pg.PlotItem = self.view.addPlot(
-            row=1, col=0, colspan=2, axisItems={"bottom": IntegerAxis("bottom")},
-            title=f"time per step: <span style='color:{th.VERMILION}'>■ prefill</span> vs "
-            f"<span style='color:{th.SKY}'>■ decode</span>",
-        )
-        self.view.ci.layout.setRowStretchFactor(0, 5)
-        self.view.ci.layout.setRowStretchFactor(1, 6)
+        # one view per plot: the window paints one view per event-loop turn, and the three together
+        # were the longest turn of a step
+        self.layer_view, self.growth_view, self.time_view = views = [
+            pg.PlotWidget(axisItems={"bottom": IntegerAxis("bottom")}, title=title)
+            for title in (
+                f"cached per layer: <span style='color:{th.BLUE}'>■ keys</span> <span style='color:{th.ORANGE}'>■ values</span>",
+                "cache size",
+                f"time per step: <span style='color:{th.VERMILION}'>■ prefill</span> vs "
+                f"<span style='color:{th.SKY}'>■ decode</span>",
+            )
+        ]
+        self.layer_plot, self.growth_plot, self.time_plot = (view.getPlotItem() for view in views)
+        plots = QGridLayout()
+        plots.setSpacing(2)
+        plots.addWidget(self.layer_view, 0, 0)
+        plots.addWidget(self.growth_view, 0, 1)
+        plots.addWidget(self.time_view, 1, 0, 1, 2)
+        plots.setRowStretch(0, 5)
+        plots.setRowStretch(1, 6)
+        plots.setColumnStretch(0, 3)  # room for the layer plot's title
+        plots.setColumnStretch(1, 2)
         self._size_unit = ""
         for plot in (self.layer_plot, self.growth_plot, self.time_plot):
             th.fix_plot(plot).showGrid(y=True, alpha=0.25)
@@ -85,7 +92,7 @@ class KVPanel(QGroupBox):
         layout.addWidget(self.capacity)
         layout.addWidget(self.bytes_label)
         layout.addWidget(self.timing_label)
-        layout.addWidget(self.view, 1)
+        layout.addLayout(plots, 1)
         state.subscribe(self._on_state_result)
         state.themeChanged.connect(self._on_state_theme)
         self._on_state_theme(state.theme)

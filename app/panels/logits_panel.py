@@ -1,6 +1,6 @@
 """Panel 4, logits: the top candidates as horizontal bars, raw logits beside final probabilities.
 
-Two plots share one token axis: on the left the raw logit the model gave each candidate, on the
+Two plots, each in its own view, share one token axis: on the left the raw logit the model gave each candidate, on the
 right the probability it has after the sampling settings. Candidates that top-k or top-p removed are
 grey, the chosen token is orange, and clicking any bar chooses that token instead (a branch).
 The bar items are built once; a step only calls ``setOpts``.
@@ -59,11 +59,14 @@ class LogitsPanel(QGroupBox):
         )
         self.legend.setWordWrap(True)  # projector fonts: wrap rather than widen the window
 
-        self.view = pg.GraphicsLayoutWidget()
-        self.logit_plot: pg.PlotItem = self.view.addPlot(row=0, col=0)
-        self.prob_plot: pg.PlotItem = self.view.addPlot(row=0, col=1)
-        self.view.ci.layout.setColumnStretchFactor(0, 5)
-        self.view.ci.layout.setColumnStretchFactor(1, 4)
+        # one view per plot: the window paints one view per event-loop turn
+        self.logit_view, self.prob_view = pg.PlotWidget(), pg.PlotWidget()
+        self.logit_plot: pg.PlotItem = self.logit_view.getPlotItem()
+        self.prob_plot: pg.PlotItem = self.prob_view.getPlotItem()
+        plots = QHBoxLayout()
+        plots.setSpacing(0)
+        plots.addWidget(self.logit_view, 5)
+        plots.addWidget(self.prob_view, 4)
         for plot in (self.logit_plot, self.prob_plot):
             th.fix_plot(plot).invertY(True)
             plot.showGrid(x=True, alpha=0.25)
@@ -81,7 +84,7 @@ class LogitsPanel(QGroupBox):
 
         layout = QVBoxLayout(self)
         layout.addLayout(head)
-        layout.addWidget(self.view, 1)
+        layout.addLayout(plots, 1)
         layout.addWidget(self.legend)
 
         state.subscribe(self._on_state_result)
@@ -108,7 +111,7 @@ class LogitsPanel(QGroupBox):
 
     def _on_state_theme(self, theme: th.Theme) -> None:
         th.style_plot(self.logit_plot, theme, bottom="raw logit (score)")
-        th.style_plot(self.prob_plot, theme, bottom="probability after sampling (%)")
+        th.style_plot(self.prob_plot, theme, bottom="sampling probability (%)")  # short: fits a projector's font
         th.fix_axis_width(self.logit_plot, theme, LABEL_CHARS + 2)
         th.fix_axis_width(self.prob_plot, theme, 0)
         for label in self.labels:

@@ -10,7 +10,7 @@ from PySide6.QtCore import QPointF, Qt
 
 from app.panels.kv_panel import human_bytes
 
-from .helpers import run
+from .helpers import assert_image_shows, run
 
 
 def test_launch_shows_the_demo_model_and_prompt_tokens(window):
@@ -40,9 +40,10 @@ def test_panels_reflect_the_step_record(window, qtbot):
         trace = result.trace
         T = trace.record.end
         lengths.append(T)
-        # attention: the image is the selected head's full T x T matrix, NaN above the diagonal
-        image = window.attention.image.image
+        # attention: the selected head's full T x T matrix, NaN above the diagonal, shown in colour
+        image = window.attention.shown
         assert image.shape == (T, T)
+        assert_image_shows(window.attention, image)
         assert np.isnan(image[np.triu_indices(T, 1)]).all()
         assert not np.isnan(image[np.tril_indices(T)]).any()
         rec = trace.record
@@ -68,10 +69,11 @@ def test_selecting_a_head_in_the_overview_shows_it(window, qtbot):
     assert (window.state.layer, window.state.head) == (1, 2)
     T = result.trace.record.end
     expected = result.trace.record.attn[1, 2].astype(np.float32)
-    np.testing.assert_array_equal(np.nan_to_num(window.attention.image.image), np.tril(expected))
+    np.testing.assert_array_equal(np.nan_to_num(window.attention.shown), np.tril(expected))
+    assert_image_shows(window.attention, window.attention.shown)
     assert window.attention.layer_spin.value() == 1 and window.attention.head_spin.value() == 2
     assert window.embeddings.slider.value() == 2  # the same layer everywhere
-    assert window.attention.image.image.shape == (T, T)
+    assert window.attention.image.image.shape == (T, T, 4)
 
 
 def test_clicking_a_bar_branches(window, qtbot):
@@ -79,7 +81,7 @@ def test_clicking_a_bar_branches(window, qtbot):
     ids = window.logits.bar_ids()
     target = int(ids[3])
     assert target != first.trace.chosen or int(ids[2]) != first.trace.chosen
-    view = window.logits.view
+    view = window.logits.prob_view
     plot = window.logits.prob_plot
     scene_pos = plot.vb.mapViewToScene(QPointF(0.05, 3))  # inside the 4th bar (bars start at 0)
     with qtbot.waitSignal(window.resultApplied, timeout=20_000, check_params_cb=lambda r: r.kind == "choose") as blocker:
@@ -94,6 +96,7 @@ def test_clicking_a_bar_branches(window, qtbot):
     assert window.tokens.strip.chips[-1].token_id == target
     nxt = run(qtbot, window, window.step, "step")
     assert int(nxt.trace.context_ids[-1]) == target
+    assert_image_shows(window.attention, window.attention.shown)  # the branched rows, coloured again
 
 
 def test_back_rewinds_one_step_at_a_time(window, qtbot):
@@ -101,7 +104,8 @@ def test_back_rewinds_one_step_at_a_time(window, qtbot):
         run(qtbot, window, window.step, "step")
     back = run(qtbot, window, window.back, "back")
     assert back.trace.step == 1 and back.trace.record.end == 6
-    assert window.attention.image.image.shape == (6, 6)
+    assert window.attention.shown.shape == (6, 6)
+    assert_image_shows(window.attention, window.attention.shown)
     run(qtbot, window, window.back, "back")
     gone = run(qtbot, window, window.back, "back")
     assert gone.trace is None and "before the prefill" in window.status_label.text()
@@ -260,6 +264,36 @@ def test_a_step_reaches_the_panels_one_turn_each_and_a_click_midway_waits(window
     assert state.head == 2 and window.attention.head_spin.value() == 2
     assert window.attention.history.length == result.context_len
     np.testing.assert_array_equal(
-        window.attention.image.image[-1, : result.context_len],
+        window.attention.shown[-1, : result.context_len],
         result.records[-1].attn[0, 2, -1].astype(np.float32),
     )
+
+
+def test_every_plot_paints_once_a_step(window, qtbot):
+    """Each plot view paints in its own turn and only then: the items a step moved are marked before
+    that paint, not after it (which painted the view again), and no other turn paints a plot."""
+    from PySide6.QtCore import QEvent, QObject
+
+    for _ in range(2):  # the prefill draws everything from scratch; count decode steps
+        run(qtbot, window, window.step, "step")
+    qtbot.wait(50)
+    views = {view.viewport(): view for view in window._plot_views}
+    paints: dict = {}
+
+    class CountPaints(QObject):
+        def eventFilter(self, obj, event):
+            if event.type() == QEvent.Type.Paint and obj in views:
+                paints[obj] = paints.get(obj, 0) + 1
+            return False
+
+    counter = CountPaints()
+    for viewport in views:
+        viewport.installEventFilter(counter)
+    for _ in range(3):
+        paints.clear()
+        run(qtbot, window, window.step, "step")
+        qtbot.wait(50)  # anything queued for later turns
+        assert len(window._plot_views) == 8  # KV 3, logits 2, embeddings 1, attention 2
+        assert paints == {viewport: 1 for viewport in views}
+    for viewport in views:
+        viewport.removeEventFilter(counter)
