@@ -20,6 +20,7 @@ from PySide6.QtWidgets import QGraphicsRectItem, QGroupBox, QHBoxLayout, QLabel,
 from .. import theme as th
 from ..history import AttentionHistory
 from ..state import LATEST, AppState
+from .steady_label import SteadyLabel
 
 THUMB = 24  # overview tile size in samples
 GAP = 3
@@ -51,8 +52,7 @@ class AttentionPanel(QGroupBox):
         self.layer_spin, self.head_spin = QSpinBox(), QSpinBox()
         self.layer_spin.valueChanged.connect(state.set_layer)
         self.head_spin.valueChanged.connect(state.set_head)
-        self.caption = QLabel()
-        self.caption.setWordWrap(True)
+        self.caption = SteadyLabel()
         controls = QHBoxLayout()
         controls.addWidget(QLabel("Layer"))
         controls.addWidget(self.layer_spin)

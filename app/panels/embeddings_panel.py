@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QGroupBox, QHBoxLayout, QLabel, QSlider, QVBoxLayo
 
 from .. import theme as th
 from ..state import LATEST, AppState
+from .steady_label import SteadyLabel
 
 MAX_LABELS = 16
 
@@ -54,8 +55,7 @@ class EmbeddingsPanel(QGroupBox):
         self.labels = [pg.TextItem(anchor=(-0.1, 1.1)) for _ in range(MAX_LABELS)]
         for label in self.labels:
             self.plot.addItem(label)
-        self.caption = QLabel()
-        self.caption.setWordWrap(True)
+        self.caption = SteadyLabel()
 
         layout = QVBoxLayout(self)
         layout.addLayout(row)

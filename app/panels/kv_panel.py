@@ -10,10 +10,11 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QGridLayout, QGroupBox, QLabel, QProgressBar, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGridLayout, QGroupBox, QProgressBar, QVBoxLayout, QWidget
 
 from .. import theme as th
 from ..state import AppState
+from .steady_label import SteadyLabel
 
 
 def human_bytes(n: int) -> str:
@@ -44,10 +45,8 @@ class KVPanel(QGroupBox):
         self.state = state
         self.capacity = QProgressBar()
         self.capacity.setTextVisible(True)
-        self.bytes_label = QLabel()
-        self.timing_label = QLabel()
-        for label in (self.bytes_label, self.timing_label):
-            label.setWordWrap(True)
+        self.bytes_label = SteadyLabel()
+        self.timing_label = SteadyLabel()
 
         # one view per plot: the window paints one view per event-loop turn, and the three together
         # were the longest turn of a step

@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QGroupBox, QHBoxLayout, QLabel, QSpinBox, QVBoxLay
 
 from .. import theme as th
 from ..state import AppState
+from .steady_label import SteadyLabel
 
 MAX_N = 64  # the engine ships 64 candidates per step
 PROB_SCALES = (2, 5, 10, 20, 40, 60, 80, 100, 130)  # % : the probability axis's possible widths
@@ -46,8 +47,7 @@ class LogitsPanel(QGroupBox):
         self.n_spin.setRange(1, MAX_N)
         self.n_spin.setValue(state.top_n)
         self.n_spin.valueChanged.connect(state.set_top_n)
-        self.summary = QLabel("Step once to see the candidates.")
-        self.summary.setWordWrap(True)
+        self.summary = SteadyLabel("Step once to see the candidates.")
         head = QHBoxLayout()
         head.addWidget(self.summary, 1)
         head.addWidget(QLabel("Show top"))
