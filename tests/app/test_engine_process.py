@@ -4,6 +4,7 @@ once, no forward pass in the window's process, and a dead or busy child never ta
 from __future__ import annotations
 
 import multiprocessing
+import os
 import queue
 import threading
 from time import perf_counter
@@ -118,6 +119,9 @@ def test_the_window_process_runs_no_forward_pass(process_window, qtbot, forward_
     assert [r.trace.step for r in results] == [0, 1, 2]
     assert forward_calls == []  # all three ran in the child
     assert results[-1].records[0] is results[0].records[0]  # and arrived once each
+    if hasattr(os, "getpriority"):  # the child yields a core to the window's painting
+        child = process_window.controller.engine.process.pid
+        assert os.getpriority(os.PRIO_PROCESS, child) == os.getpriority(os.PRIO_PROCESS, 0) + engine_process.ENGINE_NICENESS
 
 
 def test_max_speed_play_and_pause(process_window, qtbot):
