@@ -18,7 +18,7 @@ loaded with ``engine.load_model``. Measures:
 5. Launch to a window with the demo model ready: ``python -m app --smoke-test`` (load, 3 steps,
    render once) as a child process.
 
-    python benchmarks/bench_gui.py            # full run, about 2 minutes on 2 cores
+    python benchmarks/bench_gui.py            # full run, about 6 minutes on 2 cores
     python benchmarks/bench_gui.py --quick    # smoke run
 
 Prints a markdown table (paste it into benchmarks/RESULTS_GUI.md). A script, not a test: the
