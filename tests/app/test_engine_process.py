@@ -135,9 +135,12 @@ def test_max_speed_play_and_pause(process_window, qtbot):
     qtbot.waitUntil(lambda: w.controller.idle, timeout=10_000)
     assert not w.controller.looping
     paused_at = len(steps)
-    qtbot.wait(300)  # the step the child was running when the pause arrived may still come
+    qtbot.wait(300)
     settled = len(steps)
-    assert settled <= paused_at + 1
+    # still to come after the pause: the step the child was running when the pause reached it, and
+    # the steps it had finished whose results were still in its outbox or the pipe (a step is about
+    # 10 ms here; a loaded CI machine delivered 2 in one run)
+    assert settled <= paused_at + 3
     qtbot.wait(500)
     assert len(steps) == settled  # the loop ended in the child too
     assert steps == list(range(len(steps)))  # in order, none lost
