@@ -59,7 +59,7 @@ class AttentionHistory:
             self._selected, self._written = (layer, head), 0
         self.fresh_from = min(self._written, T)
         if self._buffer.shape[0] < T:
-            size = max(64, 1 << (T - 1).bit_length())
+            size = buffer_size(T)
             grown = np.full((size, size), np.nan, np.float32)
             grown[: self._written, : self._written] = self._buffer[: self._written, : self._written]
             self._buffer = grown
@@ -94,6 +94,11 @@ class AttentionHistory:
             cols = idx[idx <= pos]
             out[:, :, y, : len(cols)] = row[:, :, cols]
         return out
+
+
+def buffer_size(T: int) -> int:
+    """Rows (and columns) of a [T, T] buffer that grows in powers of two: a step rarely reallocates."""
+    return max(64, 1 << (T - 1).bit_length())
 
 
 def shared_prefix(records, seen: list, field: str) -> int:

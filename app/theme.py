@@ -92,6 +92,11 @@ def fix_axis_width(plot: pg.PlotItem, theme: Theme, chars: int, name: str = "lef
     plot.getAxis(name).setWidth(sample + 12)  # + tick marks and spacing
 
 
+def short_label(text: str, chars: int) -> str:
+    """``text`` cut to ``chars`` characters with "…": tick text that fits an axis of fixed width."""
+    return text if len(text) <= chars else text[: chars - 1] + "…"
+
+
 NICE = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
 
 

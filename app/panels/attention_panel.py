@@ -18,7 +18,7 @@ from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import QGraphicsRectItem, QGroupBox, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
 from .. import theme as th
-from ..history import AttentionHistory
+from ..history import AttentionHistory, buffer_size
 from ..state import LATEST, AppState
 from .steady_label import SteadyLabel
 
@@ -145,7 +145,7 @@ class AttentionPanel(QGroupBox):
     def _on_state_theme(self, theme: th.Theme) -> None:
         th.style_plot(self.plot, theme, left="query position (row)", bottom="key position (column)")
         th.style_plot(self.overview, theme, left="layer", bottom="head")
-        th.fix_axis_width(self.plot, theme, 15)  # "token piece 1023": _short's 10 characters, a space, the position
+        th.fix_axis_width(self.plot, theme, 15)  # "token piece 1023": 10 characters, a space, the position
         self.colorbar.setColorMap(theme.cmap())
         self.colorbar.axis.setTickFont(theme.font(-1))
         self._lut = (theme.cmap().getLookupTable(0.0, 1.0, 256, alpha=True)).astype(np.uint8)
@@ -202,7 +202,7 @@ class AttentionPanel(QGroupBox):
         T = self.history.length
         first = self.history.fresh_from if self._rgba_of == (layer, head) else 0
         if self._rgba.shape[0] < T:
-            size = max(64, 1 << (T - 1).bit_length())
+            size = buffer_size(T)
             grown = np.zeros((size, size, 4), np.uint8)  # transparent: a row's future cells stay so
             grown[: first, : first] = self._rgba[: first, : first]
             self._rgba = grown
@@ -218,8 +218,8 @@ class AttentionPanel(QGroupBox):
         step_y = _nice_step(T / max(1, height / (font_px * 1.8)))
         pieces = self._pieces[:T]
         finest_x, finest_y = _nice_step(T / (width / 4)), _nice_step(T / (height / 4))  # tick marks >= 4 px apart
-        self.plot.getAxis("bottom").setTicks(_tick_levels(step_x, len(pieces), lambda i: _short(pieces[i], 8), finest=finest_x))
-        self.plot.getAxis("left").setTicks(_tick_levels(step_y, len(pieces), lambda i: f"{_short(pieces[i])} {i}", finest=finest_y))
+        self.plot.getAxis("bottom").setTicks(_tick_levels(step_x, len(pieces), lambda i: th.short_label(pieces[i], 8), finest=finest_x))
+        self.plot.getAxis("left").setTicks(_tick_levels(step_y, len(pieces), lambda i: f"{th.short_label(pieces[i], 10)} {i}", finest=finest_y))
 
     def _draw_overview(self) -> None:
         L, H = self.history.shape
@@ -270,7 +270,3 @@ def _tick_levels(step: int, count: int, text, *, offset: float = 0.5, scale: flo
         if step <= finest:
             return levels
         step //= 2
-
-
-def _short(piece: str, limit: int = 10) -> str:
-    return piece if len(piece) <= limit else piece[: limit - 1] + "…"

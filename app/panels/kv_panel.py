@@ -1,8 +1,8 @@
 """Panel 6, the KV cache: positions cached per layer, bytes with the arithmetic, growth, timings.
 
-Three plots built once, each in its own view: keys and values cached per layer, the cache's size after every step, and
-each step's forward-pass time (the prefill, labelled, against the cheaper decode steps and their
-mean). Step and layer axes tick on whole numbers only.
+Three plots built once, each in its own view: keys and values cached per layer, the cache's size
+after every step, and each step's forward-pass time (the prefill, labelled, against the cheaper
+decode steps and their mean). Step and layer axes tick on whole numbers only.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Panel 4, logits: the top candidates as horizontal bars, raw logits beside final probabilities.
 
-Two plots, each in its own view, share one token axis: on the left the raw logit the model gave each candidate, on the
-right the probability it has after the sampling settings. Candidates that top-k or top-p removed are
+Two plots, each in its own view, share one token axis: on the left the raw logit the model gave
+each candidate, on the right the probability it has after the sampling settings. Candidates that top-k or top-p removed are
 grey, the chosen token is orange, and clicking any bar chooses that token instead (a branch).
 The bar items are built once; a step only calls ``setOpts``.
 """
@@ -147,7 +147,7 @@ class LogitsPanel(QGroupBox):
         brushes = [chosen if t == trace.chosen else (can if k else removed) for t, k in zip(ids.tolist(), kept.tolist())]
         self.logit_bars.setOpts(x0=np.minimum(logits, 0), y=rows, width=np.abs(logits), brushes=brushes, pen=None)
         self.prob_bars.setOpts(x0=np.zeros(n), y=rows, width=probs, brushes=brushes, pen=None)
-        self.logit_plot.getAxis("left").setTicks([[(i, f"{_short(trace.candidate_pieces[i])}  ") for i in range(n)]])
+        self.logit_plot.getAxis("left").setTicks([[(i, f"{th.short_label(trace.candidate_pieces[i], LABEL_CHARS)}  ") for i in range(n)]])
         self.logit_plot.setYRange(-0.6, n - 0.4, padding=0)
         top = float(probs.max()) if n else 1.0
         # a few fixed scales: the axis (and every label on it) is redrawn only when the scale changes
@@ -169,7 +169,3 @@ class LogitsPanel(QGroupBox):
             f"Chosen: <b>“{trace.chosen_piece}”</b> ({by}), probability {trace.chosen_prob:.1%}, "
             f"rank {trace.chosen_rank:,} by raw logit{outside}. Entropy <b>{trace.entropy_bits:.2f} bits</b>."
         )
-
-
-def _short(piece: str) -> str:
-    return piece if len(piece) <= LABEL_CHARS else piece[: LABEL_CHARS - 1] + "…"
