@@ -1,14 +1,19 @@
 """The GUI-thread side of the engine: numbers requests, keeps one in flight, drops stale results.
 
 Pure Qt plumbing, no drawing: the window connects ``resultReady``, ``errorOccurred``, ``busyChanged``
-and ``downloadProgress`` to what it shows. The engine runs the requests elsewhere: in a child
-process (``app.engine_process``, the default) or on a worker thread (``app.engine_thread``); both
-have the same interface, so nothing here depends on which.
+and ``downloadProgress`` to what it shows. The engine runs the requests (``app.protocol``)
+elsewhere: in a child process (``app.engine_process``, the default) or on a worker thread
+(``app.engine_thread``); both have the same interface, so nothing here depends on which.
 
 Coalescing: only one request runs at a time. While it runs, further requests wait here, and a new
-request of the same kind as the last waiting one replaces it (a held-down Step key queues one step,
-not hundreds; dragging the temperature re-samples with the newest value only). A reset, prompt or
-load drops everything waiting and makes any result of an older request stale.
+Step, Resample or Choose replaces one of its kind still waiting last (a held-down Step key queues
+one step, not hundreds; dragging the temperature re-samples with the newest value only). A Load,
+SetPrompt or Reset drops everything waiting (but a load) and makes any result of an older request
+stale.
+
+The sampling settings the person chose last live here (``settings``): every request that can
+reach a fresh or reloaded engine carries them, so the engine never uses settings the window does
+not show, also after the engine process died and was replaced.
 """
 
 from __future__ import annotations
@@ -16,16 +21,21 @@ from __future__ import annotations
 import atexit
 import logging
 import weakref
+from dataclasses import replace
+from time import monotonic
 
 from PySide6.QtCore import QCoreApplication, QObject, Signal
 
-from .worker import Request
+from engine.defaults import DEFAULT_SETTINGS
+from engine.sampling import SamplingSettings
+
+from . import protocol as p
 
 log = logging.getLogger(__name__)
 
-RESTARTS = {"load", "prompt", "reset"}  # requests after which older results are stale
-REPLACEABLE = {"step", "resample", "choose", "back"}
 ENGINES = ("process", "thread")
+QUICK_DEATH_S = 20.0  # an engine that dies sooner than this after it started died "quickly"
+MAX_QUICK_DEATHS = 3  # after this many quick deaths in a row, stop restarting and ask the person
 
 
 def start_engine(kind: str, parent: QObject):
@@ -35,7 +45,7 @@ def start_engine(kind: str, parent: QObject):
 
         return EngineProcess(parent)
     if kind == "thread":
-        from .engine_thread import EngineThread
+        from .engine_thread import EngineThread  # imports torch: only with --engine thread
 
         return EngineThread(parent)
     raise ValueError(f"unknown engine {kind!r}: use one of {', '.join(ENGINES)}")
@@ -50,20 +60,25 @@ class SessionController(QObject):
     downloadProgress = Signal("qint64", "qint64")  # bytes done, bytes total (models pass 2 GiB)
     modelLoaded = Signal(object)  # ModelInfo
     engineRestarted = Signal(str)  # the engine died and a fresh one (no model loaded) replaced it: why
+    engineStopped = Signal(str)  # the engine died quickly too often: no new one was started; why
 
     def __init__(self, parent: QObject | None = None, engine: str = "process"):
         super().__init__(parent)
+        self.settings: SamplingSettings = DEFAULT_SETTINGS  # what the person chose last
         self._generation = 0
         self._barrier = 0  # results of requests older than this are stale
-        self._in_flight: Request | None = None
-        self._waiting: list[Request] = []
+        self._in_flight: p.Request | None = None
+        self._waiting: list[p.Request] = []
         self._busy_shown = False
         self._play_generation = 0  # the play loop wanted (0 = none), mirrored in the engine
         self._has_session = False  # a load has succeeded in the running engine
         self._closed = False
+        self._dead_barrier = 0  # requests older than this went to an engine that has died
+        self._quick_deaths = 0
         self.forward_requests = 0  # step requests sent to the engine (tests and benchmarks read it)
         self.engine_kind = engine
-        self.engine = self._start_engine()
+        self.engine = None
+        self._start_engine()
         # Stop the engine however the program ends, also when a window is never closed: Qt aborts
         # the process if a QThread object is destroyed while its thread still runs.
         app = QCoreApplication.instance()
@@ -80,66 +95,86 @@ class SessionController(QObject):
     def idle(self) -> bool:
         return self._in_flight is None and not self._waiting
 
+    @property
+    def stopped(self) -> bool:
+        """True after the engine died quickly too often: nothing runs until ``restart_engine``."""
+        return self.engine is None and not self._closed
+
     def load(self, source: str | None = None, *, loaded=None, fallback: bool = False, prompt: str = "") -> int:
-        return self._request("load", {"source": source, "loaded": loaded, "fallback": fallback, "prompt": prompt})
+        return self._request(p.Load(source=source, prompt=prompt, fallback=fallback, settings=self.settings, loaded=loaded))
 
     def set_prompt(self, text: str, truncate: bool = False) -> int:
         """Use ``text`` as the prompt; too long is an error unless ``truncate`` keeps its last tokens."""
-        return self._request("prompt", (text, True) if truncate else text)
+        return self._request(p.SetPrompt(text=text, truncate=truncate, settings=self.settings))
+
+    def set_settings(self, settings: SamplingSettings) -> int:
+        """The person chose ``settings``: use them from now on and re-draw the current step."""
+        self.settings = settings
+        return self._request(p.Resample(settings=settings))
 
     def step(self) -> int:
-        return self._request("step")
+        return self._request(p.Step())
 
     def play(self) -> int:
         """Step over and over until ``stop_play`` or any other request, as fast as the model runs: the
-        worker queues each next step itself, so it never waits for the window to draw a result."""
-        return self._request("play")
+        engine queues each next step itself, so it never waits for the window to draw a result."""
+        return self._request(p.Play())
 
     def stop_play(self) -> None:
         self._set_play_generation(0)
 
-    def _set_play_generation(self, generation: int) -> None:
-        if generation != self._play_generation:
-            self._play_generation = generation
-            self.engine.set_play_generation(generation)
-
     @property
     def looping(self) -> bool:
-        """True while a play loop runs (or is about to)."""
+        """True while a play loop runs in the engine (or is about to)."""
         return self._play_generation != 0
 
     def back(self) -> int:
-        return self._request("back")
+        return self._request(p.Back())
 
     def choose(self, token_id: int) -> int:
-        return self._request("choose", int(token_id))
-
-    def resample(self, settings) -> int:
-        return self._request("resample", settings)
+        return self._request(p.Choose(token_id=int(token_id)))
 
     def reset(self) -> int:
-        return self._request("reset")
+        return self._request(p.Reset(settings=self.settings))
 
-    def _request(self, kind: str, payload=None) -> int:
+    def refresh(self) -> int:
+        """Ask for the session as it stands (nothing changes)."""
+        return self._request(p.Refresh())
+
+    def is_current(self, result) -> bool:
+        """False once ``result`` is stale: a newer restart, or the engine that made it has died."""
+        return result.generation >= self._barrier
+
+    def _request(self, request: p.Request) -> int:
         self._generation += 1
-        request = Request(kind, self._generation, payload)
-        self._set_play_generation(request.generation if kind == "play" else 0)  # any request ends a loop
-        if kind in RESTARTS:
+        request = replace(request, generation=self._generation)
+        if self.engine is None:
+            self.errorOccurred.emit(request.kind, self._stopped_message)
+            return request.generation
+        self._set_play_generation(request.generation if isinstance(request, p.Play) else 0)  # any request ends a loop
+        if isinstance(request, p.RESTARTS):
             self._barrier = request.generation
-            self.engine.set_latest_barrier(request.generation)
-            self._waiting = [r for r in self._waiting if r.kind == "load"] if kind != "load" else []
-        elif kind in REPLACEABLE and self._waiting and self._waiting[-1].kind == kind and kind != "back":
+            self.engine.set_control("latest_barrier", request.generation)
+            keep = () if isinstance(request, p.Load) else (p.Load,)
+            self._waiting = [r for r in self._waiting if isinstance(r, keep)]
+        elif isinstance(request, p.COALESCING) and self._waiting and type(self._waiting[-1]) is type(request):
             self._waiting[-1] = request
             return request.generation
         self._waiting.append(request)
         self._dispatch()
         return request.generation
 
+    def _set_play_generation(self, generation: int) -> None:
+        if generation != self._play_generation:
+            self._play_generation = generation
+            if self.engine is not None:
+                self.engine.set_control("play_generation", generation)
+
     def _dispatch(self) -> None:
-        if self._in_flight is not None or not self._waiting:
+        if self._in_flight is not None or not self._waiting or self.engine is None:
             return
         self._in_flight = self._waiting.pop(0)
-        if self._in_flight.kind == "step":
+        if isinstance(self._in_flight, (p.Step, p.Play)):
             self.forward_requests += 1
         self.engine.submit(self._in_flight)
         self._sync_busy()
@@ -158,10 +193,14 @@ class SessionController(QObject):
         return generation >= self._barrier
 
     # -------------------------------------------------------------- results
+    # A dead engine's results, failures and skips that were queued before its death was known are
+    # all older than the barrier its death set, so they count as stale below.
     def _on_engine_finished(self, result) -> None:
-        if result.kind == "load":
-            self._has_session = True
-        if not self._finish(result.generation):
+        current = self._finish(result.generation)
+        if result.kind == "load" and (current or result.generation >= self._dead_barrier):
+            self._has_session = True  # this engine has a session (even if a newer request made it stale)
+            self._quick_deaths = 0  # and it works
+        if not current:
             log.debug("dropping stale %s result %d", result.kind, result.generation)
             return
         if result.kind == "load":
@@ -169,38 +208,66 @@ class SessionController(QObject):
         self.resultReady.emit(result)
 
     def _on_engine_failed(self, generation: int, kind: str, message: str) -> None:
-        if not self._finish(generation) or kind == "skipped":
+        if not self._finish(generation):
             return
         log.info("%s failed: %s", kind, message)
         self.errorOccurred.emit(kind, message)
         if kind == "load" and self._has_session:
             # The load made results in flight stale; show the session it left untouched as it is now.
-            self._request("refresh")
+            self.refresh()
+
+    def _on_engine_skipped(self, generation: int) -> None:
+        self._finish(generation)
 
     def _on_engine_died(self, message: str) -> None:
         """The engine process ended (killed, out of memory, a crash in native code): start a fresh
-        one. Everything it held is gone, so every result in flight is stale."""
-        if self._closed:
+        one, unless engines keep dying right after they start. Everything it held is gone, so
+        every result in flight is stale."""
+        if self._closed or self.engine is None:
             return
-        old = self.engine
+        old, lived = self.engine, monotonic() - self._engine_started
         old.shutdown()
         old.deleteLater()
+        self.engine = None
         self._waiting.clear()
         self._in_flight = None
         self._play_generation = 0
         self._has_session = False
-        self._barrier = self._generation + 1
-        self.engine = self._start_engine()
+        self._barrier = self._dead_barrier = self._generation + 1
+        self._quick_deaths = self._quick_deaths + 1 if lived < QUICK_DEATH_S else 0
         self._sync_busy()
+        if self._quick_deaths >= MAX_QUICK_DEATHS:
+            from .logs import log_file
+
+            where = log_file()
+            self._stopped_message = (
+                f"{message} The model's process stopped {self._quick_deaths} times in a row, each within "
+                f"{QUICK_DEATH_S:.0f} s of starting, so it was not started again. "
+                + (f"Details are in the log file {where}. " if where else "")
+                + "Use Model → Restart the model to try again."
+            )
+            log.error("%s", self._stopped_message)
+            self.engineStopped.emit(self._stopped_message)
+            return
+        self._start_engine()
         self.engineRestarted.emit(message)
 
-    def _start_engine(self):
+    def restart_engine(self) -> None:
+        """Start a fresh engine after ``engineStopped`` (the person asked to try again)."""
+        if self.engine is None and not self._closed:
+            self._quick_deaths = 0
+            self._start_engine()
+
+    def _start_engine(self) -> None:
         engine = start_engine(self.engine_kind, self)
         engine.finished.connect(self._on_engine_finished)
         engine.failed.connect(self._on_engine_failed)
+        engine.skipped.connect(self._on_engine_skipped)
         engine.progress.connect(self.downloadProgress)
         engine.died.connect(self._on_engine_died)
-        return engine
+        self.engine, self._engine_started = engine, monotonic()
+
+    _stopped_message = "The model's process is stopped."
 
     # ------------------------------------------------------------- shutdown
     def shutdown(self) -> None:
@@ -208,7 +275,8 @@ class SessionController(QObject):
         self._closed = True
         self._waiting.clear()
         self._play_generation = 0
-        self.engine.shutdown()
+        if self.engine is not None:
+            self.engine.shutdown()
 
 
 def _shutdown_at_exit(ref: "weakref.ref[SessionController]") -> None:

@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Signal
 
-from . import threads as torch_threads
+from . import torch_threads
 
 if TYPE_CHECKING:  # this module imports no torch, so that ``prestart`` can run before anything heavy
-    from .worker import Request
+    from .protocol import Request
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ def prestart(threads: int | None = None) -> None:
 def _spawn(threads: int | None):
     """(process, requests sending end, results receiving end), the child started."""
     if threads is None:
-        threads = torch_threads.WORKER_TORCH_THREADS
+        threads = torch_threads.ENGINE_TORCH_THREADS
     ctx = multiprocessing.get_context("spawn")
     requests_in, requests = ctx.Pipe(duplex=False)
     results, results_out = ctx.Pipe(duplex=False)
@@ -70,12 +70,13 @@ class EngineProcess(QObject):
     """Runs a SessionHost in a child process; ``shutdown`` ends it."""
 
     finished = Signal(object)  # SessionResult
-    failed = Signal(int, str, str)  # generation, request kind (or "prompt_too_long", "skipped"), message
+    failed = Signal(int, str, str)  # generation, request kind (or "prompt_too_long"), message
+    skipped = Signal(int)  # generation of a request skipped unrun (a paused play loop, a stale step)
     progress = Signal("qint64", "qint64")  # model download: bytes done, bytes total (can pass 2 GiB)
     died = Signal(str)  # the process ended without being asked to: what to tell the user
 
     def __init__(self, parent: QObject | None = None, threads: int | None = None):
-        """``threads``: torch threads in the child (default: ``threads.WORKER_TORCH_THREADS``)."""
+        """``threads``: torch threads in the child (default: ``torch_threads.ENGINE_TORCH_THREADS``)."""
         super().__init__(parent)
         from .wire import Receiver
 
@@ -93,11 +94,9 @@ class EngineProcess(QObject):
     def submit(self, request: "Request") -> None:
         self._post(("request", request))
 
-    def set_play_generation(self, generation: int) -> None:
-        self._post(("set", "play_generation", generation))
-
-    def set_latest_barrier(self, generation: int) -> None:
-        self._post(("set", "latest_barrier", generation))
+    def set_control(self, name: str, value: int) -> None:
+        """Set one of ``protocol.CONTROLS`` on the host now, even while a request runs."""
+        self._post(("set", name, value))
 
     def _post(self, message) -> None:
         try:
@@ -161,13 +160,13 @@ def serve(requests, results, threads: int) -> None:
     setup_logging()
     import torch
 
-    from . import worker
+    from .session_host import SessionHost
     from .wire import Sender
 
     torch.set_num_threads(threads)
     if hasattr(os, "nice"):  # POSIX; Windows keeps the normal priority
         os.nice(ENGINE_NICENESS)
-    inbox: queue.Queue[worker.Request | None] = queue.Queue()
+    inbox: queue.Queue[Request | None] = queue.Queue()
     outbox: queue.Queue[tuple | None] = queue.Queue()
     sender = Sender(results)
     encode_lock = threading.Lock()  # a download may report progress from its own threads
@@ -185,7 +184,7 @@ def serve(requests, results, threads: int) -> None:
         except OSError:  # the window's process is gone
             pass
 
-    host = worker.SessionHost(emit, inbox.put)
+    host = SessionHost(emit, inbox.put)
 
     def read() -> None:
         try:
@@ -194,7 +193,10 @@ def serve(requests, results, threads: int) -> None:
                 if message[0] == "request":
                     inbox.put(message[1])
                 elif message[0] == "set":
-                    setattr(host, message[1], message[2])
+                    try:
+                        host.set_control(message[1], message[2])
+                    except ValueError:
+                        log.exception("ignored a control message")
                 else:  # "quit"
                     break
         except (EOFError, OSError):  # the window's process is gone

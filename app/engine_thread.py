@@ -12,8 +12,9 @@ import logging
 import torch
 from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
-from . import threads
-from .worker import Request, SessionHost
+from . import torch_threads
+from .protocol import Request
+from .session_host import SessionHost
 
 log = logging.getLogger(__name__)
 
@@ -23,6 +24,7 @@ class _Worker(QObject):
 
     finished = Signal(object)
     failed = Signal(int, str, str)
+    skipped = Signal(int)
     progress = Signal("qint64", "qint64")
     again = Signal(object)  # Request: a play loop's next step, queued back to this thread
 
@@ -36,7 +38,7 @@ class _Worker(QObject):
 
     @Slot()
     def on_thread_started(self) -> None:
-        torch.set_num_threads(threads.WORKER_TORCH_THREADS)
+        torch.set_num_threads(torch_threads.ENGINE_TORCH_THREADS)
 
     @Slot(object)
     def handle(self, request: Request) -> None:
@@ -47,7 +49,8 @@ class EngineThread(QObject):
     """Runs a SessionHost on its own long-lived QThread; ``shutdown`` stops it."""
 
     finished = Signal(object)  # SessionResult
-    failed = Signal(int, str, str)  # generation, request kind (or "prompt_too_long", "skipped"), message
+    failed = Signal(int, str, str)  # generation, request kind (or "prompt_too_long"), message
+    skipped = Signal(int)  # generation of a request skipped unrun
     progress = Signal("qint64", "qint64")  # model download: bytes done, bytes total (can pass 2 GiB)
     died = Signal(str)  # never emitted here: a thread cannot die of an exception in a request
     _requested = Signal(object)
@@ -61,6 +64,7 @@ class EngineThread(QObject):
         self._requested.connect(self._worker.handle)  # queued: the worker lives on another thread
         self._worker.finished.connect(self.finished)
         self._worker.failed.connect(self.failed)
+        self._worker.skipped.connect(self.skipped)
         self._worker.progress.connect(self.progress)
         self.thread.started.connect(self._worker.on_thread_started)  # runs on the worker thread
         self.thread.finished.connect(self._worker.deleteLater)
@@ -74,11 +78,9 @@ class EngineThread(QObject):
     def submit(self, request: Request) -> None:
         self._requested.emit(request)
 
-    def set_play_generation(self, generation: int) -> None:
-        self.host.play_generation = generation
-
-    def set_latest_barrier(self, generation: int) -> None:
-        self.host.latest_barrier = generation
+    def set_control(self, name: str, value: int) -> None:
+        """Set one of ``protocol.CONTROLS`` on the host now, even while a request runs."""
+        self.host.set_control(name, value)
 
     def shutdown(self) -> None:
         """Stop the thread after the request it is running (if any); blocks until it has."""

@@ -9,8 +9,7 @@ would raise (``print`` alone skips a None stream).
 - sends Python logging (and ``warnings``) to ``<user log dir>/nexttoken.log``, rotated at 1 MB,
   and warnings and errors also to stderr when there is a real one (a terminal);
 - records uncaught exceptions, from the GUI thread or a worker thread, in that file;
-- turns off tqdm and Hugging Face progress bars (the engine's download callback bar sets
-  ``disable=False`` itself, so the window's download progress still works).
+- turns off tqdm and Hugging Face progress bars (``engine.quiet``).
 """
 
 from __future__ import annotations
@@ -22,17 +21,14 @@ import threading
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
 
+from engine.quiet import silence_libraries
+
 APP_NAME = "nexttoken"
 LOG_FILE_NAME = "nexttoken.log"
 MAX_BYTES = 1_000_000
 BACKUP_COUNT = 3
 FORMAT = "%(asctime)s %(levelname)-7s %(threadName)s %(name)s: %(message)s"
 CONSOLE_FORMAT = "%(levelname)s %(name)s: %(message)s"
-QUIET_ENV = {
-    "TQDM_DISABLE": "1",  # tqdm >= 4.66 reads TQDM_* as defaults for its keyword arguments
-    "HF_HUB_DISABLE_PROGRESS_BARS": "1",  # huggingface_hub, and transformers' bars follow it
-    "TRANSFORMERS_NO_ADVISORY_WARNINGS": "1",
-}
 
 _log_file: Path | None = None
 _configured = False
@@ -58,9 +54,7 @@ def setup_logging(log_dir: str | os.PathLike | None = None, level: int = logging
         return _log_file
     has_console = sys.stderr is not None
     _replace_missing_streams()
-    for name, value in QUIET_ENV.items():
-        os.environ.setdefault(name, value)
-    _quiet_loaded_libraries()
+    silence_libraries()
 
     root = logging.getLogger()
     root.setLevel(level)
@@ -101,18 +95,6 @@ def _replace_missing_streams() -> None:
     for name in ("stdout", "stderr"):
         if getattr(sys, name) is None:
             setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115 (lives as long as the app)
-
-
-def _quiet_loaded_libraries() -> None:
-    # The environment variables above are read at import; switch off libraries already imported too.
-    if "huggingface_hub" in sys.modules:
-        from huggingface_hub.utils import disable_progress_bars
-
-        disable_progress_bars()
-    if "transformers" in sys.modules:
-        import transformers
-
-        transformers.utils.logging.disable_progress_bar()
 
 
 def _install_excepthooks() -> None:

@@ -2,7 +2,7 @@
 
 ``nexttoken`` opens the window; the model runs in a child process (``--engine thread``: in a
 thread of the window's process). ``--prompt``, ``--steps`` and ``--screenshot`` drive it through the
-real worker thread and save a PNG of the whole window; ``--smoke-test`` loads the bundled model,
+real engine and save a PNG of the whole window; ``--smoke-test`` loads the bundled model,
 steps three tokens, renders the window once and prints a one-line JSON summary. Windowed frozen
 builds have no stdout or stderr, so nothing here prints unguarded: messages go to ``logging``.
 """
@@ -119,13 +119,9 @@ def freeze_startup_objects() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        from .logs import setup_logging  # log file for windowed builds (owned by packaging)
-    except ImportError:  # pragma: no cover
-        if sys.stderr is not None:
-            logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    else:
-        setup_logging()
+    from .logs import setup_logging
+
+    setup_logging()  # a log file, and safe printing in windowed builds without a console
     started = perf_counter()
     if args.engine == "process":
         from .engine_process import prestart

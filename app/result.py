@@ -1,15 +1,14 @@
-"""What crosses from the worker thread to the window: one frozen result per finished request.
+"""What crosses from the engine to the window: one frozen result per finished request.
 
-Imports no torch (the panels read it), only numpy and the engine's torch-free trace types.
+Imports no torch (the window's process reads it), only numpy and the engine's torch-free types.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
-
 import numpy as np
 
+from engine.info import ModelInfo
 from engine.sampling import SamplingSettings
 from engine.trace import StepRecord, StepTrace
 
@@ -19,9 +18,11 @@ class SessionResult:
     """The session as it stands after one request, for drawing.
 
     generation: the number of the request that produced it (the controller drops older ones).
-    kind: "load", "prompt", "step", "back", "choose", "resample" or "reset".
+    kind: the request's kind (``app.protocol``): "load", "prompt", "step", "back", "choose",
+        "resample", "reset" or "refresh"; a play loop's steps are "step".
     info: the loaded model's ModelInfo.
-    prompt_ids: int64 [P]; prompt_pieces: their readable text (len P).
+    prompt_ids: int64 [P]; prompt_pieces: their readable text (len P); prompt_text: the prompt as
+        the person typed it (or the end of it that was kept).
     trace: the current step's StepTrace, or None before the prefill has run.
     records: every StepRecord of the history, step 0 first (frozen; their arrays are never mutated).
     points: float32 [L + 1, T, 2], the residual stream of every computed position on the model's
@@ -34,9 +35,10 @@ class SessionResult:
 
     generation: int
     kind: str
-    info: Any  # engine.loading.ModelInfo (not imported: engine.loading imports torch)
+    info: ModelInfo
     prompt_ids: np.ndarray
     prompt_pieces: tuple[str, ...]
+    prompt_text: str
     trace: StepTrace | None
     records: tuple[StepRecord, ...]
     points: np.ndarray

@@ -28,14 +28,14 @@ MASKED = "#C8C8C8"  # masked (future) attention cells: hatched grey
 
 @dataclass(frozen=True)
 class Theme:
-    """How everything is drawn. ``scale`` multiplies font sizes; ``line`` is a pen width in pixels."""
+    """How everything is drawn. ``font_pt`` is the base font size in points (others are relative to it);
+    ``line`` is a pen width in pixels; ``colormap`` names the pyqtgraph colour map of weights."""
 
     name: str
     font_pt: int
     colormap: str
     line: float
     text: str = DARK
-    background: str = "#FFFFFF"
 
     def font(self, delta: int = 0, bold: bool = False) -> QFont:
         f = QFont()
@@ -90,11 +90,6 @@ def fix_axis_width(plot: pg.PlotItem, theme: Theme, chars: int, name: str = "lef
     context): the layout moves and the plot paints again, up to five times a step."""
     sample = QFontMetrics(theme.font(-1)).horizontalAdvance("x" * chars) if chars else 0
     plot.getAxis(name).setWidth(sample + 12)  # + tick marks and spacing
-
-
-def short_label(text: str, chars: int) -> str:
-    """``text`` cut to ``chars`` characters with "…": tick text that fits an axis of fixed width."""
-    return text if len(text) <= chars else text[: chars - 1] + "…"
 
 
 NICE = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)

@@ -1,19 +1,16 @@
-"""The main window: controls, menus and the six panels, wired to the controller and the state.
+"""The main window: layout and wiring. Controls, menus and the six panels, joined to the controller
+(requests and results), the player (play state) and the paint scheduler (when results are drawn).
 
-The window owns no plot state: each result goes to ``AppState.stage_result`` and every panel draws
-itself from there. ``apply_result`` is the single per-step entry point; it spreads a step over
-event-loop turns (each panel's update, then each plot's paint, one per turn), and ``turn_ms`` keeps
-how long each turn of the latest step took (benchmarks read it).
+The window owns no plot state: each result goes through ``PaintScheduler`` to ``AppState`` and
+every panel draws itself from there.
 """
 
 from __future__ import annotations
 
 import logging
-from functools import partial
-from time import perf_counter
 
 import pyqtgraph as pg
-from PySide6.QtCore import QCoreApplication, QEvent, QSettings, Qt, QTimer, Signal
+from PySide6.QtCore import QSettings, Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
@@ -33,44 +30,44 @@ from PySide6.QtWidgets import (
 
 from engine import paths
 
+from . import guard
 from . import theme as th
 from .controller import SessionController
+from .guard import guarded
+from .paint_scheduler import PaintScheduler
 from .panels.attention_panel import AttentionPanel
 from .panels.embeddings_panel import EmbeddingsPanel
 from .panels.kv_panel import KVPanel, human_bytes
 from .panels.logits_panel import LogitsPanel
 from .panels.sampling_panel import SamplingPanel
 from .panels.tokens_panel import TokensPanel
+from .player import Player
 from .result import SessionResult
 from .state import AppState
 
 log = logging.getLogger(__name__)
 
 GPT2_SMALL = "gpt2"
-SETTINGS_LAST_MODEL = "model/last"
-FRAME_MS = 16  # draw at most one result per frame
-MAX_SPEED_FRAME_MS = 500  # at max speed, draw at most 2 steps a second (see RESULTS_GUI.md)
-MAX_SPEED_POLL_MS = 100  # at max speed results drive Play; this timer only restarts a stalled one
+PREFERENCE_LAST_MODEL = "model/last"
 
 
 class MainWindow(QMainWindow):
-    """nexttoken's window. ``start()`` loads the first model; closing it stops the worker thread."""
+    """nexttoken's window. ``start()`` loads the first model; closing it stops the engine."""
 
     resultApplied = Signal(object)  # SessionResult, after every panel has drawn it
     errorShown = Signal(str)
 
     def __init__(
-        self, settings: QSettings | None = None, *, projector: bool = False, remember: bool = True, engine: str = "process"
+        self, preferences: QSettings | None = None, *, projector: bool = False, remember: bool = True, engine: str = "process"
     ):
-        """``engine``: where the model runs, "process" (a child process) or "thread" (see app.controller)."""
+        """``preferences``: where the last model used is remembered (``remember``); ``engine``: where
+        the model runs, "process" (a child process) or "thread" (see app.controller)."""
         super().__init__()
         th.configure_pyqtgraph()
-        self.settings = settings if settings is not None else QSettings("nexttoken", "nexttoken")
+        self.preferences = preferences if preferences is not None else QSettings("nexttoken", "nexttoken")
         self.remember = remember
         self.state = AppState(self)
         self.controller = SessionController(self, engine=engine)
-        self._pending: SessionResult | None = None
-        self._last_draw = 0.0
         self._loading_source: str | None = None
         self._progress: QProgressDialog | None = None
         self._closed = False
@@ -78,11 +75,13 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("nexttoken — watch GPT-2 pick its next token")
         self.resize(1600, 1000)
         self._build_panels()
-        self._plot_views = self.findChildren(pg.GraphicsView)
-        for view in self._plot_views:  # an axis is text: keep it as a pixmap until its range changes
+        plot_views = [v for panel in (self.embeddings, self.attention, self.logits, self.kv) for v in panel.plot_views()]
+        for view in plot_views:  # an axis is text: keep it as a pixmap until its range changes
             for item in view.scene().items():
                 if isinstance(item, pg.AxisItem):
                     item.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+        self.painter = PaintScheduler(self.state, plot_views, self.controller.is_current, self)
+        self.player = Player(self.controller, self.step, self._can_go_on, self)
         self._build_actions()
         self._build_menus()
         self._build_toolbar()
@@ -92,33 +91,31 @@ class MainWindow(QMainWindow):
         self.truncate_button.setToolTip("The prompt is longer than the model reads: use only its end")
         self.truncate_button.clicked.connect(self._on_truncate_button_clicked)
         self.truncate_button.hide()  # shown while a too-long prompt is refused
+        self.restart_button = QPushButton("Restart the model")
+        self.restart_button.clicked.connect(self._on_restart_action_triggered)
+        self.restart_button.hide()  # shown once the engine was not restarted by itself
         self.statusBar().addWidget(self.status_label, 1)
         self.statusBar().addWidget(self.truncate_button)
+        self.statusBar().addWidget(self.restart_button)
         self.statusBar().addPermanentWidget(self.model_label)
 
-        self._play_timer = QTimer(self)
-        self._play_timer.timeout.connect(self._on_play_timer_timeout)
-        self._draw_timer = QTimer(self, singleShot=True)
-        self._draw_timer.timeout.connect(self._on_draw_timer_timeout)
-        # one panel or plot per event-loop turn after a step, each started 1 ms after the last one
-        # ended: a repeating timer is due again before its turn ends, and ran turns back to back
-        # ahead of other due timers (stalls of 50 ms and more)
-        self._turn_timer = QTimer(self, interval=1, singleShot=True)
-        self._turn_timer.timeout.connect(self._on_turn_timer_timeout)
-        self._turns: tuple[SessionResult, list] | None = None  # the step being drawn, its turns left
-        self.turn_ms: list[float] = []  # how long each turn of the latest step took
-
         c = self.controller
-        c.resultReady.connect(self._on_controller_result)
+        c.resultReady.connect(self.painter.submit)
         c.errorOccurred.connect(self._on_controller_error)
         c.busyChanged.connect(self._on_controller_busy)
         c.downloadProgress.connect(self._on_controller_download_progress)
         c.modelLoaded.connect(self._on_controller_model_loaded)
         c.engineRestarted.connect(self._on_controller_engine_restarted)
+        c.engineStopped.connect(self._on_controller_engine_stopped)
+        self.painter.resultStarted.connect(self._on_painter_result_started)
+        self.painter.resultApplied.connect(self.resultApplied)
+        self.player.playingChanged.connect(self._on_player_playing_changed)
         self.tokens.promptEdited.connect(c.set_prompt)
         self.logits.tokenChosen.connect(self._on_logits_token_chosen)
-        self.sampling.settingsChanged.connect(c.resample)
+        self.sampling.set_settings(c.settings)
+        self.sampling.settingsChanged.connect(c.set_settings)
         self.state.themeChanged.connect(self._on_state_theme)
+        guard.reporter().occurred.connect(self._on_guard_occurred)
         if projector:
             self.projector_action.setChecked(True)  # setChecked does not emit triggered
             self._on_projector_toggled(True)
@@ -180,6 +177,8 @@ class MainWindow(QMainWindow):
         where = "bundled" if bundled else "downloads about 550 MB once"
         self.gpt2_action = action(f"GPT-2 small (124M, {where})", lambda: self.load_model(GPT2_SMALL))
         self.folder_action = action("Open a model folder…", self._on_folder_action_triggered, (QKeySequence.Open,))
+        self.restart_action = action("Restart the model", self._on_restart_action_triggered, (), "Start the model's process again")
+        self.restart_action.setEnabled(False)
         self.quit_action = action("Quit", self.close, (QKeySequence.Quit,))
         self.projector_action = action("Projector mode (large fonts, high contrast)", self._on_projector_toggled, (Qt.Key_F5,))
         self.projector_action.setCheckable(True)
@@ -194,6 +193,7 @@ class MainWindow(QMainWindow):
         for folder in extra:
             model.addAction(f"{folder.name} (bundled)", lambda name=folder.name: self.load_model(name))
         model.addSeparator()
+        model.addAction(self.restart_action)
         model.addAction(self.quit_action)
         view = self.menuBar().addMenu("&View")
         view.addAction(self.projector_action)
@@ -229,7 +229,7 @@ class MainWindow(QMainWindow):
     def start(self, model: str | None = None, prompt: str = "", *, fallback: bool = True) -> None:
         """Load ``model`` (default: the last one used, else the demo) with ``prompt``."""
         if model is None and self.remember:
-            model = self.settings.value(SETTINGS_LAST_MODEL, "") or None
+            model = self.preferences.value(PREFERENCE_LAST_MODEL, "") or None
         self.load_model(model, prompt=prompt, fallback=fallback)
 
     def load_model(self, source: str | None, *, prompt: str = "", fallback: bool = False, loaded=None) -> None:
@@ -254,44 +254,32 @@ class MainWindow(QMainWindow):
         self.controller.reset()
 
     def toggle_play(self) -> None:
-        if self._play_timer.isActive():
-            self.pause()
-        else:
-            self.play()
+        self.player.toggle()
 
     def play(self) -> None:
-        self._play_timer.start(self._play_interval_ms())
-        self.play_action.setChecked(True)
-        self.play_action.setText("Pause")
-        self._on_play_timer_timeout()
+        self.player.play()
 
     def pause(self) -> None:
-        self._play_timer.stop()
-        self.controller.stop_play()
-        if self._draw_timer.isActive():  # a step held back by max speed's slow frame rate: show it now
-            self._draw_timer.start(0)
-        self.play_action.setChecked(False)
-        self.play_action.setText("Play")
+        self.player.pause()
 
     @property
     def playing(self) -> bool:
-        return self._play_timer.isActive()
+        return self.player.playing
+
+    def apply_result(self, result: SessionResult) -> None:
+        """Draw ``result`` in every panel now (spread over event-loop turns; see PaintScheduler)."""
+        self.painter.apply(result)
+
+    @property
+    def turn_ms(self) -> list[float]:
+        """How long each event-loop turn of the latest result's drawing took (benchmarks read it)."""
+        return self.painter.turn_ms
+
+    def _can_go_on(self) -> bool:
+        return not (self.state.result is not None and self.state.result.stopped)
 
     # ------------------------------------------------------------ results
-    def apply_result(self, result: SessionResult) -> None:
-        """Draw ``result`` in every panel, the status line and the controls (one step, all panels).
-
-        The first panel updates now, then one more per event-loop turn, then the plots paint one
-        per turn (all at once stalled the loop for 50-100 ms); ``resultApplied`` follows the last.
-        """
-        self._finish_turns()  # a previous step still being drawn: its held-back plots paint with this one
-        for view in self._plot_views:  # held back until their turn
-            view.setUpdatesEnabled(False)
-        deliveries = self.state.stage_result(result)
-        paints = [partial(self._paint, view) for view in self._plot_views]
-        self._turns = (result, deliveries + paints)
-        self.turn_ms = []
-        self._on_turn_timer_timeout()
+    def _on_painter_result_started(self, result: SessionResult) -> None:
         if result.kind in ("load", "prompt"):
             self.truncate_button.hide()
         if result.message:
@@ -299,52 +287,6 @@ class MainWindow(QMainWindow):
         if result.stopped:
             self.pause()
         self._sync_actions()
-
-    def _on_turn_timer_timeout(self) -> None:
-        started = perf_counter()
-        turn = self._turns[1].pop(0)
-        turn()
-        self.turn_ms.append((perf_counter() - started) * 1e3)
-        if not self._turns[1]:
-            self._finish_turns()
-        else:
-            self._turn_timer.start()
-
-    @staticmethod
-    def _paint(view: pg.GraphicsView) -> None:
-        scene = view.scene()
-        scene.prepareForPaint()  # pyqtgraph applies new ranges while painting and then paints again
-        # the items that moved are marked for repainting by a call Qt queues to the scene: made
-        # now, before the paint, instead of in a later turn that would paint the view a second time
-        QCoreApplication.sendPostedEvents(scene, QEvent.Type.MetaCall)
-        view.setUpdatesEnabled(True)
-        view.repaint()
-
-    def _finish_turns(self) -> None:
-        """End the step being drawn: its plots paint at the next paint and ``resultApplied`` goes out.
-        Called early (a newer step arrived), the panels it had not reached yet get the newer one."""
-        if self._turns is None:
-            return
-        result = self._turns[0]
-        self._turns = None
-        self._turn_timer.stop()
-        for view in self._plot_views:
-            view.setUpdatesEnabled(True)
-        self.resultApplied.emit(result)
-
-    def _on_controller_result(self, result: SessionResult) -> None:
-        self._pending = result
-        if not self._draw_timer.isActive():
-            frame = MAX_SPEED_FRAME_MS if self.playing and self.max_speed.isChecked() else FRAME_MS
-            wait = frame - (perf_counter() - self._last_draw) * 1e3
-            self._draw_timer.start(max(0, int(wait)))
-
-    def _on_draw_timer_timeout(self) -> None:
-        result, self._pending = self._pending, None
-        if result is None or self._closed:
-            return
-        self._last_draw = perf_counter()
-        self.apply_result(result)
 
     def _on_controller_error(self, kind: str, message: str) -> None:
         self.pause()
@@ -361,12 +303,34 @@ class MainWindow(QMainWindow):
 
     def _on_controller_engine_restarted(self, why: str) -> None:
         """The model's process died and a fresh one started: load the model shown again (its steps
-        are lost with the process; the prompt is kept)."""
-        message = f"{why} Loading the model again: its steps were lost, the prompt is kept."
+        are lost with the process; the prompt and the sampling settings are kept). A step of the
+        dead process still waiting to be drawn is dropped, so the message stays until the new
+        process is ready."""
+        self.painter.drop_stale()
+        self._reload_model()
+        self._on_controller_error(
+            "engine", f"{why} Loading the model again: its steps were lost; the prompt and your sampling settings are kept."
+        )
+
+    def _reload_model(self) -> None:
         info = self.state.result.info if self.state.result is not None else None
         source = None if info is None or info.is_demo else info.source
         self.load_model(source, prompt=self.tokens.prompt(), fallback=True)
+
+    def _on_controller_engine_stopped(self, message: str) -> None:
+        self.painter.drop_stale()
+        self.restart_action.setEnabled(True)
+        self.restart_button.show()
         self._on_controller_error("engine", message)
+
+    def _on_restart_action_triggered(self) -> None:
+        self.restart_action.setEnabled(False)
+        self.restart_button.hide()
+        self.controller.restart_engine()
+        self._reload_model()
+
+    def _on_guard_occurred(self, message: str) -> None:
+        self._set_status(message, error=True)
 
     def _on_controller_busy(self, busy: bool) -> None:
         if busy:
@@ -396,7 +360,7 @@ class MainWindow(QMainWindow):
         self._close_progress()
         self.model_label.setText(f"Model: {info.label}")
         if self.remember:
-            self.settings.setValue(SETTINGS_LAST_MODEL, "" if info.is_demo else (self._loading_source or info.source))
+            self.preferences.setValue(PREFERENCE_LAST_MODEL, "" if info.is_demo else (self._loading_source or info.source))
 
     def _on_truncate_button_clicked(self) -> None:
         self.controller.set_prompt(self.tokens.prompt(), truncate=True)
@@ -405,28 +369,20 @@ class MainWindow(QMainWindow):
         self.pause()
         self.controller.choose(token_id)
 
-    def _on_play_timer_timeout(self) -> None:
-        if not self.controller.idle:  # never queue a forward pass behind another: no pile-up
-            return
-        if not self.max_speed.isChecked():
-            self.step()
-        elif not self.controller.looping and not (self.state.result and self.state.result.stopped):
-            self.controller.play()  # the worker loops on its own; this restarts a loop a request ended
+    def _on_player_playing_changed(self, playing: bool) -> None:
+        self.play_action.setChecked(playing)
+        self.play_action.setText("Pause" if playing else "Play")
+        self.painter.fast = playing and self.player.max_speed
+        if not playing:
+            self.painter.flush()  # a step held back by max speed's slow frame rate: show it now
 
-    def _play_interval_ms(self) -> int:
-        return MAX_SPEED_POLL_MS if self.max_speed.isChecked() else int(1000 / self.speed.value())
-
-    def _on_speed_value_changed(self, _value: float) -> None:
-        if self._play_timer.isActive():
-            self._play_timer.setInterval(self._play_interval_ms())
+    def _on_speed_value_changed(self, value: float) -> None:
+        self.player.set_speed(value)
 
     def _on_max_speed_toggled(self, on: bool) -> None:
         self.speed.setEnabled(not on)
-        self._on_speed_value_changed(self.speed.value())
-        if not on:
-            self.controller.stop_play()
-        elif self.playing:
-            self._on_play_timer_timeout()
+        self.player.set_max_speed(on)
+        self.painter.fast = on and self.player.playing
 
     def _on_folder_action_triggered(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Open a GPT-2 model folder (with config.json)")
@@ -461,11 +417,11 @@ class MainWindow(QMainWindow):
         log.info("status: %s", text)
 
     # ------------------------------------------------------------ closing
+    @guarded
     def closeEvent(self, event) -> None:
         self._closed = True
         self.pause()
-        self._draw_timer.stop()
-        self._turn_timer.stop()
+        self.painter.stop()
         self._close_progress()
         self.controller.shutdown()
         while QApplication.overrideCursor():

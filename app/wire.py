@@ -17,7 +17,7 @@ from dataclasses import fields
 
 import numpy as np
 
-from engine.loading import ModelInfo
+from engine.info import ModelInfo
 from engine.trace import StepRecord
 
 SHARED = (StepRecord, ModelInfo, np.ndarray)

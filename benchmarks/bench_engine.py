@@ -21,7 +21,6 @@ import inspect
 import json
 import os
 import platform
-import shutil
 import statistics
 import subprocess
 import sys
@@ -37,12 +36,11 @@ import torch  # noqa: E402
 
 from engine import GenerationStopped, SamplingSettings, Session, load_model  # noqa: E402
 from engine import hf_compat  # noqa: E402
+from engine.random_model import write_random_gpt2  # noqa: E402
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
-DEMO_DIR = ROOT / "resources" / "models" / "gpt2-tiny-demo"
 # Each of these is exactly one GPT-2 token, so a prompt of n of them is n tokens long.
 WORDS = [" The", " cat", " sat", " on", " the", " mat", " and", " the", " dog", " ran", " away", " from", " the", " house", "."]
-SETTINGS = SamplingSettings()  # the app's defaults: temperature 1, no top-k / top-p, seed 0
+SETTINGS = SamplingSettings()  # temperature 1, no top-k or top-p, seed 0 (the app adds top-k 50)
 
 FULL = dict(decode_contexts=(128, 1000), decode_repeats=21, prefill_len=512, prefill_repeats=4,
             cache_positions=(16, 128, 256, 512, 1000), uncached_repeats=2, play_steps=500, memory_steps=1000)
@@ -53,20 +51,15 @@ PLAY_PROMPT = 24
 
 def app_threads() -> int:
     """The thread count the app gives torch: every core but one, which stays with the GUI."""
-    return max(1, (os.cpu_count() or 2) - 1)
+    from app.torch_threads import ENGINE_TORCH_THREADS
+
+    return ENGINE_TORCH_THREADS
 
 
 # ------------------------------------------------------------------ setup
 def build_model_folder(folder: Path, seed: int = 0) -> Path:
     """GPT-2 small's shape with random weights, plus the real tokenizer, as a model folder."""
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    torch.manual_seed(seed)
-    model = GPT2LMHeadModel(GPT2Config())
-    model.save_pretrained(folder)
-    for name in TOKENIZER_FILES:
-        shutil.copy(DEMO_DIR / name, folder / name)
-    return folder
+    return write_random_gpt2(folder, seed)
 
 
 def load_bare(folder: Path):

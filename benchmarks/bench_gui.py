@@ -33,7 +33,6 @@ import inspect
 import json
 import os
 import platform
-import shutil
 import statistics
 import subprocess
 import sys
@@ -50,13 +49,12 @@ import torch  # noqa: E402
 from PySide6.QtCore import QSettings, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from app import threads as app_threads  # noqa: E402
-from app import worker as app_worker  # noqa: E402
+from app import session_host, torch_threads  # noqa: E402
 from app.main import freeze_startup_objects  # noqa: E402
 from app.window import MainWindow  # noqa: E402
 from engine import SamplingSettings, Session, load_model  # noqa: E402
+from engine.random_model import write_random_gpt2  # noqa: E402
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 DEMO_DIR = ROOT / "resources" / "models" / "gpt2-tiny-demo"
 WORDS = [" The", " cat", " sat", " on", " the", " mat", " and", " the", " dog", " ran", " away", " from", " the", " house", "."]
 GREEDY = SamplingSettings(greedy=True)
@@ -72,13 +70,7 @@ PLAY_TARGET = 0.8
 # ------------------------------------------------------------------ setup
 def build_model_folder(folder: Path, seed: int = 0) -> Path:
     """GPT-2 small's shape with random weights, plus the real tokenizer, as a model folder."""
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    torch.manual_seed(seed)
-    GPT2LMHeadModel(GPT2Config()).save_pretrained(folder)
-    for name in TOKENIZER_FILES:
-        shutil.copy(DEMO_DIR / name, folder / name)
-    return folder
+    return write_random_gpt2(folder, seed)
 
 
 def prompt_text(n: int) -> str:
@@ -113,11 +105,11 @@ def measure_apply(app, loaded, context: int, repeats: int) -> dict[str, float]:
     """GUI-thread time to draw one decode step that reaches ``context`` positions, in every panel."""
     session = Session(loaded, GREEDY)
     session.set_prompt(prompt_text(context - repeats))
-    points = app_worker.PointCache()
+    points = session_host.PointCache()
     results = []
     for _ in range(repeats + 1):  # the prefill, then one decode step per repeat
         session.step()
-        results.append(app_worker.make_result(session, "step", 1, "step", points=points))
+        results.append(session_host.make_result(session, "step", 1, "step", points=points))
     window = new_window()
     applied = []
     window.resultApplied.connect(applied.append)
@@ -156,7 +148,7 @@ def measure_play(app, folder: Path | None, loaded, steps: int, threads: int, eng
     ``engine``: "process" (the app's default) loads ``folder`` (None: the demo model) in its child
     process; "thread" gets ``loaded``, the same model already in memory.
     """
-    app_threads.WORKER_TORCH_THREADS = threads  # read when the window's engine starts
+    torch_threads.ENGINE_TORCH_THREADS = threads  # read when the window's engine starts
     window = new_window(engine)
     arrived: list[tuple[float, int]] = []  # (time, step) of every result the worker delivered
     ticks: list[float] = []
@@ -172,7 +164,7 @@ def measure_play(app, folder: Path | None, loaded, steps: int, threads: int, eng
         window.load_model(None, loaded=loaded, prompt=PLAY_TEXT)
     wait_for(app, lambda: window.state.result is not None)
     for seed in range(attempts):
-        window.controller.resample(SamplingSettings(top_k=50, seed=seed))
+        window.controller.set_settings(SamplingSettings(top_k=50, seed=seed))
         wait_for(app, lambda: window.controller.idle)
         arrived.clear(), ticks.clear()
         timer.start()
@@ -213,12 +205,12 @@ def rss_mib(pid: int) -> float:
 def measure_memory(app, folder: Path, steps: int) -> dict[str, float]:
     """Resident size of the window's process and the engine process after ``steps`` steps of Play
     at max speed (greedy, GPT-2 small's shape, the app's default process engine)."""
-    app_threads.WORKER_TORCH_THREADS = max(1, app_threads.cores() - 1)
+    torch_threads.ENGINE_TORCH_THREADS = max(1, torch_threads.cores() - 1)
     window = new_window("process")
     window.max_speed.setChecked(True)
     window.load_model(str(folder), prompt=PLAY_TEXT)
     wait_for(app, lambda: window.state.result is not None)
-    window.controller.resample(GREEDY)
+    window.controller.set_settings(GREEDY)
     wait_for(app, lambda: window.controller.idle)
     child = window.controller.engine.process.pid
     before = {"window": rss_mib(os.getpid()), "engine": rss_mib(child)}
@@ -275,12 +267,12 @@ def mark(ok: bool) -> str:
 
 
 def report(args, applies, plays, memory, launch, wall_s: float) -> str:
-    cores = app_threads.cores()
+    cores = torch_threads.cores()
     lines = [
         f"GUI benchmark, {datetime.date.today()}, `python benchmarks/bench_gui.py{' --quick' if args.quick else ''}`: "
         f"{platform.processor() or platform.machine()}, {cores} cores, torch {torch.__version__} (CPU), "
         f"offscreen Qt, window 1600 x 1000, GPT-2 small's shape (12 layers x 12 heads, d=768, random weights). "
-        f"The app's worker uses `torch.set_num_threads({app_threads.cores() - 1 or 1})`. Took {wall_s:.0f} s.",
+        f"The app's engine uses `torch.set_num_threads({torch_threads.cores() - 1 or 1})`. Took {wall_s:.0f} s.",
         "",
         "| measure | value | target | |",
         "|---|---|---|---|",
@@ -337,7 +329,7 @@ def main(argv=None) -> int:
     args.apply_repeats = cfg["apply_repeats"]
     started = time.perf_counter()
     app = QApplication.instance() or QApplication([])
-    cores = app_threads.cores()
+    cores = torch_threads.cores()
     thread_counts = sorted({max(1, cores - 1), cores})
     with tempfile.TemporaryDirectory(prefix="nexttoken-bench-") as tmp:
         folder = build_model_folder(Path(tmp) / "gpt2-small-shape")

@@ -6,9 +6,10 @@ import argparse
 import json
 import sys
 
+from .defaults import DEFAULT_PROMPT, DEFAULT_SETTINGS
 from .errors import GenerationStopped, NextTokenError
+from .tokens import clip
 
-DEFAULT_PROMPT = "The cat sat on the"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -20,11 +21,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--model", default=None, help="model folder or hub id (default: the bundled tiny demo model)")
     p.add_argument("--steps", type=int, default=5, help="new tokens to generate (default: 5)")
     p.add_argument("--greedy", action="store_true", help="always take the most likely token")
-    p.add_argument("--temperature", type=float, default=1.0, help="0 to 100, 0 means greedy (default: 1)")
-    p.add_argument("--top-k", type=int, default=0, help="keep the k most likely tokens, 0 = off (default)")
-    p.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass, 1 = off (default)")
-    p.add_argument("--repetition-penalty", type=float, default=1.0, help="1 to 10, 1 = off (default)")
-    p.add_argument("--seed", type=int, default=0, help="seed for sampling (default: 0)")
+    d = DEFAULT_SETTINGS
+    p.add_argument("--temperature", type=float, default=d.temperature, help=f"0 to 100, 0 means greedy (default: {d.temperature:g})")
+    p.add_argument("--top-k", type=int, default=d.top_k, help=f"keep the k most likely tokens, 0 = off (default: {d.top_k}, as the window)")
+    p.add_argument("--top-p", type=float, default=d.top_p, help=f"nucleus sampling mass, 1 = off (default: {d.top_p:g})")
+    p.add_argument("--repetition-penalty", type=float, default=d.repetition_penalty, help=f"1 to 10, 1 = off (default: {d.repetition_penalty:g})")
+    p.add_argument("--seed", type=int, default=d.seed, help=f"seed for sampling (default: {d.seed})")
     p.add_argument("--truncate", action="store_true", help="keep the last tokens of a prompt longer than the context")
     p.add_argument("--json", action="store_true", help="print one JSON object per step instead of a table")
     p.add_argument("--export", metavar="FILE.npz", help="save the session (see README, 'Session files')")
@@ -89,8 +91,8 @@ def _table_row(trace) -> str:
     alts = "  ".join(f"{piece} {_percent(p)}" for piece, _, p in _alternatives(trace))
     r = trace.record
     return (
-        f"{trace.step:>4}  {_clip(trace.chosen_piece, 14):<14} {trace.chosen:>6} {_percent(trace.chosen_prob):>7}  "
-        f"{_clip(alts, 58):<58} {r.kv.positions:>6} {r.step_ms:>7.1f}"
+        f"{trace.step:>4}  {clip(trace.chosen_piece, 14):<14} {trace.chosen:>6} {_percent(trace.chosen_prob):>7}  "
+        f"{clip(alts, 58):<58} {r.kv.positions:>6} {r.step_ms:>7.1f}"
     )
 
 
@@ -124,6 +126,3 @@ def _percent(p: float) -> str:
         return f"{p:.1%}"
     return f"{p * 100:.1g}%" if p > 0 else "0%"
 
-
-def _clip(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"

@@ -8,28 +8,16 @@ Tested with the range pinned in pyproject.toml.
 
 from __future__ import annotations
 
-import inspect
-from functools import lru_cache
-
 import torch
-
-
-@lru_cache(maxsize=None)
-def _cache_kwarg(model_cls: type) -> str:
-    params = inspect.signature(model_cls.forward).parameters
-    return "cache" if "cache" in params else "past_key_values"
 
 
 def forward(model, input_ids: torch.Tensor, cache, *, keep_last_logits: bool = True):
     """Run ``input_ids`` [1, n] against ``cache`` (None for a prefill); return (logits [1, n', V], cache)."""
-    kwargs = {_cache_kwarg(type(model)): cache, "use_cache": True}
+    kwargs = {"cache": cache, "use_cache": True}  # 5.x: ``past_key_values`` became ``cache``
     if keep_last_logits:
         kwargs["logits_to_keep"] = 1  # only the last position's logits: the LM head is the costliest matmul
     out = model(input_ids=input_ids, **kwargs)
-    new_cache = getattr(out, "cache", None)
-    if new_cache is None:
-        new_cache = out.past_key_values
-    return out.logits, new_cache
+    return out.logits, out.cache
 
 
 def cache_length(cache) -> int:
@@ -45,13 +33,10 @@ def crop_cache(cache, length: int) -> None:
     """
     if length < 0:
         raise ValueError(f"cannot crop a cache to {length} positions")
-    if hasattr(cache, "layers"):
-        for layer in cache.layers:
-            held = int(layer.get_seq_length()) if layer.is_initialized else 0
-            if held > length:
-                layer.crop(length - held)  # negative: remove that many positions (5.x)
-    else:  # pragma: no cover - transformers 4.x
-        cache.crop(length - cache_length(cache))
+    for layer in cache.layers:
+        held = int(layer.get_seq_length()) if layer.is_initialized else 0
+        if held > length:
+            layer.crop(length - held)  # negative: remove that many positions (5.x)
     if cache_length(cache) > length:  # pragma: no cover - guards a future semantic change
         raise RuntimeError(f"cache crop left {cache_length(cache)} positions, expected {length}")
 
@@ -60,6 +45,4 @@ def layer_tensors(cache) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """(keys, values) per layer, each [batch, heads, positions, head_dim]."""
     if cache is None:
         return []
-    if hasattr(cache, "layers"):
-        return [(layer.keys, layer.values) for layer in cache.layers]
-    return [(cache.key_cache[i], cache.value_cache[i]) for i in range(len(cache.key_cache))]  # 4.x
+    return [(layer.keys, layer.values) for layer in cache.layers]

@@ -11,7 +11,7 @@ import io
 import json
 import os
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -19,6 +19,10 @@ import torch
 
 from . import paths
 from .errors import ModelLoadError
+from .info import ModelInfo
+from .quiet import silence_libraries
+from .projection import Projection
+from .projection import fit as fit_projection
 from .tokens import Tokenizer
 
 ProgressCallback = Callable[[int, int], None]  # (bytes done, bytes total)
@@ -39,42 +43,25 @@ GPT2_TYPES = {"gpt2"}
 TOKENIZER_FILES = ("tokenizer.json", "vocab.json")
 
 
-@dataclass(frozen=True)
-class ModelInfo:
-    """What the window says about a loaded model."""
-
-    name: str
-    source: str
-    n_layer: int
-    n_head: int
-    d_model: int
-    n_positions: int
-    vocab_size: int
-    n_params: int
-    is_demo: bool
-
-    @property
-    def label(self) -> str:
-        size = f"{self.n_params / 1e6:.0f}M" if self.n_params >= 1e6 else f"{self.n_params / 1e3:.0f}K"
-        demo = "tiny demo model, " if self.is_demo else ""
-        return f"{self.name} ({demo}{self.n_layer} layers, {self.n_head} heads, {size} parameters)"
-
-
 @dataclass
 class LoadedModel:
-    """A GPT-2 in eval mode with the eager attention implementation, its tokenizer and its info."""
+    """A GPT-2 in eval mode with the eager attention implementation, its tokenizer and its info.
+
+    ``projection`` is the model's fixed PCA basis, fitted on first use and then kept here, with
+    the weights it was fitted on.
+    """
 
     model: torch.nn.Module
     tokenizer: Tokenizer
     info: ModelInfo
+    _projection: Projection | None = field(default=None, init=False, repr=False)
 
-
-def _quiet_transformers() -> None:
-    # Progress bars write to stderr, which a windowed build does not have.
-    import transformers
-
-    transformers.utils.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
+    @property
+    def projection(self) -> Projection:
+        if self._projection is None:
+            weight = self.model.get_input_embeddings().weight.detach()
+            self._projection = fit_projection(weight.float().numpy())
+        return self._projection
 
 
 def looks_like_path(source: str) -> bool:
@@ -117,8 +104,9 @@ def load_folder(folder: Path, *, name: str | None = None, is_demo: bool = False)
     folder = Path(folder)
     name = name or folder.name
     config = check_folder(folder)
-    _quiet_transformers()
     from transformers import AutoTokenizer, GPT2LMHeadModel
+
+    silence_libraries()
 
     try:
         model, loading_info = GPT2LMHeadModel.from_pretrained(

@@ -26,12 +26,27 @@ class Projection:
         return ((np.asarray(vectors, dtype=np.float32) - self.mean) @ self.components[:dims].T).astype(np.float32)
 
 
+FIT_CHUNK_ROWS = 4096  # rows converted to float64 at a time: 24 MB at d = 768
+
+
 def fit(embedding: np.ndarray, k: int = 3) -> Projection:
-    """PCA of ``embedding`` [V, d], top ``k`` components."""
-    x = np.asarray(embedding, dtype=np.float64)
-    mean = x.mean(axis=0)
-    centered = x - mean
-    cov = centered.T @ centered / max(len(x) - 1, 1)  # [d, d]
+    """PCA of ``embedding`` [V, d], top ``k`` components.
+
+    The covariance is summed over chunks of rows in float64, so the fit never holds a float64
+    copy of the whole matrix (two such copies were 620 MB for GPT-2 small): its extra memory is one
+    chunk and a [d, d] matrix.
+    """
+    x = np.asarray(embedding)
+    n, d = x.shape
+    total = np.zeros(d, np.float64)
+    for i in range(0, n, FIT_CHUNK_ROWS):
+        total += x[i : i + FIT_CHUNK_ROWS].sum(axis=0, dtype=np.float64)
+    mean = total / n
+    cov = np.zeros((d, d), np.float64)
+    for i in range(0, n, FIT_CHUNK_ROWS):
+        chunk = x[i : i + FIT_CHUNK_ROWS].astype(np.float64) - mean  # [rows, d]
+        cov += chunk.T @ chunk
+    cov /= max(n - 1, 1)  # [d, d]
     values, vectors = np.linalg.eigh(cov)  # ascending
     order = np.argsort(values)[::-1][:k]
     components = vectors[:, order].T  # [k, d]

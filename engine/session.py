@@ -15,11 +15,10 @@ from . import hf_compat, hooks, sampling
 from .memory import release_freed_memory
 from .errors import GenerationStopped, PromptError, SessionError
 from .loading import LoadedModel
-from .projection import Projection, fit
+from .projection import Projection
 from .sampling import Distribution, SamplingSettings
-from .trace import KVStats, StepRecord, StepTrace
+from .trace import N_CANDIDATES, KVStats, StepRecord, StepTrace
 
-N_CANDIDATES = 64  # next-token candidates every trace carries, with their pieces
 TRIM_EVERY = 32  # steps between handing freed heap memory back to the OS (see memory.release_freed_memory)
 
 STOP_MESSAGES = {
@@ -87,12 +86,8 @@ class Session:
 
     @property
     def projection(self) -> Projection:
-        """The model's fixed PCA basis (fit on first use, then kept with the model)."""
-        proj = getattr(self.loaded, "_projection", None)
-        if proj is None:
-            weight = self.loaded.model.get_input_embeddings().weight.detach().float().numpy()
-            proj = self.loaded._projection = fit(weight)
-        return proj
+        """The model's fixed PCA basis (owned by the loaded model: fitted once per model)."""
+        return self.loaded.projection
 
     # ---------------------------------------------------------------- prompt
     def set_prompt(self, text: str, *, truncate: bool = False) -> list[int]:
@@ -210,7 +205,6 @@ class Session:
         return KVStats(
             key_positions=keys,
             value_positions=values,
-            bytes_per_layer=per_layer,
             total_bytes=int(per_layer.sum()),
             bytes_per_value=layers[0][0].element_size() if layers else 4,
             d_model=self.info.d_model,
@@ -295,5 +289,4 @@ class Session:
             candidate_pieces=tuple(tokenizer.piece(i) for i in candidates),
             stop_reason=reason,
             stop_message=message,
-            model_name=self.info.name,
         )

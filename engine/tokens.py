@@ -7,6 +7,7 @@ so that ``" cat"`` reads ``␣cat`` and a token holding half of an emoji reads `
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 from .errors import PromptError
@@ -55,6 +56,27 @@ def readable(raw: bytes) -> str:
         else:
             out.append("".join(f"\\x{b:02x}" for b in ch.encode("utf-8")))
     return "".join(out)
+
+
+_ESCAPE = re.compile(r"\\x([0-9a-f]{2})|(.)", re.S)
+_VISIBLE_BACK = {shown: raw.encode() for raw, shown in VISIBLE.items()}
+
+
+def piece_bytes(piece: str) -> bytes:
+    """The bytes behind a readable piece: the inverse of ``readable`` (a literal ␣ in the text also
+    reads back as a space; the window only shows these bytes in a tooltip)."""
+    out = bytearray()
+    for hexbyte, ch in _ESCAPE.findall(piece):
+        if hexbyte:
+            out.append(int(hexbyte, 16))
+        else:
+            out += _VISIBLE_BACK.get(ch) or ch.encode("utf-8")
+    return bytes(out)
+
+
+def clip(text: str, chars: int) -> str:
+    """``text`` cut to ``chars`` characters with "…": a token in a fixed-width column or axis."""
+    return text if len(text) <= chars else text[: chars - 1] + "…"
 
 
 class Tokenizer:

@@ -14,20 +14,20 @@ import numpy as np
 
 from .sampling import Distribution, SamplingSettings
 
+N_CANDIDATES = 64  # next-token candidates every StepTrace carries, with their pieces
+
 
 @dataclass(frozen=True)
 class KVStats:
     """The KV cache after a step.
 
     key_positions, value_positions: int64 [L], positions cached per layer.
-    bytes_per_layer: int64 [L], keys and values together.
     total_bytes == 2 x layers x positions x d_model x bytes_per_value.
     capacity: the model's context window in positions.
     """
 
     key_positions: np.ndarray
     value_positions: np.ndarray
-    bytes_per_layer: np.ndarray
     total_bytes: int
     bytes_per_value: int
     d_model: int
@@ -126,7 +126,6 @@ class StepTrace:
     candidate_pieces: tuple[str, ...]
     stop_reason: str | None
     stop_message: str
-    model_name: str
 
     @property
     def step(self) -> int:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -16,7 +15,6 @@ import pytest
 from engine import paths
 
 DEMO_DIR = paths.demo_model_dir()
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 
 
 @pytest.fixture(scope="session")
@@ -27,20 +25,14 @@ def demo_model():
     return load_model()
 
 
+TINY = dict(n_layer=2, n_head=2, n_embd=32, n_positions=64, vocab_size=50257)
+
+
 def make_tiny_folder(folder: Path, seed: int = 0, **config) -> Path:
     """Write a random GPT-2 (2 layers, 2 heads, d=32, 64 positions) with the real tokenizer."""
-    import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
+    from engine.random_model import write_random_gpt2
 
-    settings = dict(n_layer=2, n_head=2, n_embd=32, n_positions=64, vocab_size=50257)
-    settings.update(config)
-    torch.manual_seed(seed)
-    model = GPT2LMHeadModel(GPT2Config(**settings))
-    folder.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(folder)
-    for name in TOKENIZER_FILES:
-        shutil.copy(DEMO_DIR / name, folder / name)
-    return folder
+    return write_random_gpt2(folder, seed, **(TINY | config))
 
 
 @pytest.fixture(scope="session")

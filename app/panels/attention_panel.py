@@ -17,10 +17,13 @@ from PySide6.QtCore import QRectF, Qt, Signal
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import QGraphicsRectItem, QGroupBox, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
+from engine.tokens import clip
+
 from .. import theme as th
 from ..history import AttentionHistory, buffer_size
 from ..state import LATEST, AppState
 from .steady_label import SteadyLabel
+from ..guard import guarded
 
 THUMB = 24  # overview tile size in samples
 GAP = 3
@@ -31,6 +34,7 @@ class _ClickableImage(pg.ImageItem):
 
     clicked = Signal(float, float)
 
+    @guarded
     def mouseClickEvent(self, ev) -> None:
         if ev.button() == Qt.LeftButton:
             pos = ev.pos()
@@ -115,6 +119,10 @@ class AttentionPanel(QGroupBox):
         state.positionChanged.connect(self._on_state_selection)
         state.themeChanged.connect(self._on_state_theme)
         self._on_state_theme(state.theme)
+
+    def plot_views(self) -> list[pg.GraphicsView]:
+        """The plot views the window paints, one per event-loop turn after a step."""
+        return [self.view, self.overview_view]
 
     # -------------------------------------------------------------- state
     def _on_state_result(self, result) -> None:
@@ -218,8 +226,8 @@ class AttentionPanel(QGroupBox):
         step_y = _nice_step(T / max(1, height / (font_px * 1.8)))
         pieces = self._pieces[:T]
         finest_x, finest_y = _nice_step(T / (width / 4)), _nice_step(T / (height / 4))  # tick marks >= 4 px apart
-        self.plot.getAxis("bottom").setTicks(_tick_levels(step_x, len(pieces), lambda i: th.short_label(pieces[i], 8), finest=finest_x))
-        self.plot.getAxis("left").setTicks(_tick_levels(step_y, len(pieces), lambda i: f"{th.short_label(pieces[i], 10)} {i}", finest=finest_y))
+        self.plot.getAxis("bottom").setTicks(_tick_levels(step_x, len(pieces), lambda i: clip(pieces[i], 8), finest=finest_x))
+        self.plot.getAxis("left").setTicks(_tick_levels(step_y, len(pieces), lambda i: f"{clip(pieces[i], 10)} {i}", finest=finest_y))
 
     def _draw_overview(self) -> None:
         L, H = self.history.shape

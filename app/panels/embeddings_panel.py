@@ -73,6 +73,10 @@ class EmbeddingsPanel(QGroupBox):
         state.themeChanged.connect(self._on_state_theme)
         self._on_state_theme(state.theme)
 
+    def plot_views(self) -> list[pg.GraphicsView]:
+        """The plot views the window paints, one per event-loop turn after a step."""
+        return [self.view]
+
     # -------------------------------------------------------------- state
     def _on_state_result(self, result) -> None:
         if result.n_layer != self._n_layer:

@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QGridLayout, QGroupBox, QProgressBar, QVBoxLayout,
 from .. import theme as th
 from ..state import AppState
 from .steady_label import SteadyLabel
+from ..guard import guarded
 
 
 def human_bytes(n: int) -> str:
@@ -32,6 +33,7 @@ def _unit(n: int) -> tuple[str, int]:
 class IntegerAxis(pg.AxisItem):
     """An axis that ticks whole numbers only: steps and layers are counted, never halved."""
 
+    @guarded(fallback=lambda self, *a: pg.AxisItem.tickSpacing(self, *a))
     def tickSpacing(self, minVal, maxVal, size):
         levels = [(s, 0.0) for s, _ in super().tickSpacing(minVal, maxVal, size) if s >= 1 and float(s).is_integer()]
         return levels or [(1.0, 0.0)]
@@ -95,6 +97,11 @@ class KVPanel(QGroupBox):
         state.subscribe(self._on_state_result)
         state.themeChanged.connect(self._on_state_theme)
         self._on_state_theme(state.theme)
+
+
+    def plot_views(self) -> list[pg.GraphicsView]:
+        """The plot views the window paints, one per event-loop turn after a step."""
+        return [self.layer_view, self.growth_view, self.time_view]
 
     def _on_state_result(self, result) -> None:
         records = result.records

@@ -13,11 +13,14 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QGroupBox, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
+from engine.tokens import clip
+from engine.trace import N_CANDIDATES
+
 from .. import theme as th
 from ..state import AppState
 from .steady_label import SteadyLabel
+from ..guard import guarded
 
-MAX_N = 64  # the engine ships 64 candidates per step
 PROB_SCALES = (2, 5, 10, 20, 40, 60, 80, 100, 130)  # % : the probability axis's possible widths
 LABEL_CHARS = 10  # a candidate's token text on the axis, cut with "…" beyond: the axis never resizes
 
@@ -27,6 +30,7 @@ class _Bars(pg.BarGraphItem):
 
     rowClicked = Signal(int)
 
+    @guarded
     def mouseClickEvent(self, ev) -> None:
         if ev.button() == Qt.LeftButton:
             self.rowClicked.emit(int(round(ev.pos().y())))
@@ -44,7 +48,7 @@ class LogitsPanel(QGroupBox):
         self._ids = np.zeros(0, np.int64)
         self._brushes = (pg.mkBrush(th.ORANGE), pg.mkBrush(th.BLUE), pg.mkBrush(th.GREY))
         self.n_spin = QSpinBox()
-        self.n_spin.setRange(1, MAX_N)
+        self.n_spin.setRange(1, N_CANDIDATES)
         self.n_spin.setValue(state.top_n)
         self.n_spin.valueChanged.connect(state.set_top_n)
         self.summary = SteadyLabel("Step once to see the candidates.")
@@ -78,7 +82,7 @@ class LogitsPanel(QGroupBox):
         self.prob_plot.addItem(self.prob_bars)
         self.logit_bars.rowClicked.connect(self._on_bars_row_clicked)
         self.prob_bars.rowClicked.connect(self._on_bars_row_clicked)
-        self.labels = [pg.TextItem(anchor=(0, 0.5)) for _ in range(MAX_N)]
+        self.labels = [pg.TextItem(anchor=(0, 0.5)) for _ in range(N_CANDIDATES)]
         for label in self.labels:
             self.prob_plot.addItem(label)
 
@@ -92,13 +96,14 @@ class LogitsPanel(QGroupBox):
         state.themeChanged.connect(self._on_state_theme)
         self._on_state_theme(state.theme)
 
+
+    def plot_views(self) -> list[pg.GraphicsView]:
+        """The plot views the window paints, one per event-loop turn after a step."""
+        return [self.logit_view, self.prob_view]
+
     def bar_ids(self) -> np.ndarray:
         """int64 [N]: the token id of each bar, top bar first."""
         return self._ids.copy()
-
-    def click_row(self, row: int) -> None:
-        """Act as if bar ``row`` (0 = top) was clicked."""
-        self._on_bars_row_clicked(row)
 
     # -------------------------------------------------------------- state
     def _on_state_result(self, _result) -> None:
@@ -147,7 +152,7 @@ class LogitsPanel(QGroupBox):
         brushes = [chosen if t == trace.chosen else (can if k else removed) for t, k in zip(ids.tolist(), kept.tolist())]
         self.logit_bars.setOpts(x0=np.minimum(logits, 0), y=rows, width=np.abs(logits), brushes=brushes, pen=None)
         self.prob_bars.setOpts(x0=np.zeros(n), y=rows, width=probs, brushes=brushes, pen=None)
-        self.logit_plot.getAxis("left").setTicks([[(i, f"{th.short_label(trace.candidate_pieces[i], LABEL_CHARS)}  ") for i in range(n)]])
+        self.logit_plot.getAxis("left").setTicks([[(i, f"{clip(trace.candidate_pieces[i], LABEL_CHARS)}  ") for i in range(n)]])
         self.logit_plot.setYRange(-0.6, n - 0.4, padding=0)
         top = float(probs.max()) if n else 1.0
         # a few fixed scales: the axis (and every label on it) is redrawn only when the scale changes

@@ -1,7 +1,10 @@
 """Panel 5, sampling controls: greedy or sample, temperature, top-k, top-p, repetition penalty, seed.
 
-Every widget's range comes from ``engine.sampling.RANGES``. A change emits ``settingsChanged`` at
-once; the window sends it to the worker, which re-samples the current step without a forward pass.
+Every widget's range comes from ``engine.sampling.RANGES``. The widgets show what the person chose
+last, which is what the engine uses for the next step or re-draw (the controller sends it with
+every request that can reach a fresh engine); results never change them. A change emits
+``settingsChanged`` at once; the engine re-samples the current step without a forward pass. When
+the step on screen was drawn with other settings (after Back, say), a line says so.
 """
 
 from __future__ import annotations
@@ -70,6 +73,9 @@ class SamplingPanel(QGroupBox):
         self.new_seed.setToolTip("Add one to the seed: draw the current step again.")
         self.error = QLabel()
         self.error.setStyleSheet(f"color: {th.VERMILION}")
+        self.drawn_with = QLabel()  # shown when the step on screen was drawn with other settings
+        self.drawn_with.setWordWrap(True)
+        self.drawn_with.hide()
 
         mode = QHBoxLayout()
         mode.addWidget(self.greedy)
@@ -85,6 +91,7 @@ class SamplingPanel(QGroupBox):
         form.addRow("Repetition penalty", self.penalty)
         form.addRow("Seed", seed_row)
         form.addRow(self.error)
+        form.addRow(self.drawn_with)
 
         for spin in (self.temperature, self.top_k, self.top_p, self.penalty):
             spin.setKeyboardTracking(False)
@@ -125,6 +132,7 @@ class SamplingPanel(QGroupBox):
             w.blockSignals(False)
         self._shown = s
         self._sync_enabled()
+        self._sync_drawn_with()
 
     def _sync_enabled(self) -> None:
         sampling = not self.greedy.isChecked()
@@ -142,6 +150,7 @@ class SamplingPanel(QGroupBox):
         if settings != self._shown:
             self._shown = settings
             self.settingsChanged.emit(settings)
+            self._sync_drawn_with()
 
     def _on_new_seed_clicked(self) -> None:
         text = self.seed.text().strip()
@@ -149,8 +158,20 @@ class SamplingPanel(QGroupBox):
         self._on_widget_changed()
 
     def _on_state_result(self, result) -> None:
-        if result.kind == "load" or self._shown is None:
-            self.set_settings(result.settings)
+        self._sync_drawn_with()
+
+    def _sync_drawn_with(self) -> None:
+        """Say so when the step on screen was drawn with settings other than the ones shown."""
+        result = self.state.result
+        drawn = None if result is None or result.trace is None else result.trace.record
+        if drawn is None or self._shown is None or drawn.settings == self._shown or drawn.chosen_by == "user":
+            self.drawn_with.hide()
+            return
+        self.drawn_with.setText(
+            f"Step {drawn.step} on screen was drawn with {drawn.settings.describe()}. "
+            f"The next step uses the settings above."
+        )
+        self.drawn_with.show()
 
     def _on_state_theme(self, theme: th.Theme) -> None:
         self.setFont(theme.font())

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QLabel
 
+from ..guard import guarded
+
 
 class SteadyLabel(QLabel):
     """A word-wrapped QLabel whose height never shrinks while its width and font stay the same."""
@@ -23,6 +25,7 @@ class SteadyLabel(QLabel):
         super().setText(text)
         self._hold()
 
+    @guarded
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         if event.size().width() != self._width:  # other line breaks: start over
@@ -30,6 +33,7 @@ class SteadyLabel(QLabel):
             self.setMinimumHeight(0)
             self._hold()
 
+    @guarded
     def changeEvent(self, event) -> None:
         super().changeEvent(event)
         if event.type() == event.Type.FontChange:  # projector mode: start over

@@ -8,7 +8,6 @@ does.
 from __future__ import annotations
 
 import bisect
-import re
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
@@ -27,23 +26,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine.tokens import piece_bytes
+
 from .. import theme as th
 from ..state import LATEST, AppState
-
-_VISIBLE_BACK = {"␣": b" ", "↵": b"\n", "⇥": b"\t", "␍": b"\r"}
-_ESCAPE = re.compile(r"\\x([0-9a-f]{2})|(.)", re.S)
-
-
-def piece_bytes(piece: str) -> bytes:
-    """The bytes behind a readable piece (inverse of engine.tokens.readable)."""
-    out = bytearray()
-    for hexbyte, ch in _ESCAPE.findall(piece):
-        if hexbyte:
-            out.append(int(hexbyte, 16))
-        else:
-            out += _VISIBLE_BACK.get(ch) or ch.encode("utf-8")
-    return bytes(out)
-
+from ..guard import guarded
 
 @lru_cache(maxsize=4096)
 def chip_text(piece: str) -> str:
@@ -138,18 +125,20 @@ class TokenStrip(QWidget):
             self.setFixedHeight(height)
         self.update()
 
+    @guarded
     def resizeEvent(self, event) -> None:
         if self.width() != self._laid_width:
             self._relayout(0)
         super().resizeEvent(event)
 
+    @guarded(fallback=lambda self, *a: QSize())
     def sizeHint(self) -> QSize:
         return QSize(400, self.height())
 
     def chip_at(self, pos) -> int:
         tops = [r.top() for r in self.rects]
         i = bisect.bisect_right(tops, pos.y())
-        for j in range(max(0, i - 1), -1, -1):
+        for j in range(i - 1, -1, -1):  # rows above ``pos``, nearest first (none while empty)
             r = self.rects[j]
             if r.contains(pos):
                 return j
@@ -157,6 +146,7 @@ class TokenStrip(QWidget):
                 break
         return -1
 
+    @guarded
     def paintEvent(self, event) -> None:
         p = QPainter(self)
         p.setRenderHint(QPainter.Antialiasing)
@@ -188,6 +178,7 @@ class TokenStrip(QWidget):
             p.drawText(id_rect, Qt.AlignHCenter | Qt.AlignVCenter, str(chip.token_id))
         p.end()
 
+    @guarded(fallback=False)
     def event(self, event) -> bool:
         if event.type() == QEvent.ToolTip:
             i = self.chip_at(event.pos())
@@ -205,6 +196,7 @@ class TokenStrip(QWidget):
             return True
         return super().event(event)
 
+    @guarded
     def mousePressEvent(self, event) -> None:
         i = self.chip_at(event.position().toPoint())
         if i >= 0:
@@ -309,7 +301,7 @@ class TokensPanel(QGroupBox):
         if trace is not None:
             chips.append(Chip(int(trace.chosen), trace.chosen_piece, "next"))
         if result.kind in ("load", "prompt") or not self._prompt_text:
-            self.set_prompt_text(_decode_pieces(result.prompt_pieces) if result.kind == "load" else self.prompt())
+            self.set_prompt_text(result.prompt_text if result.kind == "load" else self.prompt())
         self.strip.set_chips(chips, self._selected_index())
         self._update_counts()
         if self.state.position == LATEST and chips:
@@ -326,6 +318,3 @@ class TokensPanel(QGroupBox):
         self.editor.setFixedHeight(int(QFontMetrics(theme.font(1)).height() * 3.2))
         self.strip.set_theme(theme)
 
-
-def _decode_pieces(pieces) -> str:
-    return b"".join(piece_bytes(p) for p in pieces).decode("utf-8", errors="replace")

@@ -1,5 +1,5 @@
 """Fixtures for the window tests: offscreen Qt, isolated QSettings, and a check that no test leaves
-a QThread running (the worker thread must always be stopped when its window closes)."""
+a QThread or an engine child process running (an engine must always stop when its window closes)."""
 
 from __future__ import annotations
 
@@ -41,6 +41,23 @@ def no_thread_left_running(qapp):
     assert not running, f"test left {len(running)} QThread(s) running: {[t.objectName() for t in running]}"
 
 
+@pytest.fixture(autouse=True)
+def no_engine_process_left_running():
+    """Fail any test that leaves an engine child process running (a window closed, or a
+    controller shut down, must end its engine process)."""
+    import multiprocessing
+
+    from app import engine_process
+
+    yield
+    spare = engine_process._spare[0] if engine_process._spare is not None else None
+    left = [c for c in multiprocessing.active_children() if c.name == "nexttoken-engine" and c is not spare]
+    for child in left:  # end them so one leak does not fail every later test
+        child.kill()
+        child.join(5)
+    assert not left, f"test left {len(left)} engine process(es) running"
+
+
 @pytest.fixture
 def qsettings(tmp_path):
     """QSettings in a temporary ini file, so tests never read or write the user's settings."""
@@ -60,7 +77,7 @@ def make_window(qtbot, qsettings):
     windows = []
 
     def make(**kw):
-        kw.setdefault("settings", qsettings)
+        kw.setdefault("preferences", qsettings)
         kw.setdefault("engine", "thread")
         window = MainWindow(**kw)
         qtbot.addWidget(window)

@@ -14,7 +14,7 @@ import pytest
 
 from app import engine_process
 from app.wire import Receiver, Sender
-from app.worker import PointCache, make_result
+from app.session_host import PointCache, make_result
 from engine import SamplingSettings, Session
 
 from .helpers import run
@@ -95,7 +95,7 @@ def process_window(make_window, qtbot):
 
 
 def _steps(qtbot, window, n):
-    run(qtbot, window, lambda: window.controller.resample(SEEDED), "resample")
+    run(qtbot, window, lambda: window.controller.set_settings(SEEDED), "resample")
     return [run(qtbot, window, window.step, "step") for _ in range(n)]
 
 

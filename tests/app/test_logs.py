@@ -11,12 +11,13 @@ import textwrap
 import pytest
 
 from app import logs
+from engine.quiet import QUIET_ENV
 
 
 @pytest.fixture
 def fresh_logs(monkeypatch):
     """setup_logging as at start-up; its handlers, hooks and environment are undone afterwards."""
-    for name in logs.QUIET_ENV:
+    for name in QUIET_ENV:
         monkeypatch.delenv(name, raising=False)
     logs._reset_for_tests()
     yield logs

@@ -1,4 +1,4 @@
-"""The window over the real worker thread, with the bundled demo model."""
+"""The window over the session host on a thread engine, with the bundled demo model."""
 
 from __future__ import annotations
 
@@ -79,18 +79,13 @@ def test_selecting_a_head_in_the_overview_shows_it(window, qtbot):
 def test_clicking_a_bar_branches(window, qtbot):
     first = run(qtbot, window, window.step, "step")
     ids = window.logits.bar_ids()
-    target = int(ids[3])
-    assert target != first.trace.chosen or int(ids[2]) != first.trace.chosen
-    view = window.logits.prob_view
-    plot = window.logits.prob_plot
-    scene_pos = plot.vb.mapViewToScene(QPointF(0.05, 3))  # inside the 4th bar (bars start at 0)
+    row = next(r for r in range(1, len(ids)) if int(ids[r]) != first.trace.chosen)  # a token not drawn
+    target = int(ids[row])
+    view, bars = window.logits.logit_view, window.logits.logit_bars
+    x0, width = float(bars.opts["x0"][row]), float(bars.opts["width"][row])
+    scene_pos = window.logits.logit_plot.vb.mapViewToScene(QPointF(x0 + width / 2, row))  # the bar's middle
     with qtbot.waitSignal(window.resultApplied, timeout=20_000, check_params_cb=lambda r: r.kind == "choose") as blocker:
-        # a real click on the thin left end of the bar; fall back to the same code path if the
-        # bar is too narrow to hit on this platform
         qtbot.mouseClick(view.viewport(), Qt.LeftButton, pos=view.mapFromScene(scene_pos))
-        qtbot.wait(50)
-        if not blocker.signal_triggered:
-            window.logits.click_row(3)
     branched = blocker.args[0].trace
     assert branched.chosen == target and branched.record.chosen_by == "user"
     assert window.tokens.strip.chips[-1].token_id == target
@@ -109,7 +104,8 @@ def test_back_rewinds_one_step_at_a_time(window, qtbot):
     run(qtbot, window, window.back, "back")
     gone = run(qtbot, window, window.back, "back")
     assert gone.trace is None and "before the prefill" in window.status_label.text()
-    assert window.attention.image.image is None or window.attention.history.length == 0
+    assert window.attention.image.image is None  # cleared, not a stale picture
+    assert window.attention.history.length == 0 and window.attention.shown.shape == (0, 0)
     again = run(qtbot, window, window.step, "step")
     assert again.trace.step == 0
 
@@ -249,7 +245,7 @@ def test_a_step_reaches_the_panels_one_turn_each_and_a_click_midway_waits(window
     """apply_result spreads a step over event-loop turns (one per panel, then one per plot). A head
     chosen while the step is half-delivered waits for the last panel, then every panel shows it."""
     first = run(qtbot, window, window.step, "step")
-    window.controller.resultReady.disconnect(window._on_controller_result)  # this test draws it
+    window.controller.resultReady.disconnect(window.painter.submit)  # this test draws it
     with qtbot.waitSignal(window.controller.resultReady, timeout=20_000) as arrived:
         window.controller.step()
     state, result = window.state, arrived.args[0]
@@ -260,7 +256,7 @@ def test_a_step_reaches_the_panels_one_turn_each_and_a_click_midway_waits(window
     assert state.head == 0
     with qtbot.waitSignal(window.resultApplied, timeout=10_000):
         pass
-    assert len(window.turn_ms) == deliveries + len(window._plot_views)
+    assert len(window.turn_ms) == deliveries + len(window.painter.views)
     assert state.head == 2 and window.attention.head_spin.value() == 2
     assert window.attention.history.length == result.context_len
     np.testing.assert_array_equal(
@@ -277,7 +273,7 @@ def test_every_plot_paints_once_a_step(window, qtbot):
     for _ in range(2):  # the prefill draws everything from scratch; count decode steps
         run(qtbot, window, window.step, "step")
     qtbot.wait(50)
-    views = {view.viewport(): view for view in window._plot_views}
+    views = {view.viewport(): view for view in window.painter.views}
     paints: dict = {}
 
     class CountPaints(QObject):
@@ -293,7 +289,7 @@ def test_every_plot_paints_once_a_step(window, qtbot):
         paints.clear()
         run(qtbot, window, window.step, "step")
         qtbot.wait(50)  # anything queued for later turns
-        assert len(window._plot_views) == 8  # KV 3, logits 2, embeddings 1, attention 2
+        assert len(window.painter.views) == 8  # KV 3, logits 2, embeddings 1, attention 2
         assert paints == {viewport: 1 for viewport in views}
     for viewport in views:
         viewport.removeEventFilter(counter)

@@ -18,4 +18,4 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-WORKER_TORCH_THREADS = max(1, cores() - 1)
+ENGINE_TORCH_THREADS = max(1, cores() - 1)

@@ -3,43 +3,32 @@
 It runs wherever the model runs: in the engine process (``app.engine_process``, the default: the
 window's process never shares its interpreter lock with a forward pass) or on a worker thread of
 the window's own process (``app.engine_thread``, for debugging). Either way exactly one thread
-ever touches the session, its KV cache and the model, which are not thread-safe. Every finished
-request leaves as one ``SessionResult`` (``emit("finished", result)``); every exception leaves as
-``emit("failed", generation, kind, message)`` (the host never dies of one).
+ever touches the session, its KV cache and the model, which are not thread-safe. Requests are the
+types in ``app.protocol``. Every finished request leaves as one ``SessionResult``
+(``emit("finished", result)``), every refused or failed one as ``emit("failed", generation,
+kind, message)`` and every request skipped unrun as ``emit("skipped", generation)``: the host
+never dies of an exception.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from time import perf_counter
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
-from engine import GenerationStopped, NextTokenError, PromptError, SamplingSettings, Session, load_model
+from engine.errors import GenerationStopped, NextTokenError, PromptError
+from engine.loading import load_model
+from engine.defaults import DEFAULT_PROMPT
+from engine.session import Session
 from engine.trace import StepRecord
 
+from . import protocol as p
 from .history import shared_prefix
 from .result import SessionResult
 
 log = logging.getLogger(__name__)
-
-DEFAULT_PROMPT = "The cat sat on the"
-DEFAULT_SETTINGS = SamplingSettings(top_k=50, seed=0)
-
-
-@dataclass(frozen=True)
-class Request:
-    """One thing for the worker to do. kind: load | prompt | step | back | choose | resample | reset | refresh.
-
-    payload: load -> {"source": str | None, "loaded": LoadedModel | None, "fallback": bool,
-    "prompt": str}; prompt -> str, or (str, truncate: bool); choose -> token id; resample -> SamplingSettings.
-    """
-
-    kind: str
-    generation: int
-    payload: Any = None
 
 
 class Cancelled(Exception):
@@ -97,6 +86,7 @@ def make_result(
         info=session.info,
         prompt_ids=prompt_ids,
         prompt_pieces=tuple(tokenizer.piece(i) for i in prompt_ids),
+        prompt_text=tokenizer.decode(prompt_ids) if len(prompt_ids) else "",
         trace=trace,
         records=records,
         points=pts,
@@ -108,37 +98,49 @@ def make_result(
 
 
 class SessionHost:
-    """Owns the Session and runs each request on the one thread that calls ``handle``.
+    """Owns the Session and runs each request (``app.protocol``) on the one thread that calls ``handle``.
 
     ``emit(name, *args)`` sends "finished" (SessionResult), "failed" (generation, request kind or
-    "prompt_too_long" or "skipped", message) or "progress" (bytes done, bytes total) to the window;
-    ``again(request)`` queues a play loop's next step behind whatever arrived meanwhile.
-    Written from another thread while a request runs (plain values, read atomically):
-    ``latest_barrier``: a step request older than it was made stale by a newer reset, prompt or
-    load, and is skipped unrun; ``play_generation``: the play loop still wanted (0: none);
-    ``cancelled`` (the window is closing): the next download progress report raises ``Cancelled``,
-    so quitting never waits for a whole download.
+    "prompt_too_long", message), "skipped" (generation) or "progress" (bytes done, bytes total)
+    to the window; ``again(request)`` queues a play loop's next step behind whatever arrived
+    meanwhile. The control values (``protocol.CONTROLS``) are written from another thread while a
+    request runs (plain values, read atomically); ``cancelled`` (the window is closing) makes the
+    next download progress report raise ``Cancelled``, so quitting never waits for a download.
     """
 
-    def __init__(self, emit: Callable[..., None], again: Callable[[Request], None]):
+    def __init__(self, emit: Callable[..., None], again: Callable[[p.Request], None]):
         self.emit, self.again = emit, again
         self.session: Session | None = None
         self.latest_barrier = 0
         self.play_generation = 0
         self.cancelled = False
         self._points = PointCache()
-        self._settings = DEFAULT_SETTINGS
+        self._run = {
+            p.Load: self._load,
+            p.SetPrompt: self._set_prompt,
+            p.Step: self._step,
+            p.Play: self._play,
+            p.Back: self._back,
+            p.Choose: self._choose,
+            p.Resample: self._resample,
+            p.Reset: self._reset,
+            p.Refresh: self._refresh,
+        }
 
-    def handle(self, request: Request) -> None:
-        if request.kind == "play" and request.generation != self.play_generation:
-            self.emit("failed", request.generation, "skipped", "")  # paused, or ended by a newer request
-            return
-        if request.kind == "step" and request.generation < self.latest_barrier:
-            log.debug("skipping stale step request %d", request.generation)
-            self.emit("failed", request.generation, "skipped", "")
+    def set_control(self, name: str, value: int) -> None:
+        """Set one of ``protocol.CONTROLS``; any other name is refused."""
+        if name not in p.CONTROLS:
+            raise ValueError(f"{name!r} is not a control value (those are {', '.join(p.CONTROLS)})")
+        setattr(self, name, int(value))
+
+    def handle(self, request: p.Request) -> None:
+        stale_play = isinstance(request, p.Play) and request.generation != self.play_generation
+        stale_step = isinstance(request, p.Step) and request.generation < self.latest_barrier
+        if stale_play or stale_step:  # paused or ended by a newer request; made stale by a restart
+            self.emit("skipped", request.generation)
             return
         try:
-            result = getattr(self, f"_do_{request.kind}")(request)
+            result = self._run[type(request)](request)
         except GenerationStopped as exc:
             result = self._result(request, str(exc), stopped=True)
         except Cancelled:
@@ -149,13 +151,13 @@ class SessionHost:
             self.emit("failed", request.generation, kind, str(exc))
             return
         except Exception as exc:  # a bug, not a user error: keep the window alive and say so
-            log.exception("worker request %s failed", request.kind)
+            log.exception("request %s failed", request.kind)
             self.emit("failed", request.generation, request.kind, f"Unexpected error: {type(exc).__name__}: {exc}")
             return
         self.emit("finished", result)
 
     # -------------------------------------------------------------- requests
-    def _result(self, request: Request, message: str, **kw) -> SessionResult:
+    def _result(self, request: p.Request, message: str, **kw) -> SessionResult:
         return make_result(self.session, request.kind, request.generation, message, points=self._points, **kw)
 
     def _need_session(self) -> Session:
@@ -163,22 +165,21 @@ class SessionHost:
             raise NextTokenError("No model is loaded yet.")
         return self.session
 
-    def _do_load(self, request: Request) -> SessionResult:
-        payload = dict(request.payload or {})
-        source = payload.get("source")
+    def _load(self, request: p.Load) -> SessionResult:
+        source = request.source
         t0 = perf_counter()
         note = ""
         try:
-            loaded = payload.get("loaded") or load_model(source, progress=self._report_progress)
+            loaded = request.loaded or load_model(source, progress=self._report_progress)
         except NextTokenError as exc:
             if self.cancelled:  # the download was stopped because the window is closing
                 raise Cancelled() from exc
-            if not payload.get("fallback") or source is None:
+            if not request.fallback or source is None:
                 raise
             note = f"Could not open {source}: {exc} Opened the tiny demo model instead. "
             loaded = load_model(None)
-        session = Session(loaded, self.session.settings if self.session else self._settings)
-        prompt = payload.get("prompt") or (self._prompt_text() or DEFAULT_PROMPT)
+        session = Session(loaded, request.settings)
+        prompt = request.prompt or self._prompt_text() or DEFAULT_PROMPT
         kept, whole = len(session.set_prompt(prompt, truncate=True)), len(loaded.tokenizer.encode(prompt))
         self.session, self._points = session, PointCache()  # only now: a failed load keeps the old one
         seconds = perf_counter() - t0
@@ -196,23 +197,23 @@ class SessionHost:
             return ""
         return self.session.loaded.tokenizer.decode(self.session.prompt_ids)
 
-    def _do_prompt(self, request: Request) -> SessionResult:
+    def _set_prompt(self, request: p.SetPrompt) -> SessionResult:
         session = self._need_session()
-        text, truncate = request.payload if isinstance(request.payload, tuple) else (request.payload, False)
-        text = str(text)
+        text, truncate = str(request.text), request.truncate
         try:
             ids = session.set_prompt(text, truncate=truncate)
         except PromptError as exc:
             if len(session.loaded.tokenizer.encode(text)) > session.info.n_positions:
                 raise PromptTooLong(str(exc)) from exc
             raise
+        session.settings = request.settings
         what = f"{len(ids)} tokens"
         if truncate and len(ids) == session.info.n_positions:
             whole = len(session.loaded.tokenizer.encode(text))
             what = f"cut to its last {len(ids):,} of {whole:,} tokens (the most the model reads)" if whole > len(ids) else what
         return self._result(request, f"Prompt: {what}. Press Step (Space) to run the prefill.")
 
-    def _do_step(self, request: Request) -> SessionResult:
+    def _step(self, request: p.Request) -> SessionResult:
         session = self._need_session()
         trace = session.step()
         rec = trace.record
@@ -225,19 +226,20 @@ class SessionHost:
             message += " " + trace.stop_message
         return self._result(request, message)
 
-    def _do_play(self, request: Request) -> SessionResult:
+    def _play(self, request: p.Play) -> SessionResult:
         """One step of a play loop, then the next is queued here: the loop never waits for the window
-        to draw, and a pause or any newer request (queued meanwhile) ends it before its next step."""
-        step = Request("step", request.generation)
+        to draw, and a pause or any newer request (queued meanwhile) ends it before its next step.
+        Its result is a "step" result."""
+        step = p.Step(request.generation)
         try:
-            result = self._do_step(step)
+            result = self._step(step)
         except GenerationStopped as exc:
             return self._result(step, str(exc), stopped=True)
         if not result.stopped:
             self.again(request)
         return result
 
-    def _do_back(self, request: Request) -> SessionResult:
+    def _back(self, request: p.Back) -> SessionResult:
         session = self._need_session()
         if session.n_steps == 0:
             return self._result(request, "Already at the start: nothing to go back to.")
@@ -246,30 +248,25 @@ class SessionHost:
             return self._result(request, "Back before the prefill: no step has run.")
         return self._result(request, f"Back to step {session.n_steps - 1}.")
 
-    def _do_choose(self, request: Request) -> SessionResult:
-        session = self._need_session()
-        trace = session.choose(int(request.payload))
+    def _choose(self, request: p.Choose) -> SessionResult:
+        trace = self._need_session().choose(int(request.token_id))
         return self._result(request, f"Branched: step {trace.step} now takes “{trace.chosen_piece}” (chosen by you).")
 
-    def _do_resample(self, request: Request) -> SessionResult:
-        settings: SamplingSettings = request.payload
-        self._settings = settings
-        if self.session is None:
-            raise NextTokenError("No model is loaded yet.")
-        if self.session.n_steps == 0:
-            self.session.settings = settings
+    def _resample(self, request: p.Resample) -> SessionResult:
+        session, settings = self._need_session(), request.settings
+        if session.n_steps == 0:
+            session.settings = settings
             return self._result(request, f"Sampling: {settings.describe()}.")
-        trace = self.session.resample(settings)
+        trace = session.resample(settings)
         return self._result(
             request, f"Re-sampled step {trace.step} ({settings.describe()}): chose “{trace.chosen_piece}”, no forward pass."
         )
 
-    def _do_refresh(self, request: Request) -> SessionResult:
-        """The session as it stands, unchanged (after a failed load dropped a result as stale)."""
+    def _refresh(self, request: p.Refresh) -> SessionResult:
         return self._result(request, "")
 
-    def _do_reset(self, request: Request) -> SessionResult:
-        self._need_session().reset()
+    def _reset(self, request: p.Reset) -> SessionResult:
+        session = self._need_session()
+        session.settings = request.settings
+        session.reset()
         return self._result(request, "Reset: the prompt is kept, every step dropped.")
-
-

@@ -1,0 +1,127 @@
+"""When a result is drawn: at most one per frame, spread over event-loop turns, never a stale one.
+
+A result from the controller waits here until its frame (``frame_ms``: 16 ms, or 500 ms while Play
+runs at max speed: drawing every step would take the window's whole core). Then the panels
+receive it one per event-loop turn (``AppState.stage_result``), then the plot views paint one per
+turn: all at once stalled the loop for 50-100 ms. A newer result replaces a waiting one; a result
+that became stale while it waited (``is_current``: a newer restart, or its engine died) is dropped.
+``turn_ms`` keeps how long each turn of the latest result took (benchmarks read it).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from time import perf_counter
+from typing import Callable
+
+import pyqtgraph as pg
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, QTimer, Signal
+
+from .result import SessionResult
+from .state import AppState
+
+FRAME_MS = 16  # draw at most one result per frame
+MAX_SPEED_FRAME_MS = 500  # at max speed, draw at most 2 steps a second (see RESULTS_GUI.md)
+
+
+class PaintScheduler(QObject):
+    """Draws results into ``state``'s panels and then paints ``views``, one per event-loop turn."""
+
+    resultStarted = Signal(object)  # SessionResult: its first panel has it (status, actions follow it)
+    resultApplied = Signal(object)  # SessionResult: every panel has drawn it
+
+    def __init__(self, state: AppState, views: list[pg.GraphicsView], is_current: Callable[[SessionResult], bool], parent=None):
+        super().__init__(parent)
+        self._state, self.views, self._is_current = state, views, is_current
+        self.fast = False  # Play at max speed: draw at most MAX_SPEED_FRAME_MS apart
+        self._pending: SessionResult | None = None
+        self._last_draw = 0.0
+        self._draw_timer = QTimer(self, singleShot=True)
+        self._draw_timer.timeout.connect(self._on_draw_timer_timeout)
+        # one panel or plot per event-loop turn, each started 1 ms after the last one ended: a
+        # repeating timer is due again before its turn ends, and ran turns back to back ahead of
+        # other due timers (stalls of 50 ms and more)
+        self._turn_timer = QTimer(self, interval=1, singleShot=True)
+        self._turn_timer.timeout.connect(self._on_turn_timer_timeout)
+        self._turns: tuple[SessionResult, list] | None = None  # the result being drawn, its turns left
+        self.turn_ms: list[float] = []
+
+    # ------------------------------------------------------------ results in
+    def submit(self, result: SessionResult) -> None:
+        """Draw ``result`` at its frame (replacing one still waiting)."""
+        self._pending = result
+        if not self._draw_timer.isActive():
+            frame = MAX_SPEED_FRAME_MS if self.fast else FRAME_MS
+            wait = frame - (perf_counter() - self._last_draw) * 1e3
+            self._draw_timer.start(max(0, int(wait)))
+
+    def flush(self) -> None:
+        """Draw the waiting result at the next turn instead of at its frame (after a pause)."""
+        if self._draw_timer.isActive():
+            self._draw_timer.start(0)
+
+    def drop_stale(self) -> None:
+        """Forget a waiting result that is no longer current (its engine died)."""
+        if self._pending is not None and not self._is_current(self._pending):
+            self._pending = None
+            self._draw_timer.stop()
+
+    def stop(self) -> None:
+        self._pending = None
+        self._draw_timer.stop()
+        self._turn_timer.stop()
+
+    def _on_draw_timer_timeout(self) -> None:
+        result, self._pending = self._pending, None
+        if result is None or not self._is_current(result):
+            return
+        self._last_draw = perf_counter()
+        self.apply(result)
+
+    # -------------------------------------------------------------- drawing
+    def apply(self, result: SessionResult) -> None:
+        """Draw ``result`` now: the first panel at once, then one more per event-loop turn, then the
+        plots one per turn; ``resultApplied`` follows the last."""
+        self._finish_turns()  # a previous result still being drawn: its held-back plots paint with this one
+        for view in self.views:  # held back until their turn
+            view.setUpdatesEnabled(False)
+        deliveries = self._state.stage_result(result)
+        paints = [partial(self._paint, view) for view in self.views]
+        self._turns = (result, deliveries + paints)
+        self.turn_ms = []
+        self.resultStarted.emit(result)
+        self._on_turn_timer_timeout()
+
+    def _on_turn_timer_timeout(self) -> None:
+        if self._turns is None:
+            return
+        started = perf_counter()
+        turn = self._turns[1].pop(0)
+        turn()
+        self.turn_ms.append((perf_counter() - started) * 1e3)
+        if not self._turns[1]:
+            self._finish_turns()
+        else:
+            self._turn_timer.start()
+
+    @staticmethod
+    def _paint(view: pg.GraphicsView) -> None:
+        scene = view.scene()
+        scene.prepareForPaint()  # pyqtgraph applies new ranges while painting and then paints again
+        # the items that moved are marked for repainting by a call Qt queues to the scene: made
+        # now, before the paint, instead of in a later turn that would paint the view a second time
+        QCoreApplication.sendPostedEvents(scene, QEvent.Type.MetaCall)
+        view.setUpdatesEnabled(True)
+        view.repaint()
+
+    def _finish_turns(self) -> None:
+        """End the result being drawn: its plots paint at the next paint and ``resultApplied`` goes
+        out. Called early (a newer result arrived), the panels it had not reached get the newer one."""
+        if self._turns is None:
+            return
+        result = self._turns[0]
+        self._turns = None
+        self._turn_timer.stop()
+        for view in self.views:
+            view.setUpdatesEnabled(True)
+        self.resultApplied.emit(result)

@@ -1,0 +1,119 @@
+"""Every request the window sends to the engine, and the control values it may set there.
+
+One small frozen dataclass per request kind: this module is the whole protocol. Each request
+carries the ``generation`` the controller numbered it with (newer requests make older results
+stale). Requests that can reach a fresh or reloaded engine (``Load``, ``SetPrompt``, ``Reset``,
+``Resample``) carry the sampling settings the person chose last, so an engine never runs on
+settings the window does not show. Standard library and numpy types only: the window's process
+imports this, and imports no torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from engine.defaults import DEFAULT_SETTINGS
+from engine.sampling import SamplingSettings
+
+
+@dataclass(frozen=True)
+class Request:
+    """Base of every request; ``generation`` is set by the controller. ``kind`` names the request
+    in results and error messages."""
+
+    kind: ClassVar[str] = ""
+    generation: int = 0
+
+
+@dataclass(frozen=True)
+class Load(Request):
+    """Load a model and set the prompt. ``source``: a folder or hub id, None for the demo model;
+    ``loaded``: an already loaded model (the thread engine only: tests pass one to skip the disk);
+    ``fallback``: open the demo model if ``source`` fails; ``prompt``: "" keeps the current one."""
+
+    kind: ClassVar[str] = "load"
+
+    source: str | None = None
+    prompt: str = ""
+    fallback: bool = False
+    settings: SamplingSettings = DEFAULT_SETTINGS
+    loaded: Any = None
+
+
+@dataclass(frozen=True)
+class SetPrompt(Request):
+    """Use ``text`` as the prompt (dropping every step); too long is refused unless ``truncate``."""
+
+    kind: ClassVar[str] = "prompt"
+
+    text: str = ""
+    truncate: bool = False
+    settings: SamplingSettings = DEFAULT_SETTINGS
+
+
+@dataclass(frozen=True)
+class Step(Request):
+    """Run the next forward pass (the prefill first) and choose a token."""
+
+    kind: ClassVar[str] = "step"
+
+
+@dataclass(frozen=True)
+class Play(Request):
+    """Step, then queue the next Play behind whatever arrived meanwhile, until ``play_generation``
+    no longer names this request (a pause or any newer request)."""
+
+    kind: ClassVar[str] = "play"
+
+
+@dataclass(frozen=True)
+class Back(Request):
+    """Drop the newest step (and its cache positions)."""
+
+    kind: ClassVar[str] = "back"
+
+
+@dataclass(frozen=True)
+class Choose(Request):
+    """Take ``token_id`` at the current step instead of the drawn token (a branch)."""
+
+    kind: ClassVar[str] = "choose"
+
+    token_id: int = 0
+
+
+@dataclass(frozen=True)
+class Resample(Request):
+    """Use ``settings`` from now on and re-draw the current step with them (no forward pass)."""
+
+    kind: ClassVar[str] = "resample"
+
+    settings: SamplingSettings = DEFAULT_SETTINGS
+
+
+@dataclass(frozen=True)
+class Reset(Request):
+    """Drop every step, keep the prompt; use ``settings`` from now on."""
+
+    kind: ClassVar[str] = "reset"
+
+    settings: SamplingSettings = DEFAULT_SETTINGS
+
+
+@dataclass(frozen=True)
+class Refresh(Request):
+    """Send the session as it stands, unchanged (after a failed load dropped results as stale)."""
+
+    kind: ClassVar[str] = "refresh"
+
+
+REQUESTS = (Load, SetPrompt, Step, Play, Back, Choose, Resample, Reset, Refresh)
+RESTARTS = (Load, SetPrompt, Reset)  # after one of these, results of older requests are stale
+COALESCING = (Step, Resample, Choose)  # a newer one replaces an older one still waiting
+
+CONTROLS = ("play_generation", "latest_barrier")
+"""The host attributes the window may set while a request runs (and nothing else):
+``play_generation``, the Play request still wanted (0: none); ``latest_barrier``, the newest
+restart: a Step older than it is skipped unrun."""
+
