@@ -43,7 +43,7 @@ class PaintScheduler(QObject):
         # other due timers (stalls of 50 ms and more)
         self._turn_timer = QTimer(self, interval=1, singleShot=True)
         self._turn_timer.timeout.connect(self._on_turn_timer_timeout)
-        self._turns: tuple[SessionResult, list] | None = None  # the result being drawn, its turns left
+        self._turns: tuple[SessionResult | None, list] | None = None  # the result being drawn, its turns left
         self.turn_ms: list[float] = []
 
     # ------------------------------------------------------------ results in
@@ -77,6 +77,35 @@ class PaintScheduler(QObject):
             return
         self._last_draw = perf_counter()
         self.apply(result)
+
+    def restyle(self, restyles: list[Callable[[], None]]) -> None:
+        """Run ``restyles`` (``AppState.stage_projector``) one per event-loop turn, then paint each
+        plot view once, one per turn. All at once, and painting every view after each layout pass
+        its new font sizes set off (about 6 paints a view), stalled the loop for 150-300 ms."""
+        if self._turns is not None:  # a result half-delivered: its panels first, then the restyle
+            result, turns = self._turns
+            self._turns = (result, [t for t in turns if not _is_paint(t)] + list(restyles))
+            self._add_paints()
+            return
+        self._turns = (None, list(restyles))
+        self._add_paints()
+        self._turn_timer.start()
+
+    def repaint_later(self) -> None:
+        """The window was resized or restyled: paint the plot views one per event-loop turn once the
+        layouts have settled, instead of each view after every layout pass (3 paints a view on a
+        resize). A result being drawn paints them in its own turns anyway."""
+        if self._turns is not None:
+            return
+        self._turns = (None, [])
+        self._add_paints()
+        self._turn_timer.start()
+
+    def _add_paints(self) -> None:
+        """Hold every plot view and add its paint turn (after the layouts settle) to the turns."""
+        for view in self.views:
+            view.setUpdatesEnabled(False)
+        self._turns[1].extend([_settle_layouts] + [partial(self._paint, view) for view in self.views])
 
     # -------------------------------------------------------------- drawing
     def apply(self, result: SessionResult) -> None:
@@ -124,4 +153,14 @@ class PaintScheduler(QObject):
         self._turn_timer.stop()
         for view in self.views:
             view.setUpdatesEnabled(True)
-        self.resultApplied.emit(result)
+        if result is not None:  # None: a repaint after ``held``
+            self.resultApplied.emit(result)
+
+
+def _settle_layouts() -> None:
+    """Run the layout passes waiting now, so that the paints after this see the final sizes."""
+    QCoreApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
+
+
+def _is_paint(turn) -> bool:
+    return turn is _settle_layouts or (isinstance(turn, partial) and turn.func is PaintScheduler._paint)

@@ -25,7 +25,7 @@ class AppState(QObject):
     headChanged = Signal(int)
     positionChanged = Signal(int)  # a token position, or LATEST
     topNChanged = Signal(int)
-    themeChanged = Signal(object)  # Theme
+    themeChanged = Signal(object)  # Theme, after every ``subscribe_theme`` slot has restyled
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
@@ -37,6 +37,7 @@ class AppState(QObject):
         self.top_n = 10
         self.theme: Theme = NORMAL
         self._subscribers: list[Callable[[SessionResult], None]] = []
+        self._theme_subscribers: list[Callable[[Theme], None]] = []
         self._delivering = False  # a result has reached some subscribers but not all yet
         self._deferred: list[Callable[[], None]] = []
 
@@ -123,13 +124,24 @@ class AppState(QObject):
             self.top_n = n
             self.topNChanged.emit(n)
 
+    def subscribe_theme(self, slot: Callable[[Theme], None]) -> None:
+        """Call ``slot(theme)`` whenever the theme changes (normal or projector mode)."""
+        self._theme_subscribers.append(slot)
+
     def set_projector(self, on: bool) -> None:
-        if self._later(partial(self.set_projector, on)):
-            return
+        """Switch projector mode now, every subscriber at once."""
+        for restyle in self.stage_projector(on):
+            restyle()
+
+    def stage_projector(self, on: bool) -> list[Callable[[], None]]:
+        """Switch projector mode: the restyle of each subscriber, to be called in order (the window
+        calls one per event-loop turn: all at once held the loop for 100-200 ms). Empty if the
+        theme does not change."""
         theme = PROJECTOR if on else NORMAL
-        if theme is not self.theme:
-            self.theme = theme
-            self.themeChanged.emit(theme)
+        if theme is self.theme:
+            return []
+        self.theme = theme
+        return [partial(slot, theme) for slot in self._theme_subscribers] + [partial(self.themeChanged.emit, theme)]
 
     @staticmethod
     def _clamp(value: int, count: int) -> int:

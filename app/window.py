@@ -114,11 +114,11 @@ class MainWindow(QMainWindow):
         self.logits.tokenChosen.connect(self._on_logits_token_chosen)
         self.sampling.set_settings(c.settings)
         self.sampling.settingsChanged.connect(c.set_settings)
-        self.state.themeChanged.connect(self._on_state_theme)
+        self.state.subscribe_theme(self._on_state_theme)
         guard.reporter().occurred.connect(self._on_guard_occurred)
         if projector:
             self.projector_action.setChecked(True)  # setChecked does not emit triggered
-            self._on_projector_toggled(True)
+            self.state.set_projector(True)  # at once: nothing is drawn yet
         self._sync_actions()
 
     # ------------------------------------------------------------- building
@@ -390,7 +390,7 @@ class MainWindow(QMainWindow):
             self.load_model(folder)
 
     def _on_projector_toggled(self, on: bool) -> None:
-        self.state.set_projector(bool(on))
+        self.painter.restyle(self.state.stage_projector(bool(on)))
 
     def _on_state_theme(self, theme: th.Theme) -> None:
         font = theme.font()
@@ -415,6 +415,11 @@ class MainWindow(QMainWindow):
         self.status_label.setStyleSheet(f"color: {th.VERMILION}; font-weight: bold" if error else "")
         self.status_label.setText(text)
         log.info("status: %s", text)
+
+    @guarded
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self.painter.repaint_later()
 
     # ------------------------------------------------------------ closing
     @guarded

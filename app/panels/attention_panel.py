@@ -117,7 +117,7 @@ class AttentionPanel(QGroupBox):
         state.layerChanged.connect(self._on_state_selection)
         state.headChanged.connect(self._on_state_selection)
         state.positionChanged.connect(self._on_state_selection)
-        state.themeChanged.connect(self._on_state_theme)
+        state.subscribe_theme(self._on_state_theme)
         self._on_state_theme(state.theme)
 
     def plot_views(self) -> list[pg.GraphicsView]:

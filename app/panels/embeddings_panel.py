@@ -70,7 +70,7 @@ class EmbeddingsPanel(QGroupBox):
         state.subscribe(self._on_state_result)
         state.layerChanged.connect(self._on_state_layer)
         state.positionChanged.connect(self._on_state_position)
-        state.themeChanged.connect(self._on_state_theme)
+        state.subscribe_theme(self._on_state_theme)
         self._on_state_theme(state.theme)
 
     def plot_views(self) -> list[pg.GraphicsView]:

@@ -95,7 +95,7 @@ class KVPanel(QGroupBox):
         layout.addWidget(self.timing_label)
         layout.addLayout(plots, 1)
         state.subscribe(self._on_state_result)
-        state.themeChanged.connect(self._on_state_theme)
+        state.subscribe_theme(self._on_state_theme)
         self._on_state_theme(state.theme)
 
 

@@ -93,7 +93,7 @@ class LogitsPanel(QGroupBox):
 
         state.subscribe(self._on_state_result)
         state.topNChanged.connect(self._on_state_top_n)
-        state.themeChanged.connect(self._on_state_theme)
+        state.subscribe_theme(self._on_state_theme)
         self._on_state_theme(state.theme)
 
 

@@ -100,7 +100,7 @@ class SamplingPanel(QGroupBox):
         self.seed.editingFinished.connect(self._on_widget_changed)
         self.new_seed.clicked.connect(self._on_new_seed_clicked)
         state.subscribe(self._on_state_result)
-        state.themeChanged.connect(self._on_state_theme)
+        state.subscribe_theme(self._on_state_theme)
         self._shown: SamplingSettings | None = None
         self._sync_enabled()
 

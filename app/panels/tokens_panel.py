@@ -254,7 +254,7 @@ class TokensPanel(QGroupBox):
         self.strip.positionClicked.connect(state.set_position)
         state.subscribe(self._on_state_result)
         state.positionChanged.connect(self._on_state_position)
-        state.themeChanged.connect(self._on_state_theme)
+        state.subscribe_theme(self._on_state_theme)
         self._on_state_theme(state.theme)
         self._prompt_text = ""
 

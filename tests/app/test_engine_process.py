@@ -152,7 +152,7 @@ def test_a_killed_engine_is_replaced_and_the_model_reloaded(process_window, qtbo
     child = w.controller.engine.process
     with qtbot.waitSignal(w.errorShown, timeout=20_000) as error:
         child.kill()  # as the out-of-memory killer would
-    assert "stopped unexpectedly" in error.args[0] and "prompt is kept" in error.args[0]
+    assert "stopped unexpectedly" in error.args[0] and "the prompt and your sampling settings are kept" in error.args[0]
     qtbot.waitUntil(lambda: w.state.result is not None and w.state.result.kind == "load", timeout=60_000)
     assert w.controller.engine.process is not child and w.controller.engine.process.is_alive()
     assert w.tokens.prompt() == PROMPT and w.state.result.trace is None
