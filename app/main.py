@@ -108,6 +108,38 @@ class ScriptedRun:
         self.done(code)
 
 
+def show_splash(app):
+    """A small window with the app's icon, shown while the main window is built (about 2 s: most
+    of it importing pyqtgraph), so a double-click answers at once."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtGui import QColor, QFont, QPainter, QPixmap
+    from PySide6.QtWidgets import QSplashScreen
+
+    from engine import paths
+
+    pixmap = QPixmap(420, 260)
+    pixmap.fill(QColor("white"))
+    painter = QPainter(pixmap)
+    icon = QPixmap(str(paths.app_icon_path()))
+    if not icon.isNull():
+        painter.drawPixmap(154, 28, icon.scaled(112, 112, Qt.KeepAspectRatio, Qt.SmoothTransformation))
+    font = QFont()
+    font.setPointSize(16)
+    font.setBold(True)
+    painter.setFont(font)
+    painter.drawText(pixmap.rect().adjusted(0, 150, 0, 0), Qt.AlignHCenter | Qt.AlignTop, "nexttoken")
+    font.setPointSize(10)
+    font.setBold(False)
+    painter.setFont(font)
+    painter.drawText(pixmap.rect().adjusted(0, 190, 0, 0), Qt.AlignHCenter | Qt.AlignTop,
+                     "Opening the window; the model loads in the background…")
+    painter.end()
+    splash = QSplashScreen(pixmap)
+    splash.show()
+    app.processEvents()
+    return splash
+
+
 def freeze_startup_objects() -> None:
     """Leave what start-up made (Qt, torch, numpy and pyqtgraph's modules: about 200,000 objects) out
     of every later garbage collection. A full collection walked them all and held the window's
@@ -130,11 +162,13 @@ def main(argv: list[str] | None = None) -> int:
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
-    from .window import MainWindow
-
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("nexttoken")
     app.setOrganizationName("nexttoken")
+    splash = show_splash(app)  # painted now: importing pyqtgraph and building the window take seconds
+
+    from .window import MainWindow
+
     scripted = bool(args.screenshot or args.smoke_test)
     window = MainWindow(projector=args.projector, remember=not args.smoke_test, engine=args.engine)
     window.resize(args.width, args.height)
@@ -152,6 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     elif steps:
         script = ScriptedRun(window, steps=steps, screenshot=None, smoke=False, started=started, done=lambda code: None)
     window.show()
+    splash.finish(window)
     model = None if args.smoke_test else args.model
     QTimer.singleShot(0, lambda: window.start(model, args.prompt, fallback=not scripted))
     freeze_startup_objects()  # while the engine process still imports torch: no wait of its own

@@ -235,8 +235,8 @@ class MainWindow(QMainWindow):
     def load_model(self, source: str | None, *, prompt: str = "", fallback: bool = False, loaded=None) -> None:
         self._loading_source = source
         self.pause()
-        what = "the tiny demo model" if source is None and loaded is None else (source or "the model")
-        self._set_status(f"Loading {what}…")
+        what = f"{paths.DEMO_MODEL_NAME} (the tiny demo model)" if source is None and loaded is None else (source or "the model")
+        self._set_status(f"Loading {what}… The window works meanwhile; Step waits until the model is ready.")
         self.controller.load(source, loaded=loaded, fallback=fallback, prompt=prompt or self.tokens.prompt())
 
     def step(self) -> None:

@@ -26,3 +26,15 @@ def assert_image_shows(panel, weights) -> None:
     assert (image[masked] == 0).all()
     index = np.clip(weights[~masked] * 255, 0, 255).astype(int)
     np.testing.assert_array_equal(image[~masked], lut[index])
+
+
+def choose_settings(panel, settings) -> None:
+    """Set the sampling panel's widgets to ``settings`` as a person would, one widget at a time
+    (each change goes to the engine as it happens)."""
+    (panel.greedy if settings.greedy else panel.sample).setChecked(True)
+    panel.temperature.setValue(settings.temperature)
+    panel.top_k.setValue(settings.top_k)
+    panel.top_p.setValue(max(settings.top_p, panel.top_p.minimum()))
+    panel.penalty.setValue(settings.repetition_penalty)
+    panel.seed.setText("" if settings.seed is None else str(settings.seed))
+    panel.seed.editingFinished.emit()

@@ -22,6 +22,8 @@ from app import guard
 from engine.sampling import SamplingSettings
 from tests.engine.test_reliability import rss_bytes
 
+from .helpers import choose_settings
+
 SECONDS = float(os.environ.get("NEXTTOKEN_CHAOS_SECONDS", "120"))
 SEED = int(os.environ.get("NEXTTOKEN_CHAOS_SEED", "20261130"))
 KILL_EVERY_S = 25  # at most one engine kill this often: each restart imports torch again (seconds)
@@ -81,8 +83,7 @@ def test_random_actions_on_the_real_window(make_window, qtbot, tmp_path):
                 window.max_speed.setChecked(rng.random() < 0.5)
                 window.toggle_play()
             elif roll < 0.56:
-                window.sampling.set_settings(random_settings(rng))
-                window.sampling._on_widget_changed()
+                choose_settings(window.sampling, random_settings(rng))
             elif roll < 0.62:
                 window.tokens.editor.setPlainText(rng.choice(HOSTILE_PROMPTS))
             elif roll < 0.65:

@@ -16,7 +16,7 @@ import pytest
 from engine import sampling
 from engine.sampling import SamplingSettings
 
-from .helpers import run
+from .helpers import choose_settings, run
 
 SEEDS = (1, 2, 3)
 ACTIONS_PER_SEED = 40
@@ -82,8 +82,7 @@ def test_the_panel_shows_what_the_engine_uses(make_window, qtbot, demo_model, se
             elif action == "load":
                 window.load_model(None, loaded=demo_model)
             elif action == "settings":
-                window.sampling.set_settings(random_settings(rng))
-                window.sampling._on_widget_changed()  # as an edit by the person does
+                choose_settings(window.sampling, random_settings(rng))
             elif action == "prompt":
                 window.tokens.promptEdited.emit(rng.choice(prompts))
             elif action == "die":
