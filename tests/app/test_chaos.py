@@ -67,6 +67,7 @@ def test_random_actions_on_the_real_window(make_window, qtbot, tmp_path):
     with qtbot.waitSignal(window.resultApplied, timeout=120_000, check_params_cb=lambda r: r.kind == "load"):
         window.start(None, "The cat sat on the")
     rss_start = rss_bytes()
+    last[0] = perf_counter()
     beat.start()
     started, last_kill, kills, actions, checks = monotonic(), monotonic(), 0, 0, 0
     try:

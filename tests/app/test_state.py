@@ -1,0 +1,57 @@
+"""AppState on its own: no window, no engine (results are stand-ins with what the state reads)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from app.state import LATEST, AppState
+from app.theme import NORMAL, PROJECTOR
+
+
+def fake_result(T: int = 5, layers: int = 4, heads: int = 4):
+    info = SimpleNamespace()
+    return SimpleNamespace(info=info, n_layer=layers, n_head=heads, context_len=T, prompt_ids=[0] * T,
+                           trace=SimpleNamespace(step=0))
+
+
+def test_a_result_reaches_subscribers_in_order_and_selections_wait_for_the_last(qapp):
+    state, seen = AppState(), []
+    state.subscribe(lambda r: seen.append("tokens"))
+    state.subscribe(lambda r: seen.append(("attention", state.head)))
+    heads = []
+    state.headChanged.connect(heads.append)
+    deliveries = state.stage_result(fake_result())
+    deliveries[0]()
+    state.set_head(2)  # a click between two panels' turns
+    assert state.head == 0 and heads == []  # waits: the attention panel has not seen the result yet
+    for deliver in deliveries[1:]:
+        deliver()
+    assert seen == ["tokens", ("attention", 0)] and state.head == 2 and heads == [2]
+
+
+def test_a_selection_is_clamped_and_a_new_model_resets_the_position(qapp):
+    state = AppState()
+    state.set_result(fake_result(T=5))
+    state.set_layer(99)
+    assert state.layer == 3
+    state.set_position(2)
+    assert state.selected_position == 2
+    state.set_result(fake_result(T=5))  # another model (a new info object): follow the newest again
+    assert state.position == LATEST and state.selected_position == 4
+
+
+def test_projector_mode_restyles_one_subscriber_per_call(qapp):
+    state, calls, emitted = AppState(), [], []
+    state.subscribe_theme(lambda theme: calls.append(("a", theme)))
+    state.subscribe_theme(lambda theme: calls.append(("b", theme)))
+    state.themeChanged.connect(emitted.append)
+    restyles = state.stage_projector(True)
+    assert state.theme is PROJECTOR and len(restyles) == 3 and calls == []
+    restyles[0]()
+    assert calls == [("a", PROJECTOR)] and emitted == []
+    for restyle in restyles[1:]:
+        restyle()
+    assert calls == [("a", PROJECTOR), ("b", PROJECTOR)] and emitted == [PROJECTOR]
+    assert state.stage_projector(True) == []  # no change, nothing to do
+    state.set_projector(False)
+    assert state.theme is NORMAL and calls[-1] == ("b", NORMAL)
