@@ -18,7 +18,8 @@ and an unknown file 404 with ``EntryNotFound``, as the hub does; anything else (
 also asks for ``/api/agent-harnesses`` once) is a plain 404.
 
 Faults for the tests: ``drop_once[name] = n`` sends the first GET of ``name`` only ``n`` bytes
-(with the full Content-Length) and closes the connection. ``requests`` logs every request.
+(with the full Content-Length) and closes the connection; ``announce[name] = n`` makes the hub's
+HEAD give ``n`` as the size of a file whose GET then sends all of it. ``requests`` logs every request.
 The server runs on a daemon thread, answers one request per connection (HTTP/1.0, so nothing
 lingers on a kept-alive socket once it stops), gives up on a silent client after a few seconds,
 and stops itself after ``lifetime_s`` even if a test never calls ``stop``.
@@ -59,6 +60,7 @@ class FakeHub:
     files: dict[str, bytes]
     lifetime_s: float = 120.0
     drop_once: dict[str, int] = field(default_factory=dict)
+    announce: dict[str, int] = field(default_factory=dict)
     requests: list[Request] = field(default_factory=list)
 
     def __post_init__(self):
@@ -212,7 +214,7 @@ class _HubHandler(BaseHTTPRequestHandler):
             self.send_header("Location", f"http://localhost:{hub.port}/cdn/{hub.etag(name)}/{name}")
             self.send_header("X-Repo-Commit", hub.commit)
             self.send_header("X-Linked-Etag", f'"{hub.etag(name)}"')
-            self.send_header("X-Linked-Size", str(len(data)))
+            self.send_header("X-Linked-Size", str(hub.announce.get(name, len(data))))
             self.send_header("ETag", f'"{git_blob_sha1(data)}"')
             self.send_header("Content-Length", "0")
             self.end_headers()

@@ -151,6 +151,18 @@ def test_damaged_weights_from_the_hub_are_refused_then_fetched_again(hub, source
     assert (Path(loaded.info.source) / "model.safetensors").read_bytes() == good
 
 
+def test_a_file_of_the_wrong_size_stops_the_download_with_its_reason(hub, source):
+    hub.announce["model.safetensors"] = (source / "model.safetensors").stat().st_size - 1000
+    with pytest.raises(
+        ModelLoadError,
+        match=rf"Downloading '{REPO}' stopped \(Consistency check failed: .*\); load it again to continue: the "
+        r"files already downloaded are kept\.",
+    ):
+        load_model(REPO)
+    hub.announce.clear()
+    assert load_model(REPO).info.name == REPO
+
+
 def test_offline_with_nothing_cached_says_how_to_get_the_model(hub):
     hub.stop()
     with pytest.raises(
