@@ -11,6 +11,7 @@ import io
 import json
 import os
 import struct
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -353,7 +354,8 @@ def _progress_bar_class(progress: ProgressCallback | None, repo_id: str | None =
     # A subclass of huggingface_hub's own tqdm: snapshot_download names its bars (the byte count we
     # want is "huggingface_hub.snapshot_download") only for those; a plain tqdm class gets no name.
     class CallbackBar(hub_tqdm):
-        raised: list[BaseException] = []
+        raised: list[BaseException]
+        lock: threading.Lock
 
         def __init__(self, *args, **kwargs):
             self._report = kwargs.pop("name", "") == "huggingface_hub.snapshot_download"
@@ -364,8 +366,12 @@ def _progress_bar_class(progress: ProgressCallback | None, repo_id: str | None =
             super(hub_tqdm, self).__init__(*args, **kwargs)
 
         def update(self, n=1):
-            result = super().update(n)
-            if progress is not None and self._report:
+            if progress is None or not self._report:
+                return super().update(n)
+            # Files download on several threads at once: count and report under one lock, or a
+            # thread that counted early could report after a later count (the bar would go back).
+            with CallbackBar.lock:
+                result = super().update(n)
                 total = max(int(self.total or 0), self._expected)
                 try:
                     progress(min(int(self.n), total), total)
@@ -374,7 +380,7 @@ def _progress_bar_class(progress: ProgressCallback | None, repo_id: str | None =
                     raise
             return result
 
-    CallbackBar.raised = []
+    CallbackBar.raised, CallbackBar.lock = [], threading.Lock()
     return CallbackBar
 
 

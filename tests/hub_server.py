@@ -19,7 +19,9 @@ also asks for ``/api/agent-harnesses`` once) is a plain 404.
 
 Faults for the tests: ``drop_once[name] = n`` sends the first GET of ``name`` only ``n`` bytes
 (with the full Content-Length) and closes the connection; ``announce[name] = n`` makes the hub's
-HEAD give ``n`` as the size of a file whose GET then sends all of it. ``requests`` logs every request.
+HEAD give ``n`` as the size of a file whose GET then sends all of it; ``hold_at[name] = n`` pauses
+a GET of ``name`` after ``n`` bytes until ``release`` is set (at most ``HOLD_S`` seconds).
+``requests`` logs every request.
 The server runs on a daemon thread, answers one request per connection (HTTP/1.0, so nothing
 lingers on a kept-alive socket once it stops), gives up on a silent client after a few seconds,
 and stops itself after ``lifetime_s`` even if a test never calls ``stop``.
@@ -38,6 +40,25 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 LFS_PATTERNS = ("*.safetensors", "*.bin", "*.msgpack", "*.h5", "*.ot", "*.onnx")
+HOLD_S = 20.0  # the longest a held file waits for ``release``
+CHUNK = 256 * 1024  # the client's read size in the tests (huggingface_hub reads 10 MiB at a time)
+
+
+def point_client_at(monkeypatch, endpoint: str, cache: Path) -> None:
+    """Make this process's huggingface_hub use ``endpoint`` and an empty ``cache``, online.
+
+    huggingface_hub reads HF_ENDPOINT, HF_HUB_CACHE and HF_HUB_OFFLINE once, at import, into
+    ``huggingface_hub.constants``; the functions a download calls read those attributes at call
+    time, so patching them is what setting the variables before the import does.
+    """
+    constants = "huggingface_hub.constants"
+    monkeypatch.setattr(f"{constants}.HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(f"{constants}.AGENT_HARNESSES_PATH", str(cache.parent / "agent_harnesses.json"))
+    monkeypatch.setattr(f"{constants}.HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(f"{constants}.DOWNLOAD_CHUNK_SIZE", CHUNK)  # many progress reports per file
+    monkeypatch.setattr(f"{constants}.ENDPOINT", endpoint)
+    template = endpoint + "/{repo_id}/resolve/{revision}/{filename}"
+    monkeypatch.setattr(f"{constants}.HUGGINGFACE_CO_URL_TEMPLATE", template)
 
 
 def git_blob_sha1(data: bytes) -> str:
@@ -47,6 +68,8 @@ def git_blob_sha1(data: bytes) -> str:
 
 @dataclass
 class Request:
+    """One request as the server saw it (``range``: the Range header, if any)."""
+
     method: str
     path: str
     range: str | None
@@ -61,6 +84,8 @@ class FakeHub:
     lifetime_s: float = 120.0
     drop_once: dict[str, int] = field(default_factory=dict)
     announce: dict[str, int] = field(default_factory=dict)
+    hold_at: dict[str, int] = field(default_factory=dict)
+    release: threading.Event = field(default_factory=threading.Event)
     requests: list[Request] = field(default_factory=list)
 
     def __post_init__(self):
@@ -108,6 +133,7 @@ class FakeHub:
             return
         if self._watchdog is not None and threading.current_thread() is not self._watchdog:
             self._watchdog.cancel()
+        self.release.set()  # a held file finishes, so its thread ends
         server.shutdown()
         server.server_close()
         if self._thread is not None:
@@ -121,7 +147,8 @@ class FakeHub:
 
     # ------------------------------------------------------------------ what it serves
     def _new_commit(self) -> None:
-        self.commit = hashlib.sha1(repr(sorted((k, git_blob_sha1(v)) for k, v in self.files.items())).encode()).hexdigest()
+        ids = sorted((name, git_blob_sha1(data)) for name, data in self.files.items())
+        self.commit = hashlib.sha1(repr(ids).encode()).hexdigest()
 
     def push(self, name: str, data: bytes) -> None:
         """Replace one file, as a new commit on ``main``."""
@@ -142,7 +169,6 @@ class FakeHub:
             entry = {"type": "file", "path": name, "size": len(data), "oid": git_blob_sha1(data)}
             if self.is_lfs(name):
                 entry["lfs"] = {"oid": self.etag(name), "size": len(data), "pointerSize": 134}
-                entry["size"] = len(data)
             entries.append(entry)
         return entries
 
@@ -241,9 +267,13 @@ class _HubHandler(BaseHTTPRequestHandler):
             self.wfile.flush()
             self.close_connection = True
             return
-        view = memoryview(data)[start:]
-        for i in range(0, len(view), 1 << 16):
-            self.wfile.write(view[i : i + (1 << 16)])
+        hold = hub.hold_at.get(name)
+        for i in range(start, len(data), 1 << 16):
+            if hold is not None and i >= hold:
+                self.wfile.flush()
+                hub.release.wait(HOLD_S)
+                hold = None
+            self.wfile.write(data[i : i + (1 << 16)])
 
     def _json(self, value) -> None:
         payload = json.dumps(value).encode()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ from engine.errors import ModelLoadError
 from engine.loading import load_model
 from engine.session import Session
 from tests.conftest import make_tiny_folder
-from tests.hub_server import FakeHub
+from tests.hub_server import CHUNK, FakeHub, point_client_at
 
 REPO = "someone/gpt2-shaped"
 NEEDED = {"config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"}
@@ -29,7 +30,6 @@ NOT_NEEDED = {
     "onnx/decoder_model.onnx": b"\x03" * 1000,
     "README.md": b"# a GPT-2-shaped random model\n",
 }
-CHUNK = 256 * 1024  # huggingface_hub reads 10 MiB at a time; smaller here so a 6.5 MB file takes many steps
 
 
 class Stop(Exception):
@@ -42,25 +42,15 @@ def source(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
-def cache(tmp_path, monkeypatch) -> Path:
-    """An empty hub cache, online mode, and small download chunks."""
-    cache = tmp_path / "hf-home" / "hub"
-    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(cache))
-    monkeypatch.setattr("huggingface_hub.constants.AGENT_HARNESSES_PATH", str(tmp_path / "hf-home" / "agents.json"))
-    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", False)
-    monkeypatch.setattr("huggingface_hub.constants.DOWNLOAD_CHUNK_SIZE", CHUNK)
-    return cache
+def cache(tmp_path) -> Path:
+    return tmp_path / "hf-home" / "hub"
 
 
 @pytest.fixture
 def hub(source, cache, monkeypatch):
-    """The stand-in hub serving REPO, with huggingface_hub pointed at it (as HF_ENDPOINT does at import)."""
+    """The stand-in hub serving REPO, with huggingface_hub pointed at it and at an empty cache."""
     with FakeHub.from_folder(REPO, source, extra=NOT_NEEDED) as server:
-        monkeypatch.setattr("huggingface_hub.constants.ENDPOINT", server.endpoint)
-        monkeypatch.setattr(
-            "huggingface_hub.constants.HUGGINGFACE_CO_URL_TEMPLATE",
-            server.endpoint + "/{repo_id}/resolve/{revision}/{filename}",
-        )
+        point_client_at(monkeypatch, server.endpoint, cache)
         yield server
 
 
@@ -102,6 +92,19 @@ def test_progress_counts_bytes_up_to_a_total_known_from_the_start(hub, source):
     assert {t for _, t in seen} == {total}  # never a smaller total first, so the bar never goes back
     assert all(a <= b for (a, _), (b, _) in zip(seen, seen[1:]))
     assert seen[-1] == (total, total)
+
+
+def test_progress_reports_stay_in_order_while_the_callback_is_busy(hub):
+    """Files download on several threads; a report must not overtake one counted before it."""
+    seen = []
+
+    def slow_first(done, total):
+        if not seen:
+            time.sleep(0.3)  # meanwhile the other files' threads count on
+        seen.append(done)
+
+    load_model(REPO, progress=slow_first)
+    assert seen == sorted(seen)
 
 
 def test_a_dropped_connection_resumes_with_a_range_request(hub, source):
@@ -193,7 +196,7 @@ def test_offline_after_a_cancelled_download_says_it_was_interrupted(hub):
 
 
 def test_a_name_the_hub_does_not_know(hub):
-    with pytest.raises(ModelLoadError, match="There is no folder called 'someone/nothing-here' and the model hub has no"):
+    with pytest.raises(ModelLoadError, match="There is no folder called 'someone/nothing-here' and the model hub has"):
         load_model("someone/nothing-here")
     assert not fetched(hub)
 
