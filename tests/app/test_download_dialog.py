@@ -78,6 +78,26 @@ def test_closing_the_window_mid_download_stops_it_and_a_later_load_finishes(make
     assert loaded.info.name == REPO and len(hub.gets("model.safetensors")) == gets_before + 1
 
 
+@pytest.mark.slow
+def test_the_app_engine_process_downloads_through_hf_endpoint(make_window, qtbot, hub, source, tmp_path, monkeypatch):
+    """The app's default engine, a child process, set up the way a classroom mirror would be:
+    HF_ENDPOINT and HF_HOME in the environment, read by huggingface_hub when the child imports it."""
+    monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "child-home"))
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    window = make_window(engine="process")
+    reports = []
+    window.controller.downloadProgress.connect(lambda done, total: reports.append((done, total)))
+    with qtbot.waitSignal(window.resultApplied, timeout=90_000, check_params_cb=lambda r: r.kind == "load"):
+        window.load_model(REPO)
+
+    total = sum(p.stat().st_size for p in source.iterdir() if p.name != "model.safetensors.index.json")
+    assert reports and max(reports) == (total, total)  # huggingface_hub's own 10 MiB reads: a few reports
+    assert REPO in window.model_label.text() and dialog_of(window) is None
+    assert (tmp_path / "child-home" / "hub" / ("models--" + REPO.replace("/", "--"))).is_dir()
+
+
 # Note: the dialog is window-modal, and QProgressDialog.setValue then processes events, so the
 # window's slot for one report can run the slots for the next reports inside it: a listener
 # connected after the window's slot sees reports out of order, and the label can lag one report
