@@ -279,9 +279,10 @@ def resolve_hub_id(repo_id: str, progress: ProgressCallback | None = None) -> Pa
         if exc in bar_class.raised:  # the progress callback stopped the download (a closing window)
             raise
         if not isinstance(exc, LocalEntryNotFoundError):  # the hub was reached: a broken line, a bad file
+            reason = _first_line(exc).rstrip(".")
             raise ModelLoadError(
-                f"Downloading '{repo_id}' stopped ({_first_line(exc)}); load it again to continue: the files "
-                "already downloaded are kept."
+                f"Downloading '{repo_id}' stopped ({reason}); load it again to continue: the files already "
+                "downloaded are kept."
             ) from exc
         if partial:
             raise ModelLoadError(interrupted) from exc

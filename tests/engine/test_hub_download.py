@@ -158,8 +158,8 @@ def test_a_file_of_the_wrong_size_stops_the_download_with_its_reason(hub, source
     hub.announce["model.safetensors"] = (source / "model.safetensors").stat().st_size - 1000
     with pytest.raises(
         ModelLoadError,
-        match=rf"Downloading '{REPO}' stopped \(Consistency check failed: .*\); load it again to continue: the "
-        r"files already downloaded are kept\.",
+        match=rf"Downloading '{REPO}' stopped \(Consistency check failed: .*/model\.safetensors\)\); load it "
+        r"again to continue: the files already downloaded are kept\.",
     ):
         load_model(REPO)
     hub.announce.clear()
