@@ -11,6 +11,7 @@ import io
 import json
 import os
 import struct
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -20,9 +21,9 @@ import torch
 from . import paths
 from .errors import ModelLoadError
 from .info import ModelInfo
-from .quiet import silence_libraries
 from .projection import Projection
 from .projection import fit as fit_projection
+from .quiet import silence_libraries
 from .tokens import Tokenizer
 
 ProgressCallback = Callable[[int, int], None]  # (bytes done, bytes total)
@@ -40,7 +41,7 @@ HUB_FILES = [
     "special_tokens_map.json",
 ]
 GPT2_TYPES = {"gpt2"}
-TOKENIZER_FILES = ("tokenizer.json", "vocab.json")
+TOKENIZER_ANY_OF = ("tokenizer.json", "vocab.json")  # a folder with neither has no tokenizer
 
 
 @dataclass
@@ -199,19 +200,24 @@ def check_folder(folder: Path) -> dict:
         raise ModelLoadError(f"{folder} has no weights (no .safetensors file).")
     for shard in shards:
         check_safetensors(shard)
-    if not any((folder / f).exists() for f in TOKENIZER_FILES):
+    if not any((folder / f).exists() for f in TOKENIZER_ANY_OF):
         raise ModelLoadError(f"{folder} has no tokenizer (tokenizer.json or vocab.json + merges.txt).")
     return config
 
 
 def check_safetensors(path: Path) -> None:
     """Raise ModelLoadError if a safetensors file is truncated or its header is damaged."""
+    problem = safetensors_problem(path)
+    if problem is not None:
+        raise ModelLoadError(f"The weights file {path.name} {problem}. Download it again.")
+
+
+def safetensors_problem(path: Path) -> str | None:
+    """What is wrong with a safetensors file, as the end of a sentence ("is truncated: ..."), or None."""
     try:
         size = path.stat().st_size
     except OSError as exc:  # e.g. a hub-cache link whose blob was never finished or was deleted
-        raise ModelLoadError(
-            f"The weights file {path.name} cannot be opened ({exc.strerror or exc}). Download it again."
-        ) from exc
+        return f"cannot be opened ({exc.strerror or exc})"
     try:
         with open(path, "rb") as f:
             header_len = struct.unpack("<Q", f.read(8))[0]
@@ -220,17 +226,20 @@ def check_safetensors(path: Path) -> None:
             header = json.loads(f.read(header_len))
         ends = [int(t["data_offsets"][1]) for k, t in header.items() if k != "__metadata__"]
     except (struct.error, ValueError, KeyError, TypeError, IndexError, UnicodeDecodeError) as exc:
-        raise ModelLoadError(f"The weights file {path.name} is corrupt ({exc}).") from exc
+        return f"is corrupt ({exc})"
     expected = 8 + header_len + max(ends, default=0)
     if size < expected:
-        raise ModelLoadError(
-            f"The weights file {path.name} is truncated: {size:,} bytes of {expected:,}. "
-            "Download it again."
-        )
+        return f"is truncated: {size:,} bytes of {expected:,}"
+    return None
 
 
 def resolve_hub_id(repo_id: str, progress: ProgressCallback | None = None) -> Path:
-    """A hub id's local snapshot folder: from the cache, else downloaded (only HUB_FILES)."""
+    """A hub id's local snapshot folder: from the cache, else downloaded (only HUB_FILES).
+
+    A weights file found damaged in the cache or in a download is removed from the cache, so that
+    the next load downloads it again. An exception raised by ``progress`` (a closing window's
+    Cancelled) stops the download and propagates unchanged; the files finished so far stay cached.
+    """
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError, RepositoryNotFoundError
 
@@ -242,56 +251,125 @@ def resolve_hub_id(repo_id: str, progress: ProgressCallback | None = None) -> Pa
     except (LocalEntryNotFoundError, FileNotFoundError, OSError) as exc:
         partial = getattr(exc, "snapshot_path", None) is not None  # huggingface_hub's IncompleteSnapshotError
     else:
-        if _is_complete(cached):
+        if not _remove_damaged_weights(cached) and _has_all_files(cached):
             return cached
-        partial = True  # download below: it resumes where the interrupted one stopped
+        partial = True  # download below: it fetches what is missing or was removed
     interrupted = (
         f"'{repo_id}' was only partly downloaded (the download was interrupted) and the model hub cannot be "
-        f"reached to finish it. Connect to the internet and load '{repo_id}' again: the download resumes."
+        f"reached to finish it: connect to the internet and load '{repo_id}' again."
     )
+    bar_class = _progress_bar_class(progress, repo_id)
     try:
-        folder = snapshot_download(repo_id, allow_patterns=HUB_FILES, tqdm_class=_progress_bar_class(progress))
+        folder = Path(snapshot_download(repo_id, allow_patterns=HUB_FILES, tqdm_class=bar_class))
     except RepositoryNotFoundError as exc:
         raise ModelLoadError(f"There is no folder called '{repo_id}' and the model hub has no such model.") from exc
-    except (LocalEntryNotFoundError, OSError) as exc:
+    except Exception as exc:
+        if exc in bar_class.raised:  # the progress callback stopped the download (a closing window)
+            raise
+        if not isinstance(exc, LocalEntryNotFoundError):  # the hub was reached: a broken line, a bad file
+            reason = _first_line(exc).rstrip(".")
+            raise ModelLoadError(
+                f"Downloading '{repo_id}' stopped ({reason}); load it again to continue: the files already "
+                "downloaded are kept."
+            ) from exc
         if partial:
             raise ModelLoadError(interrupted) from exc
         raise ModelLoadError(
-            f"'{repo_id}' is not in the local model cache and the model hub cannot be reached. "
-            f"Connect to the internet and load '{repo_id}' once (it is then cached), or download the "
-            "model folder on another machine and open it as a local folder."
+            f"'{repo_id}' is not in the local model cache and the model hub cannot be reached: connect to the "
+            f"internet and load '{repo_id}' once (it is then cached), or download the model folder on another "
+            "machine and open it as a local folder."
         ) from exc
-    except Exception as exc:
-        raise ModelLoadError(f"Downloading '{repo_id}' failed ({_first_line(exc)}).") from exc
-    if partial and not _is_complete(Path(folder)):  # offline, the hub returns the same partial snapshot
+    damaged = _remove_damaged_weights(folder)
+    if damaged:
+        name, problem = damaged[0]
+        raise ModelLoadError(
+            f"The weights file {name} that the model hub sent for '{repo_id}' {problem}; it was removed from "
+            f"the cache, so loading '{repo_id}' again downloads it afresh."
+        )
+    if partial and not _has_all_files(folder):  # huggingface_hub 1.x returns the partial snapshot offline
         raise ModelLoadError(interrupted)
-    return Path(folder)
+    return folder
 
 
-def _is_complete(folder: Path) -> bool:
+def _has_all_files(folder: Path) -> bool:
+    """True if a snapshot holds a config, weights and a tokenizer (whether they suit nexttoken is checked later)."""
+    has_weights = any(folder.glob("*.safetensors")) or (folder / "pytorch_model.bin").exists()
+    has_tokenizer = any((folder / f).exists() for f in TOKENIZER_ANY_OF)
+    return (folder / "config.json").exists() and has_weights and has_tokenizer
+
+
+def _remove_damaged_weights(folder: Path) -> list[tuple[str, str]]:
+    """Remove truncated or corrupt .safetensors files from a hub-cache snapshot; return (name, problem) for each.
+
+    In the cache a snapshot file is a link to a blob named by its hash: both go, or the hub client
+    would link the damaged blob again instead of downloading it.
+    """
+    problems = []
+    for shard in sorted(folder.glob("*.safetensors")):
+        problem = safetensors_problem(shard)
+        if problem is not None:
+            problems.append((shard.name, problem))
+            blob = shard.resolve() if shard.is_symlink() else None
+            shard.unlink(missing_ok=True)
+            if blob is not None and blob.parent.name == "blobs":
+                blob.unlink(missing_ok=True)
+    return problems
+
+
+def _bytes_to_fetch(repo_id: str) -> int:
+    """Bytes of HUB_FILES a running snapshot_download still has to fetch, from the file list it cached; 0 if unknown.
+
+    snapshot_download adds each file's size to its byte total only when that file starts, so small
+    files finishing first would show 100 % and then fall back; this total is right from the start.
+    """
     try:
-        check_folder(folder)
-    except ModelLoadError:
-        return False
-    return True
+        from huggingface_hub import get_cached_repo_tree, try_to_load_from_cache
+        from huggingface_hub.utils import filter_repo_objects
+
+        files = {f.path: f.size for f in get_cached_repo_tree(repo_id)}
+        wanted = filter_repo_objects(list(files), allow_patterns=HUB_FILES)
+        return sum(files[f] for f in wanted if not isinstance(try_to_load_from_cache(repo_id, f), str))
+    except Exception:  # an older huggingface_hub, or no list cached yet: fall back to its growing total
+        return 0
 
 
-def _progress_bar_class(progress: ProgressCallback | None):
-    """A tqdm class that reports snapshot_download's byte counts to ``progress`` and prints nothing."""
-    from tqdm.auto import tqdm
+def _progress_bar_class(progress: ProgressCallback | None, repo_id: str | None = None):
+    """A tqdm class that reports snapshot_download's byte counts to ``progress`` and prints nothing.
 
-    class CallbackBar(tqdm):
+    ``raised`` keeps what ``progress`` raised, so the caller can tell a stop request from a failure.
+    """
+    from huggingface_hub.utils import tqdm as hub_tqdm
+
+    # A subclass of huggingface_hub's own tqdm: snapshot_download names its bars (the byte count we
+    # want is "huggingface_hub.snapshot_download") only for those; a plain tqdm class gets no name.
+    class CallbackBar(hub_tqdm):
+        raised: list[BaseException]
+        lock: threading.Lock
+
         def __init__(self, *args, **kwargs):
             self._report = kwargs.pop("name", "") == "huggingface_hub.snapshot_download"
+            self._expected = _bytes_to_fetch(repo_id) if self._report and repo_id else 0
             kwargs.update(file=io.StringIO(), disable=False)
-            super().__init__(*args, **kwargs)
+            # Skip hub_tqdm.__init__: it disables the bar (so its count stays 0) once the app has
+            # turned the hub's printed progress bars off.
+            super(hub_tqdm, self).__init__(*args, **kwargs)
 
         def update(self, n=1):
-            result = super().update(n)
-            if progress is not None and self._report:
-                progress(int(self.n), int(self.total or 0))
+            if progress is None or not self._report:
+                return super().update(n)
+            # Files download on several threads at once: count and report under one lock, or a
+            # thread that counted early could report after a later count (the bar would go back).
+            with CallbackBar.lock:
+                result = super().update(n)
+                total = max(int(self.total or 0), self._expected)
+                try:
+                    progress(min(int(self.n), total), total)
+                except BaseException as exc:
+                    CallbackBar.raised.append(exc)
+                    raise
             return result
 
+    CallbackBar.raised, CallbackBar.lock = [], threading.Lock()
     return CallbackBar
 
 

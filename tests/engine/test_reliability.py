@@ -321,8 +321,8 @@ def test_interrupted_download_offline_says_how_to_finish_it(tmp_path, tiny_dir, 
     repo, snapshot = hub_cache_with_blobs(tmp_path / "hub", "someone/tiny-gpt2", tiny_dir)
     interrupt(repo, snapshot, how)
     use_hub_cache(monkeypatch, tmp_path / "hub")
-    with pytest.raises(ModelLoadError, match="'someone/tiny-gpt2' was only partly downloaded .* "
-                                             "Connect to the internet and load 'someone/tiny-gpt2' again"):
+    with pytest.raises(ModelLoadError, match="'someone/tiny-gpt2' was only partly downloaded .*: "
+                                             "connect to the internet and load 'someone/tiny-gpt2' again"):
         load_model("someone/tiny-gpt2")
 
 
