@@ -55,6 +55,7 @@ class SessionController(QObject):
     """Sends requests to the engine (``engine``: "process" or "thread") and hands back the newest results."""
 
     resultReady = Signal(object)  # SessionResult, not stale
+    insideReady = Signal(object)  # InsideTrace, the answer to ``inspect``, not stale
     errorOccurred = Signal(str, str)  # request kind, message
     busyChanged = Signal(bool)
     downloadProgress = Signal("qint64", "qint64")  # bytes done, bytes total (models pass 2 GiB)
@@ -137,6 +138,10 @@ class SessionController(QObject):
     def reset(self) -> int:
         return self._request(p.Reset(settings=self.settings))
 
+    def inspect(self, step: int = -1, position: int = -1, layer: int = 0) -> int:
+        """Ask for everything on the path at ``position`` of ``step`` (``insideReady`` answers)."""
+        return self._request(p.Inspect(step=step, position=position, layer=layer))
+
     def refresh(self) -> int:
         """Ask for the session as it stands (nothing changes)."""
         return self._request(p.Refresh())
@@ -151,7 +156,8 @@ class SessionController(QObject):
         if self.engine is None:
             self.errorOccurred.emit(request.kind, self._stopped_message)
             return request.generation
-        self._set_play_generation(request.generation if isinstance(request, p.Play) else 0)  # any request ends a loop
+        if not isinstance(request, p.Inspect):  # any other request ends a play loop
+            self._set_play_generation(request.generation if isinstance(request, p.Play) else 0)
         if isinstance(request, p.RESTARTS):
             self._barrier = request.generation
             self.engine.set_control("latest_barrier", request.generation)
@@ -216,6 +222,10 @@ class SessionController(QObject):
             # The load made results in flight stale; show the session it left untouched as it is now.
             self.refresh()
 
+    def _on_engine_inspected(self, generation: int, trace) -> None:
+        if self._finish(generation):
+            self.insideReady.emit(trace)
+
     def _on_engine_skipped(self, generation: int) -> None:
         self._finish(generation)
 
@@ -263,6 +273,7 @@ class SessionController(QObject):
         engine.finished.connect(self._on_engine_finished)
         engine.failed.connect(self._on_engine_failed)
         engine.skipped.connect(self._on_engine_skipped)
+        engine.inspected.connect(self._on_engine_inspected)
         engine.progress.connect(self.downloadProgress)
         engine.died.connect(self._on_engine_died)
         self.engine, self._engine_started = engine, monotonic()

@@ -23,6 +23,7 @@ class _Worker(QObject):
     """Lives on the worker thread: every request and every play step runs there, in order."""
 
     finished = Signal(object)
+    inspected = Signal(int, object)
     failed = Signal(int, str, str)
     skipped = Signal(int)
     progress = Signal("qint64", "qint64")
@@ -49,6 +50,7 @@ class EngineThread(QObject):
     """Runs a SessionHost on its own long-lived QThread; ``shutdown`` stops it."""
 
     finished = Signal(object)  # SessionResult
+    inspected = Signal(int, object)  # generation, InsideTrace (an Inspect request's answer)
     failed = Signal(int, str, str)  # generation, request kind (or "prompt_too_long"), message
     skipped = Signal(int)  # generation of a request skipped unrun
     progress = Signal("qint64", "qint64")  # model download: bytes done, bytes total (can pass 2 GiB)
@@ -63,6 +65,7 @@ class EngineThread(QObject):
         self._worker.moveToThread(self.thread)
         self._requested.connect(self._worker.handle)  # queued: the worker lives on another thread
         self._worker.finished.connect(self.finished)
+        self._worker.inspected.connect(self.inspected)
         self._worker.failed.connect(self.failed)
         self._worker.skipped.connect(self.skipped)
         self._worker.progress.connect(self.progress)

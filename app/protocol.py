@@ -102,15 +102,28 @@ class Reset(Request):
 
 
 @dataclass(frozen=True)
+class Inspect(Request):
+    """Compute everything on the path at ``position`` (-1: the step's newest) of history ``step``
+    (-1: the latest), with every position's keys and values of ``layer`` (the Inside and cache
+    views). Answered with an ``engine.inside_trace.InsideTrace``, not a SessionResult; it neither
+    changes the session nor ends a play loop."""
+
+    kind: ClassVar[str] = "inspect"
+    step: int = -1
+    position: int = -1
+    layer: int = 0
+
+
+@dataclass(frozen=True)
 class Refresh(Request):
     """Send the session as it stands, unchanged (after a failed load dropped results as stale)."""
 
     kind: ClassVar[str] = "refresh"
 
 
-REQUESTS = (Load, SetPrompt, Step, Play, Back, Choose, Resample, Reset, Refresh)
+REQUESTS = (Load, SetPrompt, Step, Play, Back, Choose, Resample, Reset, Inspect, Refresh)
 RESTARTS = (Load, SetPrompt, Reset)  # after one of these, results of older requests are stale
-COALESCING = (Step, Resample, Choose)  # a newer one replaces an older one still waiting
+COALESCING = (Step, Resample, Choose, Inspect)  # a newer one replaces an older one still waiting
 
 CONTROLS = ("play_generation", "latest_barrier")
 """The host attributes the window may set while a request runs (and nothing else):

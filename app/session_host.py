@@ -100,9 +100,9 @@ def make_result(
 class SessionHost:
     """Owns the Session and runs each request (``app.protocol``) on the one thread that calls ``handle``.
 
-    ``emit(name, *args)`` sends "finished" (SessionResult), "failed" (generation, request kind or
-    "prompt_too_long", message), "skipped" (generation) or "progress" (bytes done, bytes total)
-    to the window; ``again(request)`` queues a play loop's next step behind whatever arrived
+    ``emit(name, *args)`` sends "finished" (SessionResult), "inspected" (generation, InsideTrace),
+    "failed" (generation, request kind or "prompt_too_long", message), "skipped" (generation) or
+    "progress" (bytes done, bytes total) to the window; ``again(request)`` queues a play loop's next step behind whatever arrived
     meanwhile. The control values (``protocol.CONTROLS``) are written from another thread while a
     request runs (plain values, read atomically); ``cancelled`` (the window is closing) makes the
     next download progress report raise ``Cancelled``, so quitting never waits for a download.
@@ -124,6 +124,7 @@ class SessionHost:
             p.Choose: self._choose,
             p.Resample: self._resample,
             p.Reset: self._reset,
+            p.Inspect: self._inspect,
             p.Refresh: self._refresh,
         }
 
@@ -141,6 +142,9 @@ class SessionHost:
             return
         try:
             result = self._run[type(request)](request)
+            if isinstance(request, p.Inspect):
+                self.emit("inspected", request.generation, result)
+                return
         except GenerationStopped as exc:
             result = self._result(request, str(exc), stopped=True)
         except Cancelled:
@@ -261,6 +265,16 @@ class SessionHost:
         return self._result(
             request, f"Re-sampled step {trace.step} ({settings.describe()}): chose “{trace.chosen_piece}”, no forward pass."
         )
+
+    def _inspect(self, request: p.Inspect):
+        from engine.inside import inside  # the logit lens and the path: only when a view asks
+
+        session = self._need_session()
+        if session.n_steps == 0:
+            raise NextTokenError("Step once first: the path inside the model is shown for a step that has run.")
+        step = None if request.step < 0 else request.step
+        position = None if request.position < 0 else request.position
+        return inside(session, step, position, kv_layers=(int(request.layer),))
 
     def _refresh(self, request: p.Refresh) -> SessionResult:
         return self._result(request, "")

@@ -20,6 +20,7 @@ class FakeEngine(QObject):
     """Has the engines' interface; ``sent`` lists what it was given, ``controls`` what was set."""
 
     finished = Signal(object)
+    inspected = Signal(int, object)
     failed = Signal(int, str, str)
     skipped = Signal(int)
     progress = Signal("qint64", "qint64")
@@ -164,7 +165,7 @@ def test_an_engine_that_loaded_resets_the_quick_death_count(controller):
 
 
 def test_requests_are_typed_and_numbered(controller):
-    assert {cls.kind for cls in p.REQUESTS} == {"load", "prompt", "step", "play", "back", "choose", "resample", "reset", "refresh"}
+    assert {cls.kind for cls in p.REQUESTS} == {"load", "prompt", "step", "play", "back", "choose", "resample", "reset", "inspect", "refresh"}
     controller.load("gpt2", prompt="Hi")
     sent = controller.engine.sent[0]
     assert isinstance(sent, p.Load) and sent.source == "gpt2" and sent.prompt == "Hi" and sent.generation == 1
@@ -186,3 +187,20 @@ def test_the_host_sets_only_its_control_values():
     host.handle(p.Step(generation=9))  # older than the barrier: skipped unrun, on its own channel
     host.handle(p.Play(generation=3))  # not the play loop wanted
     assert sent == [("skipped", 9), ("skipped", 3)]
+
+
+def test_inspecting_neither_ends_play_nor_piles_up(controller):
+    engine = controller.engine
+    controller.play()
+    loop = engine.sent[-1]
+    assert engine.controls["play_generation"] == loop.generation
+    for position in range(5):
+        controller.inspect(step=-1, position=position, layer=1)
+    assert engine.controls["play_generation"] == loop.generation  # the loop goes on
+    answer(engine)  # the first step of the loop: the waiting Inspect goes out, only the newest
+    inspects = [r for r in engine.sent if isinstance(r, p.Inspect)]
+    assert len(inspects) == 1 and inspects[0].position == 4 and inspects[0].layer == 1
+    shown = []
+    controller.insideReady.connect(shown.append)
+    engine.inspected.emit(inspects[0].generation, "trace")
+    assert shown == ["trace"]
