@@ -63,3 +63,13 @@ def layer_tensors(cache) -> list[tuple[torch.Tensor, torch.Tensor]]:
     if hasattr(cache, "layers"):
         return [(layer.keys, layer.values) for layer in cache.layers]
     return [(cache.key_cache[i], cache.value_cache[i]) for i in range(len(cache.key_cache))]  # 4.x
+
+
+def copy_prefix(cache, length: int, config):
+    """A new cache holding a copy of the first ``length`` positions of ``cache``, which stays untouched."""
+    from transformers import DynamicCache
+
+    new = DynamicCache(config=config)
+    for layer, (keys, values) in enumerate(layer_tensors(cache)):
+        new.update(keys[:, :, :length], values[:, :, :length], layer)  # update concatenates: a copy
+    return new

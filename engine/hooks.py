@@ -190,7 +190,11 @@ def capture(
             def hook(_module, inputs, output, entries=entries, owner=owner):
                 for name, point, k in entries:
                     value = _view(_take(inputs, output, point.take).detach(), point.view, k.rows, owner)
-                    records[name] = value if k.dtype is None else value.to(k.dtype)
+                    if k.dtype is not None:
+                        value = value.to(k.dtype)
+                    elif k.rows is not None:
+                        value = value.clone()  # a view of a few rows would keep the whole tensor alive
+                    records[name] = value
 
             handles.append(module.register_forward_hook(hook))
         yield records

@@ -14,17 +14,17 @@ from time import perf_counter
 import numpy as np
 import torch
 
-from . import hooks
+from . import hf_compat, hooks
 from .errors import SessionError
 from .inside_trace import InsideTrace, ParamPart
 
 LENS_TOP = 10  # logit-lens candidates per depth
 
-# Points recorded at the position asked for (the pass's last position), every layer.
+# Points recorded at the position asked for (the pass's last position), every layer. Keys and values
+# of every position come from the pass's KV cache; the scores row from q and those keys.
 _PATH = (
     "blocks.{L}.hook_resid_pre", "blocks.{L}.ln1.hook_scale", "blocks.{L}.ln1.hook_normalized",
-    "blocks.{L}.ln1.hook_out", "blocks.{L}.attn.hook_q", "blocks.{L}.attn.hook_attn_scores",
-    "blocks.{L}.attn.hook_pattern", "blocks.{L}.attn.hook_z", "blocks.{L}.hook_attn_out",
+    "blocks.{L}.ln1.hook_out", "blocks.{L}.attn.hook_q", "blocks.{L}.attn.hook_pattern", "blocks.{L}.attn.hook_z", "blocks.{L}.hook_attn_out",
     "blocks.{L}.hook_resid_mid", "blocks.{L}.ln2.hook_scale", "blocks.{L}.ln2.hook_normalized",
     "blocks.{L}.ln2.hook_out", "blocks.{L}.mlp.hook_pre", "blocks.{L}.mlp.hook_post",
     "blocks.{L}.hook_mlp_out", "blocks.{L}.hook_resid_post",
@@ -110,39 +110,40 @@ def _resolve(session, step: int | None, position: int | None) -> tuple[int, int,
 
 
 def inside(session, step: int | None = None, position: int | None = None, *,
-           kv_layers: tuple[int, ...] | None = None) -> InsideTrace:
+           kv_layers: tuple[int, ...] | None = None, use_cache: bool = True) -> InsideTrace:
     """Everything on the path at ``position`` (default: the step's newest) of ``step`` (default: latest).
 
-    One forward pass over positions 0..p, hooked; ``kv_layers`` (default: all) are the layers whose
+    One forward pass, hooked at position p: with ``use_cache`` and a KV cache that holds positions
+    0..p-1, only position p runs, against a copy of those cached keys and values (what a decode step
+    does: tens of milliseconds); otherwise positions 0..p all run (one prefill of p + 1 tokens). The
+    two give the same values to float precision. ``kv_layers`` (default: all) are the layers whose
     keys and values of every visible position are included (float32 2 x H x T x dh each).
     """
     s, p, ids, next_id = _resolve(session, step, position)
     model, info = session.loaded.model, session.info
     n_layers = info.n_layer
     layers_kv = tuple(range(n_layers)) if kv_layers is None else tuple(sorted(set(kv_layers)))
-    last = hooks.Keep(rows=slice(-1, None))
-    keep = {name: last for name in _PATH}
-    for layer in range(n_layers):
-        for kind in "kv":
-            keep[f"blocks.{layer}.attn.hook_{kind}"] = hooks.ALL if layer in layers_kv else last
+    last = hooks.Keep(rows=slice(-1, None))  # position p is the pass's last position either way
     t0 = perf_counter()
-    with torch.inference_mode(), hooks.capture(model, n_layers, keep) as rec:
-        model.transformer(input_ids=torch.from_numpy(ids[: p + 1])[None], use_cache=False)
+    past = session.kv_prefix(p) if use_cache else None
+    fed = ids[: p + 1] if past is None else ids[p : p + 1]
+    with torch.inference_mode(), hooks.capture(model, n_layers, {name: last for name in _PATH}) as rec:
+        _, cache = hf_compat.forward(model, torch.from_numpy(fed)[None], past)
+    layer_kv = hf_compat.layer_tensors(cache)  # every layer's keys and values, positions 0..p
+    keys = torch.stack([k[0] for k, _ in layer_kv])  # [L, H, T, dh]
     compute_ms = (perf_counter() - t0) * 1e3
 
     def per_layer(name: str) -> np.ndarray:  # [L, ...] at position p, float32
         return torch.stack([rec[name.format(L=i)][0, -1] for i in range(n_layers)]).float().numpy()
 
-    def row(name: str) -> np.ndarray:  # [L, H, T]: row p of a [batch, head, query, key] point
-        return torch.stack([rec[name.format(L=i)][0, :, -1] for i in range(n_layers)]).float().numpy()
-
+    q = torch.stack([rec[f"blocks.{i}.attn.hook_q"][0, -1] for i in range(n_layers)])  # [L, H, dh]
+    scale = torch.tensor([block.attn.scaling for block in model.transformer.h])  # [L]
+    scores = torch.einsum("lhd,lhtd->lht", q, keys) * scale[:, None, None]  # [L, H, T]: row p of hook_attn_scores
     resid_pre, resid_post = per_layer("blocks.{L}.hook_resid_pre"), per_layer("blocks.{L}.hook_resid_post")
     t1 = perf_counter()
     resid = torch.from_numpy(np.concatenate([resid_pre[:1], resid_post]))
     lens_ids, lens_logits, next_prob, next_rank = logit_lens(model, resid, np.full(n_layers + 1, next_id))
     lens_ms = (perf_counter() - t1) * 1e3
-    kv = {kind: torch.stack([rec[f"blocks.{i}.attn.hook_{kind}"][0].transpose(0, 1) for i in layers_kv]).numpy()
-          for kind in "kv"}  # [len(kv_layers), H, T, dh]
     parts = param_parts(model)
     return InsideTrace(
         step=s,
@@ -156,14 +157,14 @@ def inside(session, step: int | None = None, position: int | None = None, *,
         ln1_scale=per_layer("blocks.{L}.ln1.hook_scale")[:, 0],
         ln1_normalized=per_layer("blocks.{L}.ln1.hook_normalized"),
         ln1_out=per_layer("blocks.{L}.ln1.hook_out"),
-        q=per_layer("blocks.{L}.attn.hook_q"),
-        k=per_layer("blocks.{L}.attn.hook_k"),
-        v=per_layer("blocks.{L}.attn.hook_v"),
+        q=q.numpy(),
+        k=keys[:, :, -1].numpy(),
+        v=torch.stack([v[0, :, -1] for _, v in layer_kv]).numpy(),
         kv_layers=layers_kv,
-        keys=kv["k"],
-        values=kv["v"],
-        scores=row("blocks.{L}.attn.hook_attn_scores"),
-        pattern=row("blocks.{L}.attn.hook_pattern"),
+        keys=torch.stack([layer_kv[i][0][0] for i in layers_kv]).numpy(),
+        values=torch.stack([layer_kv[i][1][0] for i in layers_kv]).numpy(),
+        scores=scores.numpy(),
+        pattern=torch.stack([rec[f"blocks.{i}.attn.hook_pattern"][0, :, -1] for i in range(n_layers)]).float().numpy(),
         z=per_layer("blocks.{L}.attn.hook_z"),
         attn_out=per_layer("blocks.{L}.hook_attn_out"),
         resid_mid=per_layer("blocks.{L}.hook_resid_mid"),
@@ -182,7 +183,7 @@ def inside(session, step: int | None = None, position: int | None = None, *,
         lens_next_prob=next_prob,
         lens_next_rank=next_rank,
         lm_head_tied=lm_head_tied(model),
-        attn_scale=np.array([block.attn.scaling for block in model.transformer.h], dtype=np.float32),
+        attn_scale=scale.numpy().astype(np.float32),
         params=parts,
         n_params=sum(part.count for part in parts),
         compute_ms=compute_ms,

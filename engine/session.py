@@ -101,6 +101,13 @@ class Session:
     def cache_length(self) -> int:
         return hf_compat.cache_length(self._cache)
 
+    def kv_prefix(self, length: int):
+        """A copy of the KV cache's first ``length`` positions, or None when there is no cache or it
+        holds fewer: lets engine.inside recompute one position the way a decode step computes it."""
+        if self._cache is None or length < 1 or self.cache_length() < length:
+            return None
+        return hf_compat.copy_prefix(self._cache, length, self.loaded.model.config)
+
     @property
     def projection(self) -> Projection:
         """The model's fixed PCA basis (fit on first use, then kept with the model)."""

@@ -115,14 +115,23 @@ def check_position(trace, ref, model, p):
     assert trace.lens_next_rank.tolist() == [int((row > row[trace.next_id]).sum()) + 1 for row in full]
 
 
-def test_inside_equals_the_models_own_modules(loaded):
+@pytest.mark.parametrize("use_cache", [True, False], ids=["one position against the cache", "whole context"])
+def test_inside_equals_the_models_own_modules(loaded, use_cache):
     session = stepped(loaded)
     model = plain_model(loaded)
     ids = session.token_ids()
     newest = session.records[-1].end - 1
     ref = reference(model, ids[: newest + 1])
-    for step, position in ((None, None), (0, 3), (2, 1), (1, newest - 2)):
-        trace = inside(session, step, position)
+    fed = []
+    handle = loaded.model.transformer.wte.register_forward_hook(lambda m, args, out: fed.append(args[0].shape[1]))
+    try:
+        traces = [inside(session, step, position, use_cache=use_cache)
+                  for step, position in ((None, None), (0, 3), (2, 1), (1, newest - 2), (0, 0))]
+    finally:
+        handle.remove()
+    # against the cache only position p runs; without it (or at position 0) positions 0..p
+    assert fed == [1 if use_cache and t.position > 0 else t.position + 1 for t in traces]
+    for trace, position in zip(traces, (None, 3, 1, newest - 2, 0)):
         p = trace.position
         assert p == (newest if position is None else position)
         check_position(trace, ref, model, p)  # causal: the longer reference holds every shorter context
