@@ -38,6 +38,7 @@ import torch  # noqa: E402
 
 from engine import GenerationStopped, SamplingSettings, Session, load_model  # noqa: E402
 from engine import hf_compat  # noqa: E402
+from engine import session as session_module  # noqa: E402
 from engine.inside import inside  # noqa: E402
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
@@ -231,6 +232,41 @@ def measure_play(loaded, bare: Bare, steps: int) -> dict[str, float]:
     }
 
 
+def measure_added_recording(loaded, context: int, repeats: int) -> dict[str, float]:
+    """A decode step recording everything vs the same step without issue 12's additions (attn_out and
+    mlp_out of the newest position), two sessions interleaved. The second runs with STEP_HOOKS
+    patched for the duration of its step (zeros fill the two record fields)."""
+    with_all = dict(session_module.STEP_HOOKS)
+    without = {k: v for k, v in with_all.items() if k not in ("blocks.{L}.hook_attn_out", "blocks.{L}.hook_mlp_out")}
+    step_arrays = session_module._step_arrays
+
+    def arrays_without(rec, n_layers, d, logits):
+        zero = torch.zeros(1, 1, d, dtype=torch.float16)
+        for i in range(n_layers):
+            rec[f"blocks.{i}.hook_attn_out"] = rec[f"blocks.{i}.hook_mlp_out"] = zero
+        return step_arrays(rec, n_layers, d, logits)
+
+    sessions = {name: session_with_prompt(loaded, context - 1) for name in ("now", "before")}
+    for session in sessions.values():
+        session.step()
+
+    def step(name):
+        def run():
+            patched = name == "before"
+            session_module.STEP_HOOKS = without if patched else with_all
+            session_module._step_arrays = arrays_without if patched else step_arrays
+            try:
+                sessions[name].step()
+            finally:
+                session_module.STEP_HOOKS, session_module._step_arrays = with_all, step_arrays
+        return run
+
+    fns = {name: step(name) for name in sessions}
+    for name, fn in fns.items():  # warm-up
+        fn(), sessions[name].rewind(0)
+    return interleave(fns, repeats, lambda name: sessions[name].rewind(0))
+
+
 def measure_inside(loaded, bare: Bare, context: int, repeats: int) -> dict[str, float]:
     """Opening the Inside view for older positions of a ``context``-token context vs one prefill of that
     context. The context is a (context - 1)-token prompt and one decode step; the prefill is the engine's
@@ -253,6 +289,7 @@ def measure_inside(loaded, bare: Bare, context: int, repeats: int) -> dict[str, 
         "inside_older": opened(context - 2),
         "inside_older_one_layer": opened(context - 2, kv_layers=(0,)),
         "inside_newest": opened(None),
+        "inside_older_no_cache": opened(context - 2, use_cache=False),
     }
     inside(session, 1, 3)  # warm-up
     out = interleave(fns, repeats)
@@ -394,6 +431,10 @@ def inside_report(decode, figs, memory, context: int) -> str:
         lines.append(f"| Decode step with everything recorded (now also attn_out and mlp_out), {ctx:,} tokens | "
                      f"{d['engine']:.1f} ms vs bare {d['bare']:.1f} ms = {r:.2f}x | <= {target}x "
                      f"{'met' if r <= target else 'MISSED'} |")
+    a = f["added"]
+    ctx = min(decode)
+    lines.append(f"| The same step, {ctx:,} tokens, vs without issue 12's two recordings (interleaved) | "
+                 f"{a['now']:.1f} ms vs {a['before']:.1f} ms = {a['now'] / a['before']:.3f}x | |")
     added = m["added_per_decode_step"]
     before = (m["history_bytes"] - m["added_bytes"]) / m["steps"]
     lines.append(f"| History per decode step: added by issue 12 (attn_out + mlp_out, float16 [12, 768] each) | "
@@ -402,10 +443,11 @@ def inside_report(decode, figs, memory, context: int) -> str:
                  f"{'met' if added <= 64_000 else 'MISSED'} |")
     prefill = f["engine_prefill"]
     for key, words in (("inside_middle", f"position {context // 2:,}"), ("inside_older", f"position {context - 2:,}"),
-                       ("inside_older_one_layer", f"position {context - 2:,}, keys and values of one layer"),
-                       ("inside_newest", f"the newest position, {context - 1:,}")):
+                       ("inside_older_one_layer", f"position {context - 2:,} (keys and values of one layer)"),
+                       ("inside_newest", f"the newest position, {context - 1:,},"),
+                       ("inside_older_no_cache", f"position {context - 2:,}, without the KV cache (all {context - 1:,} positions run),")):
         r = f[key] / prefill
-        lines.append(f"| Opening Inside for {words} of a {context:,}-token context (recompute + logit lens) | "
+        lines.append(f"| Opening Inside for {words} of a {context:,}-token context (`engine.inside.inside`, logit lens included) | "
                      f"{f[key]:,.0f} ms = {r:.2f}x the engine's prefill ({prefill:,.0f} ms; bare model "
                      f"{f['bare_prefill']:,.0f} ms) | <= 1 prefill {'met' if r <= 1 else 'MISSED'} |")
     lines.append(f"| Logit lens (ln_f + LM head on 13 residual vectors, top 10 each), inside those | "
@@ -437,7 +479,10 @@ def main(argv=None) -> int:
               f"engine attention: {loaded.model.config._attn_implementation}", file=sys.stderr)
         decode = {c: measure_decode(loaded, bare, c, cfg["decode_repeats"]) for c in cfg["decode_contexts"]}
         print(f"decode {decode}", file=sys.stderr)
+        added = measure_added_recording(loaded, min(cfg["decode_contexts"]), cfg["decode_repeats"])
+        print(f"added recording {added}", file=sys.stderr)
         inside_figs = measure_inside(loaded, bare, cfg["inside_context"], cfg["inside_repeats"])
+        inside_figs["added"] = added
         print(f"inside {inside_figs}", file=sys.stderr)
         if not args.inside:
             prefill = measure_prefill(loaded, bare, cfg["prefill_len"], cfg["prefill_repeats"])
