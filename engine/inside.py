@@ -1,9 +1,10 @@
 """Recompute the whole path from a token to the next token, for the Inside view and the export.
 
-A step keeps only what is cheap (engine.session.STEP_HOOKS); everything else is recomputed here
-with one forward pass of the model's own modules over the context up to the position asked for,
-hooked at the TransformerLens points of ``hooks.HOOK_POINTS``. The model is causal, so a position's
-values do not depend on later tokens: they equal, to float precision, what the step computed.
+A step keeps only what is cheap (engine.session.STEP_HOOKS); everything else is recomputed here by
+one hooked forward pass of the model (the TransformerLens points of ``hooks.HOOK_POINTS``): position
+p alone against a copy of the cached keys and values of positions 0..p-1 when the session's KV cache
+holds them, else positions 0..p. The model is causal, so a position's values do not depend on later
+tokens: either way they equal, to float precision, what the step computed.
 The logit lens (L + 1 products with the LM head) runs here, never inside a timed step.
 """
 
