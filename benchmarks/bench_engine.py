@@ -8,6 +8,7 @@ side by side in one process, interleaved repeat by repeat, and reports medians a
 
     python benchmarks/bench_engine.py            # full run, about 4 minutes on 2 cores
     python benchmarks/bench_engine.py --quick    # smoke run, under a minute
+    python benchmarks/bench_engine.py --inside   # only the Inside figures (decode, history, recompute, lens)
 
 Prints a markdown table (paste it into benchmarks/RESULTS.md). A script, not a test: the figures
 depend on the machine and on what else it is running.
@@ -36,6 +37,8 @@ import torch  # noqa: E402
 
 from engine import GenerationStopped, SamplingSettings, Session, load_model  # noqa: E402
 from engine import hf_compat  # noqa: E402
+from engine import session as session_module  # noqa: E402
+from engine.inside import inside  # noqa: E402
 from engine.random_model import write_random_gpt2  # noqa: E402
 
 # Each of these is exactly one GPT-2 token, so a prompt of n of them is n tokens long.
@@ -43,9 +46,14 @@ WORDS = [" The", " cat", " sat", " on", " the", " mat", " and", " the", " dog", 
 SETTINGS = SamplingSettings()  # temperature 1, no top-k or top-p, seed 0 (the app adds top-k 50)
 
 FULL = dict(decode_contexts=(128, 1000), decode_repeats=21, prefill_len=512, prefill_repeats=4,
-            cache_positions=(16, 128, 256, 512, 1000), uncached_repeats=2, play_steps=500, memory_steps=1000)
+            cache_positions=(16, 128, 256, 512, 1000), uncached_repeats=2, play_steps=500, memory_steps=1000,
+            inside_context=1000, inside_repeats=3)
 QUICK = dict(decode_contexts=(128, 1000), decode_repeats=5, prefill_len=512, prefill_repeats=2,
-             cache_positions=(16, 128, 512), uncached_repeats=1, play_steps=30, memory_steps=30)
+             cache_positions=(16, 128, 512), uncached_repeats=1, play_steps=30, memory_steps=30,
+             inside_context=1000, inside_repeats=1)
+# StepRecord arrays before issue 12, and what it added (the newest position's attention and MLP outputs)
+HISTORY_BEFORE = ("input_ids", "token_embed", "pos_embed", "attn", "resid", "final_hidden", "logits")
+HISTORY_ADDED = ("attn_out", "mlp_out")
 PLAY_PROMPT = 24
 
 
@@ -217,6 +225,78 @@ def measure_play(loaded, bare: Bare, steps: int) -> dict[str, float]:
     }
 
 
+def measure_added_recording(loaded, context: int, repeats: int) -> dict[str, float]:
+    """A decode step recording everything vs the same step without issue 12's additions (attn_out and
+    mlp_out of the newest position), two sessions interleaved. The second runs with STEP_HOOKS
+    patched for the duration of its step (zeros fill the two record fields)."""
+    with_all = dict(session_module.STEP_HOOKS)
+    without = {k: v for k, v in with_all.items() if k not in ("blocks.{L}.hook_attn_out", "blocks.{L}.hook_mlp_out")}
+    step_arrays = session_module._step_arrays
+
+    def arrays_without(rec, n_layers, d, logits):
+        zero = torch.zeros(1, 1, d, dtype=torch.float16)
+        for i in range(n_layers):
+            rec[f"blocks.{i}.hook_attn_out"] = rec[f"blocks.{i}.hook_mlp_out"] = zero
+        return step_arrays(rec, n_layers, d, logits)
+
+    sessions = {name: session_with_prompt(loaded, context - 1) for name in ("now", "before")}
+    for session in sessions.values():
+        session.step()
+
+    def step(name):
+        def run():
+            patched = name == "before"
+            session_module.STEP_HOOKS = without if patched else with_all
+            session_module._step_arrays = arrays_without if patched else step_arrays
+            try:
+                sessions[name].step()
+            finally:
+                session_module.STEP_HOOKS, session_module._step_arrays = with_all, step_arrays
+        return run
+
+    fns = {name: step(name) for name in sessions}
+    for name, fn in fns.items():  # warm-up
+        fn(), sessions[name].rewind(0)
+    ratios = []  # now / before within each repeat: steadier than a ratio of medians on a loaded machine
+    times = {name: [] for name in fns}
+    for r in range(repeats):
+        for name in list(fns) if r % 2 == 0 else list(fns)[::-1]:
+            times[name].append(timed(fns[name]))
+            sessions[name].rewind(0)
+        ratios.append(times["now"][-1] / times["before"][-1])
+    return {name: median(v) for name, v in times.items()} | {"ratio": median(ratios)}
+
+
+def measure_inside(loaded, bare: Bare, context: int, repeats: int) -> dict[str, float]:
+    """Opening the Inside view for older positions of a ``context``-token context vs one prefill of that
+    context. The context is a (context - 1)-token prompt and one decode step; the prefill is the engine's
+    step 0 on a ``context``-token prompt (everything recorded) and the bare model's."""
+    session = session_with_prompt(loaded, context - 1)
+    session.step(), session.step()
+    prefill = session_with_prompt(loaded, context)
+    ids = ids_tensor(prefill)
+    lens_ms = []
+
+    def opened(position, **kwargs):
+        def run():
+            lens_ms.append(inside(session, 1, position, **kwargs).lens_ms)
+        return run
+
+    fns = {
+        "engine_prefill": lambda: (prefill.reset(), prefill.step()),
+        "bare_prefill": lambda: bare.forward(ids, logits_to_keep=1),
+        "inside_middle": opened(context // 2),
+        "inside_older": opened(context - 2),
+        "inside_older_one_layer": opened(context - 2, kv_layers=(0,)),
+        "inside_newest": opened(None),
+        "inside_older_no_cache": opened(context - 2, use_cache=False),
+    }
+    inside(session, 1, 3)  # warm-up
+    out = interleave(fns, repeats)
+    out["lens"] = median(lens_ms)
+    return out
+
+
 def rss_bytes() -> int:
     """Current resident set size (Linux /proc; elsewhere the peak from getrusage)."""
     try:
@@ -247,11 +327,8 @@ def memory_child(folder: str, steps: int) -> dict:
         if (i + 1) % every == 0 or i == 0:
             samples.append((i + 1, rss_bytes()))
     records = session.records
-    history = sum(
-        a.nbytes
-        for r in records
-        for a in (r.input_ids, r.token_embed, r.pos_embed, r.attn, r.resid, r.final_hidden, r.logits)
-    )
+    history = sum(getattr(r, name).nbytes for r in records for name in HISTORY_BEFORE + HISTORY_ADDED)
+    added = [sum(getattr(r, name).nbytes for name in HISTORY_ADDED) for r in records]
     # growth per step: least-squares slope over the second half (past allocator warm-up)
     half = [s for s in samples if s[0] >= samples[-1][0] // 2]
     x = np.array([s[0] for s in half], dtype=np.float64)
@@ -266,6 +343,8 @@ def memory_child(folder: str, steps: int) -> dict:
         "growth_per_step": slope,
         "history_bytes": history,
         "history_per_step": history / len(records),
+        "added_per_decode_step": added[-1],
+        "added_bytes": sum(added),
         "kv_bytes": records[-1].kv.total_bytes,
     }
 
@@ -338,10 +417,49 @@ def report(args, threads: int, decode, prefill, cache_rows, play, memory, wall_s
     return "\n".join(lines)
 
 
+def inside_report(decode, figs, memory, context: int) -> str:
+    """The issue-12 figures: decode overhead with the new recordings, history per step, Inside and lens."""
+    m, f = memory, figs
+    lines = [
+        "| Measure (issue 12) | Measured | Target |",
+        "|---|---|---|",
+    ]
+    for ctx in sorted(decode):
+        d = decode[ctx]
+        r = d["engine"] / d["bare"]
+        target = 1.15 if ctx <= 128 else 1.3
+        lines.append(f"| Decode step with everything recorded (now also attn_out and mlp_out), {ctx:,} tokens | "
+                     f"{d['engine']:.1f} ms vs bare {d['bare']:.1f} ms = {r:.2f}x | <= {target}x "
+                     f"{'met' if r <= target else 'MISSED'} |")
+    a = f["added"]
+    ctx = min(decode)
+    lines.append(f"| The same step, {ctx:,} tokens, vs without issue 12's two recordings (interleaved) | "
+                 f"{a['now']:.1f} ms vs {a['before']:.1f} ms (medians); median of the per-repeat ratios {a['ratio']:.3f}x | |")
+    added = m["added_per_decode_step"]
+    before = (m["history_bytes"] - m["added_bytes"]) / m["steps"]
+    lines.append(f"| History per decode step: added by issue 12 (attn_out + mlp_out, float16 [12, 768] each) | "
+                 f"{added:,} B ({added / 1024:.0f} KiB); average per step over {m['steps']:,} steps "
+                 f"{before / 1024:,.0f} KiB before, {m['history_per_step'] / 1024:,.0f} KiB after | <= 64 KB "
+                 f"{'met' if added <= 64_000 else 'MISSED'} |")
+    prefill = f["engine_prefill"]
+    for key, words in (("inside_middle", f"position {context // 2:,}"), ("inside_older", f"position {context - 2:,}"),
+                       ("inside_older_one_layer", f"position {context - 2:,} (keys and values of one layer)"),
+                       ("inside_newest", f"the newest position, {context - 1:,},"),
+                       ("inside_older_no_cache", f"position {context - 2:,}, without the KV cache (all {context - 1:,} positions run),")):
+        r = f[key] / prefill
+        lines.append(f"| Opening Inside for {words} of a {context:,}-token context (`engine.inside.inside`, logit lens included) | "
+                     f"{f[key]:,.0f} ms = {r:.2f}x the engine's prefill ({prefill:,.0f} ms; bare model "
+                     f"{f['bare_prefill']:,.0f} ms) | <= 1 prefill {'met' if r <= 1 else 'MISSED'} |")
+    lines.append(f"| Logit lens (ln_f + LM head on 13 residual vectors, top 10 each), inside those | "
+                 f"{f['lens']:.0f} ms | never in the timed step |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="short run (under a minute): fewer repeats and steps")
     p.add_argument("--threads", type=int, default=0, help=f"torch threads (default: cores - 1 = {app_threads()}, as the app)")
+    p.add_argument("--inside", action="store_true", help="only the Inside figures (issue 12)")
     p.add_argument("--memory-child", metavar="FOLDER", help=argparse.SUPPRESS)
     p.add_argument("--steps", type=int, default=0, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -361,15 +479,28 @@ def main(argv=None) -> int:
               f"engine attention: {loaded.model.config._attn_implementation}", file=sys.stderr)
         decode = {c: measure_decode(loaded, bare, c, cfg["decode_repeats"]) for c in cfg["decode_contexts"]}
         print(f"decode {decode}", file=sys.stderr)
-        prefill = measure_prefill(loaded, bare, cfg["prefill_len"], cfg["prefill_repeats"])
-        print(f"prefill {prefill}", file=sys.stderr)
-        cache_rows = measure_cache(bare, cfg["cache_positions"], cfg["decode_repeats"], cfg["uncached_repeats"])
-        print(f"cache {cache_rows}", file=sys.stderr)
-        play = measure_play(loaded, bare, cfg["play_steps"])
-        print(f"play {play}", file=sys.stderr)
+        added = measure_added_recording(loaded, min(cfg["decode_contexts"]), 3 * cfg["decode_repeats"])
+        print(f"added recording {added}", file=sys.stderr)
+        inside_figs = measure_inside(loaded, bare, cfg["inside_context"], cfg["inside_repeats"])
+        inside_figs["added"] = added
+        print(f"inside {inside_figs}", file=sys.stderr)
+        if not args.inside:
+            prefill = measure_prefill(loaded, bare, cfg["prefill_len"], cfg["prefill_repeats"])
+            print(f"prefill {prefill}", file=sys.stderr)
+            cache_rows = measure_cache(bare, cfg["cache_positions"], cfg["decode_repeats"], cfg["uncached_repeats"])
+            print(f"cache {cache_rows}", file=sys.stderr)
+            play = measure_play(loaded, bare, cfg["play_steps"])
+            print(f"play {play}", file=sys.stderr)
         del loaded, bare
         memory = measure_memory(folder, cfg["memory_steps"], threads)
-    print(report(args, threads, decode, prefill, cache_rows, play, memory, time.perf_counter() - t0))
+    wall = time.perf_counter() - t0
+    if not args.inside:
+        print(report(args, threads, decode, prefill, cache_rows, play, memory, wall))
+        print()
+    else:
+        print(f"Measured {datetime.date.today().isoformat()}, {os.cpu_count()} cores, torch.set_num_threads({threads}), "
+              f"GPT-2 small's shape, random weights, fp32. Command: `python benchmarks/bench_engine.py --inside` ({wall:.0f} s).\n")
+    print(inside_report(decode, inside_figs, memory, cfg["inside_context"]))
     return 0
 
 

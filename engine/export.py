@@ -6,7 +6,11 @@ Keys written (S steps, P prompt tokens, L layers, H heads, d = d_model, V = voca
     probs float32 [S, V] (the final distribution it was drawn from),
     attn_prefill_{L} float32 [H, P, P], attn_step_{s}_{L} float32 [H, 1, P + s] for s = 1..S-1,
     resid_prefill float32 [L + 1, P, d], kv_len int64 [S], kv_bytes int64 [S],
-    meta: a JSON string (model, config, settings per step, seed, library versions).
+    meta: a JSON string (model, config, settings per step, seed, library versions),
+    and the path at each step's newest position (engine.inside.inside_arrays, dh = d / H, m = 4 d):
+    q_{s}, k_{s}, v_{s}, z_{s} float32 [L, H, dh], scores_{s} float32 [L, H, P + s],
+    attn_out_{s}, resid_mid_{s}, mlp_out_{s} float32 [L, d], mlp_pre_{s}, mlp_post_{s} float32 [L, m],
+    lens_ids_{s} int64 / lens_logits_{s} float32 [L + 1, 10], final_hidden float32 [S, d].
 Reading never unpickles (``allow_pickle=False``) and checks every key's dtype and shape.
 """
 
@@ -50,8 +54,15 @@ def session_arrays(session) -> dict[str, np.ndarray]:
         for layer in range(r.attn.shape[0]):
             key = f"attn_prefill_{layer}" if r.step == 0 else f"attn_step_{r.step}_{layer}"
             out[key] = r.attn[layer].astype(np.float32)
+    out.update(_inside_arrays(session))
     out["meta"] = np.array(json.dumps(_meta(session), ensure_ascii=False))
     return out
+
+
+def _inside_arrays(session) -> dict[str, np.ndarray]:
+    from .inside import inside_arrays  # torch: imported only when a session is saved
+
+    return inside_arrays(session)
 
 
 def _meta(session) -> dict:
@@ -149,6 +160,7 @@ def _check(name: str, d: dict) -> None:
             raise ExportError(f"{name}: '{key}' should hold {steps} values.")
     if ids.min() < 0 or ids.max() >= d["logits"].shape[1]:
         raise ExportError(f"{name}: token ids fall outside the vocabulary.")
+    _check_inside(name, d, steps)
     meta = d["meta"]
     if meta.dtype.kind != "U" or meta.ndim != 0:
         raise ExportError(f"{name}: 'meta' should be a JSON string.")
@@ -159,3 +171,25 @@ def _check(name: str, d: dict) -> None:
     if not isinstance(parsed, dict) or parsed.get("format") != FORMAT:
         raise ExportError(f"{name}: 'meta' does not describe a {FORMAT} file.")
     d["meta"] = parsed
+
+
+# key -> (dtype kind, ndim) of the per-step path arrays; optional (files written before them lack them)
+_INSIDE_KEYS = {"q": ("f", 3), "k": ("f", 3), "v": ("f", 3), "z": ("f", 3), "scores": ("f", 3), "attn_out": ("f", 2),
+                "resid_mid": ("f", 2), "mlp_out": ("f", 2), "mlp_pre": ("f", 2), "mlp_post": ("f", 2),
+                "lens_ids": ("i", 2), "lens_logits": ("f", 2)}
+
+
+def _check_inside(name: str, d: dict, steps: int) -> None:
+    """Check the path arrays where the file has them: each key for every step or for none, right kind and rank."""
+    for key, (kind, ndim) in _INSIDE_KEYS.items():
+        present = [f"{key}_{s}" in d for s in range(steps)]
+        if not any(present):
+            continue
+        if not all(present):
+            raise ExportError(f"{name}: '{key}_{{s}}' is missing for step {present.index(False)}.")
+        for s in range(steps):
+            a = d[f"{key}_{s}"]
+            if a.dtype.kind != kind or a.ndim != ndim:
+                raise ExportError(f"{name}: '{key}_{s}' should be a {ndim}-D {'integer' if kind == 'i' else 'float'} array, found {a.dtype} {a.shape}.")
+    if "final_hidden" in d and (d["final_hidden"].dtype.kind != "f" or d["final_hidden"].ndim != 2 or len(d["final_hidden"]) != steps):
+        raise ExportError(f"{name}: 'final_hidden' should be a float array of {steps} rows, found {d['final_hidden'].dtype} {d['final_hidden'].shape}.")

@@ -46,3 +46,13 @@ def layer_tensors(cache) -> list[tuple[torch.Tensor, torch.Tensor]]:
     if cache is None:
         return []
     return [(layer.keys, layer.values) for layer in cache.layers]
+
+
+def copy_prefix(cache, length: int, config):
+    """A new cache holding a copy of the first ``length`` positions of ``cache``, which stays untouched."""
+    from transformers import DynamicCache
+
+    new = DynamicCache(config=config)
+    for layer, (keys, values) in enumerate(layer_tensors(cache)):
+        new.update(keys[:, :, :length], values[:, :, :length], layer)  # update concatenates: a copy
+    return new

@@ -21,6 +21,22 @@ from .trace import N_CANDIDATES, KVStats, StepRecord, StepTrace
 
 TRIM_EVERY = 32  # steps between handing freed heap memory back to the OS (see memory.release_freed_memory)
 
+# What each step keeps of the hook points (hooks.HOOK_POINTS): the newest position's attention and
+# MLP outputs in float16 (2 x L x d x 2 B: 36 KiB a step at GPT-2 small); everything else on the path
+# is recomputed on demand by engine.inside.
+_NEWEST = hooks.Keep(rows=slice(-1, None))
+_NEWEST_F16 = hooks.Keep(rows=slice(-1, None), dtype=torch.float16)
+STEP_HOOKS = {
+    "hook_embed": hooks.ALL,
+    "hook_pos_embed": hooks.ALL,
+    "blocks.0.hook_resid_pre": hooks.ALL,
+    "blocks.{L}.attn.hook_pattern": hooks.Keep(dtype=torch.float16),
+    "blocks.{L}.hook_attn_out": _NEWEST_F16,
+    "blocks.{L}.hook_mlp_out": _NEWEST_F16,
+    "blocks.{L}.hook_resid_post": hooks.ALL,
+    "ln_final.hook_out": _NEWEST,
+}
+
 STOP_MESSAGES = {
     "end_of_text": "Stopped: the model chose <|endoftext|>.",
     "max_new_tokens": "Stopped: reached the limit of {limit} new tokens.",
@@ -83,6 +99,13 @@ class Session:
 
     def cache_length(self) -> int:
         return hf_compat.cache_length(self._cache)
+
+    def kv_prefix(self, length: int):
+        """A copy of the KV cache's first ``length`` positions, or None when there is no cache or it
+        holds fewer: lets engine.inside recompute one position the way a decode step computes it."""
+        if self._cache is None or length < 1 or self.cache_length() < length:
+            return None
+        return hf_compat.copy_prefix(self._cache, length, self.loaded.model.config)
 
     @property
     def projection(self) -> Projection:
@@ -156,23 +179,11 @@ class Session:
         t_step = perf_counter()
         model, n_layers = self.loaded.model, self.info.n_layer
         try:
-            with torch.inference_mode(), hooks.capture(model, n_layers, pattern_dtype=torch.float16) as rec:
+            with torch.inference_mode(), hooks.capture(model, n_layers, STEP_HOOKS) as rec:
                 t_fwd = perf_counter()
                 logits, self._cache = hf_compat.forward(model, torch.tensor([new_ids], dtype=torch.long), self._cache)
                 forward_ms = (perf_counter() - t_fwd) * 1e3
-                d = self.info.d_model
-                attn = torch.stack([rec[f"blocks.{i}.attn.hook_pattern"][0] for i in range(n_layers)])  # [L, H, n, T] float16
-                resid = torch.stack(
-                    [rec["blocks.0.hook_resid_pre"][0]] + [rec[f"blocks.{i}.hook_resid_post"][0] for i in range(n_layers)]
-                )  # [L + 1, n, d]
-                record_arrays = dict(
-                    token_embed=rec["hook_embed"].reshape(-1, d).float().numpy(),  # [n, d]
-                    pos_embed=rec["hook_pos_embed"].reshape(-1, d)[-len(new_ids):].float().numpy(),  # [n, d]
-                    attn=attn.numpy(),
-                    resid=resid.float().numpy(),
-                    final_hidden=rec["ln_final.hook_normalized"][0, -1].float().numpy().copy(),  # [d]
-                    logits=logits[0, -1].float().numpy().copy(),  # [V]
-                )
+                record_arrays = _step_arrays(rec, n_layers, self.info.d_model, logits)
             if self.cache_length() != start + len(new_ids):
                 raise RuntimeError(f"the KV cache holds {self.cache_length()} positions, expected {start + len(new_ids)}")
             dist = sampling.distribution(record_arrays["logits"], self._context(step), self.settings)
@@ -290,3 +301,20 @@ class Session:
             stop_reason=reason,
             stop_message=message,
         )
+
+
+def _step_arrays(rec: dict[str, torch.Tensor], n_layers: int, d: int, logits: torch.Tensor) -> dict[str, np.ndarray]:
+    """The StepRecord arrays from one step's captured hook points (see STEP_HOOKS)."""
+    layers = range(n_layers)
+    attn = torch.stack([rec[f"blocks.{i}.attn.hook_pattern"][0] for i in layers])  # [L, H, n, T] float16
+    resid = torch.stack([rec["blocks.0.hook_resid_pre"][0]] + [rec[f"blocks.{i}.hook_resid_post"][0] for i in layers])
+    return dict(
+        token_embed=rec["hook_embed"].reshape(-1, d).float().numpy(),  # [n, d]
+        pos_embed=rec["hook_pos_embed"].reshape(-1, d)[-rec["hook_embed"].shape[1]:].float().numpy(),  # [n, d]
+        attn=attn.numpy(),
+        resid=resid.float().numpy(),  # [L + 1, n, d]
+        attn_out=torch.cat([rec[f"blocks.{i}.hook_attn_out"][0] for i in layers]).numpy(),  # [L, d] float16
+        mlp_out=torch.cat([rec[f"blocks.{i}.hook_mlp_out"][0] for i in layers]).numpy(),  # [L, d] float16
+        final_hidden=rec["ln_final.hook_out"][0, -1].float().numpy().copy(),  # [d]
+        logits=logits[0, -1].float().numpy().copy(),  # [V]
+    )

@@ -56,7 +56,11 @@ class StepRecord:
     token_embed, pos_embed: float32 [n, d] (hook_embed, hook_pos_embed).
     attn: float16 [L, H, n, T], blocks.{L}.attn.hook_pattern rows computed this step.
     resid: float32 [L + 1, n, d], blocks.0.hook_resid_pre then blocks.{L}.hook_resid_post.
-    final_hidden: float32 [d], ln_final.hook_normalized at the last position.
+    attn_out, mlp_out: float16 [L, d], blocks.{L}.hook_attn_out and blocks.{L}.hook_mlp_out at the
+        last position (what each block adds to the residual stream; the rest of the path is
+        recomputed on demand by engine.inside).
+    final_hidden: float32 [d], ln_final.hook_out (ln_f's output, after its weight and bias) at the
+        last position.
     logits: float32 [V], raw logits for the next token (the LM head on final_hidden).
     kv: the cache after this step.
     forward_ms: wall time of the forward pass; step_ms: forward, recording and sampling.
@@ -71,6 +75,8 @@ class StepRecord:
     pos_embed: np.ndarray
     attn: np.ndarray
     resid: np.ndarray
+    attn_out: np.ndarray
+    mlp_out: np.ndarray
     final_hidden: np.ndarray
     logits: np.ndarray
     kv: KVStats

@@ -35,6 +35,23 @@ def test_round_trip(tmp_path, arrays):
     assert data["meta"]["format"] == FORMAT
 
 
+def test_path_keys_for_every_step(tmp_path, arrays):
+    """The Inside keys of issue 12 (values checked against the model in tests/engine/test_inside.py)."""
+    data = load_export(write_npz(arrays, tmp_path / "path"))
+    steps, prompt_len = len(data["chosen"]), int(data["prompt_len"])
+    for s in range(steps):
+        for key in ("q", "k", "v", "z"):
+            assert data[f"{key}_{s}"].shape == (4, 4, 64) and data[f"{key}_{s}"].dtype == np.float32
+        assert data[f"scores_{s}"].shape == (4, 4, prompt_len + s)
+        for key in ("attn_out", "resid_mid", "mlp_out"):
+            assert data[f"{key}_{s}"].shape == (4, 256)
+        assert data[f"mlp_pre_{s}"].shape == data[f"mlp_post_{s}"].shape == (4, 1024)
+        assert data[f"lens_ids_{s}"].dtype == np.int64 and data[f"lens_logits_{s}"].shape == (5, 10)
+        top = np.argsort(-data["logits"][s], kind="stable")[:10]
+        np.testing.assert_array_equal(data[f"lens_ids_{s}"][-1], top)
+    assert data["final_hidden"].shape == (steps, 256)
+
+
 @pytest.mark.parametrize(
     "changes, words",
     [
@@ -48,6 +65,9 @@ def test_round_trip(tmp_path, arrays):
         ({"meta": np.array("not json")}, "not valid JSON"),
         ({"meta": np.array(json.dumps({"format": "other"}))}, "does not describe"),
         ({"meta": np.array(7)}, "should be a JSON string"),
+        ({"q_1": None}, "'q_{s}' is missing for step 1"),
+        ({"lens_ids_2": np.zeros((5, 10), dtype=np.float32)}, "'lens_ids_2' should be a 2-D integer"),
+        ({"final_hidden": np.zeros((2, 256), dtype=np.float32)}, "'final_hidden' should be a float array of 3 rows"),
     ],
 )
 def test_malformed_files_are_refused(tmp_path, arrays, changes, words):

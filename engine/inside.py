@@ -1,0 +1,238 @@
+"""Recompute the whole path from a token to the next token, for the Inside view and the export.
+
+A step keeps only what is cheap (engine.session.STEP_HOOKS); everything else is recomputed here by
+one hooked forward pass of the model (the TransformerLens points of ``hooks.HOOK_POINTS``): position
+p alone against a copy of the cached keys and values of positions 0..p-1 when the session's KV cache
+holds them, else positions 0..p. The model is causal, so a position's values do not depend on later
+tokens: either way they equal, to float precision, what the step computed.
+The logit lens (L + 1 products with the LM head) runs here, never inside a timed step.
+"""
+
+from __future__ import annotations
+
+from time import perf_counter
+
+import numpy as np
+import torch
+
+from . import hf_compat, hooks
+from .errors import SessionError
+from .inside_trace import InsideTrace, ParamPart
+
+LENS_TOP = 10  # logit-lens candidates per depth
+
+# Points recorded at the position asked for (the pass's last position), every layer. Keys and values
+# of every position come from the pass's KV cache; the scores row from q and those keys.
+_PATH = (
+    "blocks.{L}.hook_resid_pre", "blocks.{L}.ln1.hook_scale", "blocks.{L}.ln1.hook_normalized",
+    "blocks.{L}.ln1.hook_out", "blocks.{L}.attn.hook_q", "blocks.{L}.attn.hook_pattern", "blocks.{L}.attn.hook_z", "blocks.{L}.hook_attn_out",
+    "blocks.{L}.hook_resid_mid", "blocks.{L}.ln2.hook_scale", "blocks.{L}.ln2.hook_normalized",
+    "blocks.{L}.ln2.hook_out", "blocks.{L}.mlp.hook_pre", "blocks.{L}.mlp.hook_post",
+    "blocks.{L}.hook_mlp_out", "blocks.{L}.hook_resid_post",
+    "hook_embed", "hook_pos_embed", "ln_final.hook_scale", "ln_final.hook_normalized", "ln_final.hook_out",
+)
+
+
+def param_parts(model) -> tuple[ParamPart, ...]:
+    """Every parameter of a GPT2LMHeadModel by part (a tied LM head is the token embedding: listed once)."""
+    parts = []
+    for name, param in model.named_parameters():  # named_parameters lists a tied weight once
+        bits = name.split(".")
+        if bits[1] == "wte" or bits[0] == "lm_head":
+            part = "token embedding" if bits[1] == "wte" else "LM head"
+        elif bits[1] == "wpe":
+            part = "position embedding"
+        elif bits[1] == "ln_f":
+            part = "final layer norm"
+        else:
+            sub = {"ln_1": "ln_1", "attn": "attention", "ln_2": "ln_2", "mlp": "MLP"}[bits[3]]
+            part = f"block {bits[2]} {sub}"
+        parts.append(ParamPart(part, name, tuple(param.shape)))
+    return tuple(parts)
+
+
+def lm_head_tied(model) -> bool:
+    """True when the LM head's weight is the token embedding matrix (the same tensor)."""
+    return model.lm_head.weight is model.transformer.wte.weight or (
+        model.lm_head.weight.data_ptr() == model.transformer.wte.weight.data_ptr()
+    )
+
+
+def top_by_id(logits: torch.Tensor, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` highest of each row of ``logits`` [N, V], best first, ties by lower id:
+    (ids int64 [N, k], values float32 [N, k])."""
+    values = logits.float().numpy()
+    kth = logits.topk(k, dim=-1).values[:, -1:].numpy()  # [N, 1]
+    ids = np.empty((len(values), k), dtype=np.int64)
+    for i, row in enumerate(values):
+        cand = np.flatnonzero(row >= kth[i])  # the top k and anything tied with the k-th
+        ids[i] = cand[np.lexsort((cand, -row[cand]))[:k]]
+    return ids, np.take_along_axis(values, ids, axis=1).astype(np.float32)
+
+
+@torch.inference_mode()
+def logit_lens(model, resid: torch.Tensor, next_ids: np.ndarray, k: int = LENS_TOP, chunk: int = 64):
+    """ln_f then the LM head on each residual vector of ``resid`` [N, d].
+
+    Returns (ids int64 [N, k], logits float32 [N, k], next_prob float32 [N], next_rank int64 [N]) with
+    ``next_ids`` int64 [N] the token whose probability (softmax of the raw logits) and rank are asked.
+    Rows go ``chunk`` at a time: [N, V] float32 logits at once would be 2.6 GB for 13,000 rows.
+    """
+    out_ids, out_logits, probs, ranks = [], [], [], []
+    next_t = torch.as_tensor(np.asarray(next_ids, dtype=np.int64))
+    for lo in range(0, resid.shape[0], chunk):
+        logits = model.lm_head(model.transformer.ln_f(resid[lo : lo + chunk])).float()  # [n, V]
+        ids, top = top_by_id(logits, k)
+        nxt = next_t[lo : lo + chunk]
+        picked = logits.gather(1, nxt[:, None])  # [n, 1]
+        probs.append(torch.softmax(logits, dim=-1).gather(1, nxt[:, None])[:, 0].numpy())
+        ranks.append(((logits > picked).sum(-1) + 1).numpy())
+        out_ids.append(ids)
+        out_logits.append(top)
+    return (np.concatenate(out_ids), np.concatenate(out_logits), np.concatenate(probs).astype(np.float32),
+            np.concatenate(ranks).astype(np.int64))
+
+
+def _resolve(session, step: int | None, position: int | None) -> tuple[int, int, np.ndarray, int]:
+    """(step, position, context ids of that step, next id) for a request, or SessionError."""
+    records = session.records
+    if not records:
+        raise SessionError("No step has run yet.")
+    s = len(records) - 1 if step is None else step
+    if not 0 <= s < len(records):
+        raise SessionError(f"There is no step {step} (steps 0 to {len(records) - 1}).")
+    record = records[s]
+    p = record.end - 1 if position is None else position
+    if not 0 <= p < record.end:
+        raise SessionError(f"Step {s} sees positions 0 to {record.end - 1}, not {position}.")
+    ids = session.token_ids()[: record.end]
+    next_id = record.chosen if p == record.end - 1 else int(ids[p + 1])
+    return s, p, ids, next_id
+
+
+def inside(session, step: int | None = None, position: int | None = None, *,
+           kv_layers: tuple[int, ...] | None = None, use_cache: bool = True) -> InsideTrace:
+    """Everything on the path at ``position`` (default: the step's newest) of ``step`` (default: latest).
+
+    One forward pass, hooked at position p: with ``use_cache`` and a KV cache that holds positions
+    0..p-1, only position p runs, against a copy of those cached keys and values (what a decode step
+    does: tens of milliseconds); otherwise positions 0..p all run (one prefill of p + 1 tokens). The
+    two give the same values to float precision. ``kv_layers`` (default: all) are the layers whose
+    keys and values of every visible position are included (float32 2 x H x T x dh each).
+    """
+    s, p, ids, next_id = _resolve(session, step, position)
+    model, info = session.loaded.model, session.info
+    n_layers = info.n_layer
+    layers_kv = tuple(range(n_layers)) if kv_layers is None else tuple(sorted(set(kv_layers)))
+    last = hooks.Keep(rows=slice(-1, None))  # position p is the pass's last position either way
+    t0 = perf_counter()
+    past = session.kv_prefix(p) if use_cache else None
+    fed = ids[: p + 1] if past is None else ids[p : p + 1]
+    with torch.inference_mode(), hooks.capture(model, n_layers, {name: last for name in _PATH}) as rec:
+        _, cache = hf_compat.forward(model, torch.from_numpy(fed)[None], past)
+    layer_kv = hf_compat.layer_tensors(cache)  # every layer's keys and values, positions 0..p
+    keys = torch.stack([k[0] for k, _ in layer_kv])  # [L, H, T, dh]
+    compute_ms = (perf_counter() - t0) * 1e3
+
+    def per_layer(name: str) -> np.ndarray:  # [L, ...] at position p, float32
+        return torch.stack([rec[name.format(L=i)][0, -1] for i in range(n_layers)]).float().numpy()
+
+    q = torch.stack([rec[f"blocks.{i}.attn.hook_q"][0, -1] for i in range(n_layers)])  # [L, H, dh]
+    scale = torch.tensor([block.attn.scaling for block in model.transformer.h])  # [L]
+    scores = torch.einsum("lhd,lhtd->lht", q, keys) * scale[:, None, None]  # [L, H, T]: row p of hook_attn_scores
+    resid_pre, resid_post = per_layer("blocks.{L}.hook_resid_pre"), per_layer("blocks.{L}.hook_resid_post")
+    t1 = perf_counter()
+    resid = torch.from_numpy(np.concatenate([resid_pre[:1], resid_post]))
+    lens_ids, lens_logits, next_prob, next_rank = logit_lens(model, resid, np.full(n_layers + 1, next_id))
+    lens_ms = (perf_counter() - t1) * 1e3
+    parts = param_parts(model)
+    return InsideTrace(
+        step=s,
+        position=p,
+        context_len=len(ids),
+        token_id=int(ids[p]),
+        next_id=int(next_id),
+        token_embed=rec["hook_embed"][0, -1].float().numpy(),
+        pos_embed=rec["hook_pos_embed"][0, -1].float().numpy(),
+        resid_pre=resid_pre,
+        ln1_scale=per_layer("blocks.{L}.ln1.hook_scale")[:, 0],
+        ln1_normalized=per_layer("blocks.{L}.ln1.hook_normalized"),
+        ln1_out=per_layer("blocks.{L}.ln1.hook_out"),
+        q=q.numpy(),
+        k=keys[:, :, -1].numpy(),
+        v=torch.stack([v[0, :, -1] for _, v in layer_kv]).numpy(),
+        kv_layers=layers_kv,
+        keys=torch.stack([layer_kv[i][0][0] for i in layers_kv]).numpy(),
+        values=torch.stack([layer_kv[i][1][0] for i in layers_kv]).numpy(),
+        scores=scores.numpy(),
+        pattern=torch.stack([rec[f"blocks.{i}.attn.hook_pattern"][0, :, -1] for i in range(n_layers)]).float().numpy(),
+        z=per_layer("blocks.{L}.attn.hook_z"),
+        attn_out=per_layer("blocks.{L}.hook_attn_out"),
+        resid_mid=per_layer("blocks.{L}.hook_resid_mid"),
+        ln2_scale=per_layer("blocks.{L}.ln2.hook_scale")[:, 0],
+        ln2_normalized=per_layer("blocks.{L}.ln2.hook_normalized"),
+        ln2_out=per_layer("blocks.{L}.ln2.hook_out"),
+        mlp_pre=per_layer("blocks.{L}.mlp.hook_pre"),
+        mlp_post=per_layer("blocks.{L}.mlp.hook_post"),
+        mlp_out=per_layer("blocks.{L}.hook_mlp_out"),
+        resid_post=resid_post,
+        ln_final_scale=float(rec["ln_final.hook_scale"][0, -1, 0]),
+        ln_final_normalized=rec["ln_final.hook_normalized"][0, -1].float().numpy(),
+        final_hidden=rec["ln_final.hook_out"][0, -1].float().numpy(),
+        lens_ids=lens_ids,
+        lens_logits=lens_logits,
+        lens_next_prob=next_prob,
+        lens_next_rank=next_rank,
+        lm_head_tied=lm_head_tied(model),
+        attn_scale=scale.numpy().astype(np.float32),
+        params=parts,
+        n_params=sum(part.count for part in parts),
+        compute_ms=compute_ms,
+        lens_ms=lens_ms,
+    )
+
+
+# Points the export keeps at each step's newest position, every layer.
+_EXPORT = {
+    "q": "blocks.{L}.attn.hook_q", "k": "blocks.{L}.attn.hook_k", "v": "blocks.{L}.attn.hook_v",
+    "z": "blocks.{L}.attn.hook_z", "attn_out": "blocks.{L}.hook_attn_out", "resid_mid": "blocks.{L}.hook_resid_mid",
+    "mlp_pre": "blocks.{L}.mlp.hook_pre", "mlp_post": "blocks.{L}.mlp.hook_post", "mlp_out": "blocks.{L}.hook_mlp_out",
+}
+
+
+def inside_arrays(session) -> dict[str, np.ndarray]:
+    """The export's per-step path arrays (see engine.export), float32, from one recompute pass.
+
+    For every step s at its newest position r = P - 1 + s: q_s, k_s, v_s, z_s [L, H, dh]; scores_s
+    [L, H, r + 1]; attn_out_s, resid_mid_s, mlp_out_s [L, d]; mlp_pre_s, mlp_post_s [L, m];
+    lens_ids_s int64 / lens_logits_s [L + 1, 10]; and final_hidden [S, d] as each step recorded it.
+    """
+    records = session.records
+    model, n_layers = session.loaded.model, session.info.n_layer
+    ids = session.token_ids()[: records[-1].end]
+    rows = torch.tensor([r.end - 1 for r in records], dtype=torch.long)  # each step's newest position
+    at_rows = hooks.Keep(rows=rows)
+    keep = {name: at_rows for name in _EXPORT.values()}
+    keep |= {"blocks.{L}.attn.hook_k": hooks.ALL, "blocks.0.hook_resid_pre": at_rows, "blocks.{L}.hook_resid_post": at_rows}
+    with torch.inference_mode(), hooks.capture(model, n_layers, keep) as rec:
+        model.transformer(input_ids=torch.from_numpy(ids)[None], use_cache=False)
+        stacked = {key: torch.stack([rec[name.format(L=i)][0] for i in range(n_layers)])  # [L, S or T, ...]
+                   for key, name in _EXPORT.items() if key != "k"}
+        keys = torch.stack([rec[f"blocks.{i}.attn.hook_k"][0] for i in range(n_layers)]).transpose(1, 2)  # [L, H, T, dh]
+        stacked["k"] = keys[:, :, rows].transpose(1, 2)  # [L, S, H, dh]
+        resid = torch.stack([rec["blocks.0.hook_resid_pre"][0]] + [rec[f"blocks.{i}.hook_resid_post"][0] for i in range(n_layers)])
+        scale = torch.tensor([block.attn.scaling for block in model.transformer.h])[:, None, None]  # [L, 1, 1]
+        out: dict[str, np.ndarray] = {}
+        for s, r in enumerate(rows.tolist()):
+            for key, value in stacked.items():
+                out[f"{key}_{s}"] = value[:, s].float().numpy()
+            q = stacked["q"][:, s]  # [L, H, dh]
+            out[f"scores_{s}"] = (torch.einsum("lhd,lhtd->lht", q, keys[:, :, : r + 1]) * scale).float().numpy()
+        depth_rows = resid.transpose(0, 1).reshape(-1, resid.shape[-1])  # [S x (L + 1), d], step-major
+        next_ids = np.repeat([r.chosen for r in records], n_layers + 1)
+        lens_ids, lens_logits, _, _ = logit_lens(model, depth_rows, next_ids)
+    for s in range(len(records)):
+        out[f"lens_ids_{s}"] = lens_ids[s * (n_layers + 1) : (s + 1) * (n_layers + 1)]
+        out[f"lens_logits_{s}"] = lens_logits[s * (n_layers + 1) : (s + 1) * (n_layers + 1)]
+    out["final_hidden"] = np.stack([r.final_hidden for r in records]).astype(np.float32)
+    return out
