@@ -55,7 +55,7 @@ class SessionController(QObject):
     """Sends requests to the engine (``engine``: "process" or "thread") and hands back the newest results."""
 
     resultReady = Signal(object)  # SessionResult, not stale
-    insideReady = Signal(object)  # InsideTrace, the answer to ``inspect``, not stale
+    insideReady = Signal(object)  # InsideResult, the answer to ``inspect``, not stale
     errorOccurred = Signal(str, str)  # request kind, message
     busyChanged = Signal(bool)
     downloadProgress = Signal("qint64", "qint64")  # bytes done, bytes total (models pass 2 GiB)
@@ -222,9 +222,9 @@ class SessionController(QObject):
             # The load made results in flight stale; show the session it left untouched as it is now.
             self.refresh()
 
-    def _on_engine_inspected(self, generation: int, trace) -> None:
+    def _on_engine_inspected(self, generation: int, answer) -> None:
         if self._finish(generation):
-            self.insideReady.emit(trace)
+            self.insideReady.emit(answer)
 
     def _on_engine_skipped(self, generation: int) -> None:
         self._finish(generation)

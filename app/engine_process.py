@@ -70,7 +70,7 @@ class EngineProcess(QObject):
     """Runs a SessionHost in a child process; ``shutdown`` ends it."""
 
     finished = Signal(object)  # SessionResult
-    inspected = Signal(int, object)  # generation, InsideTrace (an Inspect request's answer)
+    inspected = Signal(int, object)  # generation, InsideResult (an Inspect request's answer)
     failed = Signal(int, str, str)  # generation, request kind (or "prompt_too_long"), message
     skipped = Signal(int)  # generation of a request skipped unrun (a paused play loop, a stale step)
     progress = Signal("qint64", "qint64")  # model download: bytes done, bytes total (can pass 2 GiB)

@@ -16,16 +16,24 @@ import logging
 import sys
 from time import perf_counter
 
+from .views import VIEWS
+
 log = logging.getLogger("app")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="nexttoken", description="Watch a GPT-2 model produce its next token, step by step.")
+    p = argparse.ArgumentParser(
+        prog="nexttoken", description="Watch a GPT-2 model produce its next token, step by step.", allow_abbrev=False
+    )
     p.add_argument("--model", default=None, help="model folder or hub id such as gpt2 (default: the last used, else the tiny demo)")
     p.add_argument("--prompt", default="", help="prompt to start with")
     p.add_argument("--steps", type=int, default=0, help="steps to run at start (with --screenshot: before the picture)")
     p.add_argument("--screenshot", metavar="FILE.png", help="save a PNG of the window after --steps steps, then exit")
     p.add_argument("--projector", action="store_true", help="large fonts and high contrast for a projector")
+    p.add_argument("--view", choices=tuple(VIEWS), default="main",
+                   help="the view in front: " + "; ".join(f"{name} = {what}" for name, what in VIEWS.items()))
+    p.add_argument("--layer", type=int, default=0, help="the layer selected, counted from 0 as the window shows it")
+    p.add_argument("--head", type=int, default=0, help="the attention head selected, counted from 0")
     p.add_argument("--smoke-test", action="store_true", help="load the bundled model, step 3 tokens, print JSON, exit")
     p.add_argument("--engine", choices=("process", "thread"), default="process",
                    help="where the model runs: a child process (default: the window never waits for it) or a thread of the window's process")
@@ -78,9 +86,18 @@ class ScriptedRun:
             self.done(2)
 
     def _finish(self, result) -> None:
+        self.finished = True
+        inside = self.window.inside
+        if self.window.views.currentWidget() is inside and inside.awaiting():  # its answer is on its way
+            from PySide6.QtCore import QTimer
+
+            self.window.controller.insideReady.connect(lambda _answer: QTimer.singleShot(50, lambda: self._capture(result)))
+            return
+        self._capture(result)
+
+    def _capture(self, result) -> None:
         from PySide6.QtWidgets import QApplication
 
-        self.finished = True
         QApplication.processEvents()
         image = self.window.grab()
         code = 0
@@ -106,6 +123,27 @@ class ScriptedRun:
             if not summary["ok"]:
                 code = code or 4
         self.done(code)
+
+
+def select_layer_and_head(window, layer: int, head: int, fail) -> None:
+    """Select ``layer`` and ``head`` once the model is loaded (its size is known only then); out of
+    range says so (and ends a scripted run with status 2)."""
+
+    def on_result(result) -> None:
+        if result.kind != "load":
+            return
+        window.resultApplied.disconnect(on_result)
+        if not (0 <= layer < result.n_layer and 0 <= head < result.n_head):
+            message = (f"--layer {layer} --head {head} is not in {result.info.name}: it has layers 0 to "
+                       f"{result.n_layer - 1} and heads 0 to {result.n_head - 1}.")
+            window.errorShown.emit(message)
+            window.status_label.setText(message)
+            return
+        window.state.set_layer(layer)
+        window.state.set_head(head)
+
+    if layer or head:
+        window.resultApplied.connect(on_result)
 
 
 def show_splash(app):
@@ -185,6 +223,8 @@ def main(argv: list[str] | None = None) -> int:
         script = ScriptedRun(window, steps=steps, screenshot=args.screenshot, smoke=args.smoke_test, started=started, done=done)
     elif steps:
         script = ScriptedRun(window, steps=steps, screenshot=None, smoke=False, started=started, done=lambda code: None)
+    window.show_view(args.view)
+    select_layer_and_head(window, args.layer, args.head, done if scripted else None)
     window.show()
     splash.finish(window)
     model = None if args.smoke_test else args.model

@@ -59,3 +59,12 @@ class SessionResult:
     def context_len(self) -> int:
         """T: positions the model has computed (0 before the prefill)."""
         return 0 if self.trace is None else int(self.trace.record.end)
+
+
+@dataclass(frozen=True)
+class InsideResult:
+    """The answer to an Inspect request: ``trace``, an ``engine.inside_trace.InsideTrace``, and the
+    readable text of every token id it names (``pieces``: id -> piece), for the Inside view."""
+
+    trace: object
+    pieces: dict

@@ -26,7 +26,7 @@ from engine.trace import StepRecord
 
 from . import protocol as p
 from .history import shared_prefix
-from .result import SessionResult
+from .result import InsideResult, SessionResult
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ def make_result(
 class SessionHost:
     """Owns the Session and runs each request (``app.protocol``) on the one thread that calls ``handle``.
 
-    ``emit(name, *args)`` sends "finished" (SessionResult), "inspected" (generation, InsideTrace),
+    ``emit(name, *args)`` sends "finished" (SessionResult), "inspected" (generation, InsideResult),
     "failed" (generation, request kind or "prompt_too_long", message), "skipped" (generation) or
     "progress" (bytes done, bytes total) to the window; ``again(request)`` queues a play loop's next step behind whatever arrived
     meanwhile. The control values (``protocol.CONTROLS``) are written from another thread while a
@@ -274,7 +274,10 @@ class SessionHost:
             raise NextTokenError("Step once first: the path inside the model is shown for a step that has run.")
         step = None if request.step < 0 else request.step
         position = None if request.position < 0 else request.position
-        return inside(session, step, position, kv_layers=(int(request.layer),))
+        trace = inside(session, step, position, kv_layers=(int(request.layer),))
+        ids = {trace.token_id, trace.next_id, *(int(i) for i in trace.lens_ids.ravel())}
+        tokenizer = session.loaded.tokenizer
+        return InsideResult(trace, {i: tokenizer.piece(i) for i in ids})
 
     def _refresh(self, request: p.Refresh) -> SessionResult:
         return self._result(request, "")

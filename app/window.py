@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
     QProgressDialog,
     QPushButton,
     QSplitter,
+    QTabWidget,
     QToolBar,
     QVBoxLayout,
     QWidget,
@@ -37,6 +38,7 @@ from .guard import guarded
 from .paint_scheduler import PaintScheduler
 from .panels.attention_panel import AttentionPanel
 from .panels.embeddings_panel import EmbeddingsPanel
+from .panels.inside_panel import InsidePanel
 from .panels.kv_panel import KVPanel, human_bytes
 from .panels.logits_panel import LogitsPanel
 from .panels.sampling_panel import SamplingPanel
@@ -44,6 +46,7 @@ from .panels.tokens_panel import TokensPanel
 from .player import Player
 from .result import SessionResult
 from .state import AppState
+from .views import VIEWS
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +115,8 @@ class MainWindow(QMainWindow):
         self.player.playingChanged.connect(self._on_player_playing_changed)
         self.tokens.promptEdited.connect(c.set_prompt)
         self.logits.tokenChosen.connect(self._on_logits_token_chosen)
+        self.inside.inspectRequested.connect(c.inspect)
+        c.insideReady.connect(self._on_controller_inside_ready)
         self.sampling.set_settings(c.settings)
         self.sampling.settingsChanged.connect(c.set_settings)
         self.state.subscribe_theme(self._on_state_theme)
@@ -151,10 +156,14 @@ class MainWindow(QMainWindow):
         rows.addWidget(columns)
         rows.setSizes([165, 805])
         rows.setChildrenCollapsible(False)
+        self.inside = InsidePanel(s)
+        self.views = QTabWidget()
+        for widget, title in zip((rows, self.inside), VIEWS.values()):
+            self.views.addTab(widget, title)
         central = QWidget()
         layout = QVBoxLayout(central)
         layout.setContentsMargins(6, 4, 6, 4)
-        layout.addWidget(rows)
+        layout.addWidget(self.views)
         self.setCentralWidget(central)
 
     def _build_actions(self) -> None:
@@ -275,6 +284,10 @@ class MainWindow(QMainWindow):
         """How long each event-loop turn of the latest result's drawing took (benchmarks read it)."""
         return self.painter.turn_ms
 
+    def show_view(self, name: str) -> None:
+        """Bring view ``name`` (one of VIEWS) to the front; the others stay a tab away."""
+        self.views.setCurrentIndex(list(VIEWS).index(name))
+
     def _can_go_on(self) -> bool:
         return not (self.state.result is not None and self.state.result.stopped)
 
@@ -328,6 +341,9 @@ class MainWindow(QMainWindow):
         self.restart_button.hide()
         self.controller.restart_engine()
         self._reload_model()
+
+    def _on_controller_inside_ready(self, answer) -> None:
+        self.inside.show_inside(answer.trace, answer.pieces)
 
     def _on_guard_occurred(self, message: str) -> None:
         self._set_status(message, error=True)

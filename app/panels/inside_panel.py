@@ -1,0 +1,527 @@
+"""Inside the model: the whole path from one token to the next token, with the model's own numbers.
+
+For one position (the selected token chip, else the newest) of the step on screen, read top to
+bottom in the order the model computes: (1) the token and position embeddings and their sum;
+(2) one block, the layer and head chosen in the attention panel: layer norm, query, keys, scores
+÷ √d_head, the causal mask, softmax, the weighted values, the output projection and the residual
+add, then layer norm, the MLP (d → 4d, GELU, 4d → d) and the second residual add; (3) the residual
+stream across all layers; (4) the logit lens; (5) the final layer norm and the LM head (tied to
+the token embeddings), logits and softmax; (6) every matrix's shape and the parameter counts.
+
+Nothing here is computed from weights in this process: the engine recomputes the path for the
+position asked (``controller.inspect``, answered by an ``engine.inside_trace.InsideTrace``) and this
+panel draws it. Vectors are colour strips (blue negative, white 0, yellow positive: a colour-blind-
+safe diverging map), each captioned with its shape and its length (L2 norm).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QGridLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QScrollArea,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine.tokens import clip
+
+from .. import theme as th
+from ..guard import guarded
+from ..state import AppState
+
+DIVERGING = "CET-CBD1"  # blue - white - yellow, readable with the common colour blindnesses
+STRIP_H = 46  # pixels of a vector strip's plot
+TOP_UNITS = 5  # strongest MLP units listed
+LENS_SHOWN = 5  # lens candidates per depth in the table
+BUSY_AFTER_MS = 500  # show "computing…" when an answer takes longer than this
+
+
+def _norm(x: np.ndarray) -> float:
+    return float(np.linalg.norm(np.asarray(x, dtype=np.float64)))
+
+
+class VectorStrip(QWidget):
+    """One vector as a strip of colours (one column per dimension), with a caption above it."""
+
+    def __init__(self, title: str, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.title = title
+        self.caption = QLabel(title)
+        self.caption.setWordWrap(True)
+        self.view = pg.PlotWidget()
+        self.view.setFixedHeight(STRIP_H)
+        plot = self.view.getPlotItem()
+        th.fix_plot(plot)
+        plot.setMouseEnabled(x=True, y=False)  # long vectors (3,072 MLP units): zoom and pan along them
+        plot.hideAxis("left")
+        plot.getAxis("bottom").setHeight(18)
+        self.image = pg.ImageItem()
+        self.image.setColorMap(pg.colormap.get(DIVERGING))
+        plot.addItem(self.image)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 2, 0, 2)
+        layout.setSpacing(1)
+        layout.addWidget(self.caption)
+        layout.addWidget(self.view)
+        self.values = np.zeros(0, np.float32)
+
+    def show_vector(self, values: np.ndarray, note: str = "") -> None:
+        values = np.asarray(values, dtype=np.float32).ravel()
+        self.values = values
+        scale = float(np.max(np.abs(values))) or 1.0
+        self.image.setImage(values[None, :], autoLevels=False, levels=(-scale, scale))
+        self.image.setRect(0, 0, len(values), 1)
+        self.view.getPlotItem().setRange(xRange=(0, len(values)), yRange=(0, 1), padding=0)
+        self.caption.setText(
+            f"<b>{self.title}</b> · {len(values):,} numbers · length {_norm(values):.2f} · "
+            f"colour scale ±{scale:.2f}{(' · ' + note) if note else ''}"
+        )
+
+
+class PositionBars(QWidget):
+    """One value per visible position (scores, attention weights), token labels under the bars."""
+
+    def __init__(self, title: str, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.title = title
+        self.caption = QLabel(title)
+        self.caption.setWordWrap(True)
+        self.view = pg.PlotWidget()
+        self.view.setFixedHeight(150)
+        plot = self.view.getPlotItem()
+        th.fix_plot(plot)
+        plot.setMouseEnabled(x=True, y=False)
+        plot.showGrid(y=True, alpha=0.25)
+        self.bars = pg.BarGraphItem(x=[], height=[], width=0.8)
+        plot.addItem(self.bars)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 2, 0, 2)
+        layout.setSpacing(1)
+        layout.addWidget(self.caption)
+        layout.addWidget(self.view)
+        self.values = np.zeros(0, np.float32)
+
+    def show_values(self, values: np.ndarray, pieces: list[str], note: str, color: str) -> None:
+        values = np.asarray(values, dtype=np.float32)
+        self.values = values
+        x = np.arange(len(values))
+        self.bars.setOpts(x=x, height=values, width=0.8, brush=pg.mkBrush(color), pen=None)
+        plot = self.view.getPlotItem()
+        step = max(1, len(values) // 24)  # at most ~24 labels: long contexts label every n-th position
+        plot.getAxis("bottom").setTicks([[(i, f"{clip(pieces[i], 6)}\n{i}") for i in range(0, len(values), step)]])
+        low, high = min(0.0, float(values.min(initial=0))), max(0.0, float(values.max(initial=0)))
+        if high == low:
+            high = low + 1.0
+        plot.setRange(xRange=(-0.5, max(len(values), 1) - 0.5), yRange=(low, high), padding=0.05)
+        self.caption.setText(f"<b>{self.title}</b> · {note}")
+
+
+class InsidePanel(QWidget):
+    """The six parts of the path for one position of one step (see the module docstring)."""
+
+    inspectRequested = Signal(int, int, int)  # step, position, layer: the window asks the engine
+
+    def __init__(self, state: AppState, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.state = state
+        self.trace = None  # the InsideTrace drawn
+        self.pieces: dict[int, str] = {}
+        self._asked: tuple[int, int, int] | None = None  # (step, position, layer) asked last
+        self._shown: tuple[int, int, int] | None = None  # ... and drawn
+        self.header = QLabel("Step once, then open this view: it shows what happens inside the model for one token.")
+        self.header.setWordWrap(True)
+        self.busy = QLabel("")
+        self._busy_timer = QTimer(self, singleShot=True, interval=BUSY_AFTER_MS)
+        self._busy_timer.timeout.connect(lambda: self.busy.setText("computing the path in the model's process…"))
+
+        body = QWidget()
+        column = QVBoxLayout(body)
+        # 1. token and position
+        self.embed_box = QGroupBox("1 · Token and position")
+        self.token_strip = VectorStrip("token embedding")
+        self.pos_strip = VectorStrip("position embedding")
+        self.sum_strip = VectorStrip("sum: the residual stream's start")
+        self.embed_text = QLabel()
+        self.embed_text.setWordWrap(True)
+        _stack(self.embed_box, [self.embed_text, self.token_strip, self.pos_strip, self.sum_strip])
+        # 2. one block
+        self.block_box = QGroupBox("2 · One block")
+        self.ln1_in = VectorStrip("into the block (residual stream)")
+        self.ln1_norm = VectorStrip("layer norm 1: minus the mean, divided by the spread")
+        self.ln1_out = VectorStrip("layer norm 1 output: times the learned scale, plus the learned shift")
+        self.q_strip = VectorStrip("query q of this position (this head)")
+        self.keys_view, self.keys_image, self.keys_caption = _heatmap("keys k of every visible position (this head)")
+        self.scores = PositionBars("scores")
+        self.pattern = PositionBars("attention weights")
+        self.values_view, self.values_image, self.values_caption = _heatmap("values v of every visible position (this head)")
+        self.z_strip = VectorStrip("head output z: the weighted sum of the values")
+        self.attn_out = VectorStrip("attention output: all heads side by side, times W_O, plus its bias")
+        self.resid_mid = VectorStrip("residual stream after the attention: input + attention output")
+        self.ln2_out = VectorStrip("layer norm 2 output")
+        self.mlp_pre = VectorStrip("MLP hidden units before GELU (d → 4d)")
+        self.mlp_post = VectorStrip("MLP hidden units after GELU")
+        self.mlp_top = QLabel()
+        self.mlp_out = VectorStrip("MLP output (4d → d)")
+        self.resid_post = VectorStrip("residual stream after the block: + MLP output")
+        self.block_text = QLabel()
+        self.block_text.setWordWrap(True)
+        _stack(self.block_box, [
+            self.block_text, self.ln1_in, self.ln1_norm, self.ln1_out, self.q_strip, self.keys_caption, self.keys_view,
+            self.scores, self.pattern, self.values_caption, self.values_view, self.z_strip, self.attn_out,
+            self.resid_mid, self.ln2_out, self.mlp_pre, self.mlp_post, self.mlp_top, self.mlp_out, self.resid_post,
+        ])  # fmt: skip
+        # 3. the residual stream across layers
+        self.stream_box = QGroupBox("3 · The residual stream through every block")
+        self.stream_view = pg.PlotWidget()
+        self.stream_view.setFixedHeight(210)
+        sp = self.stream_view.getPlotItem()
+        th.fix_plot(sp)
+        sp.addLegend(offset=(-8, 4))  # top right: the stream's line rises to the right, mostly
+        sp.showGrid(y=True, alpha=0.25)
+        self.attn_norm_bars = pg.BarGraphItem(x=[], height=[], width=0.38, brush=th.BLUE, name="attention adds (length)")
+        self.mlp_norm_bars = pg.BarGraphItem(x=[], height=[], width=0.38, brush=th.ORANGE, name="MLP adds (length)")
+        sp.addItem(self.attn_norm_bars)
+        sp.addItem(self.mlp_norm_bars)
+        self.resid_line = sp.plot([], [], pen=pg.mkPen(th.DARK, width=2), symbol="o", symbolSize=6, name="residual stream length")
+        self.stream_text = QLabel()
+        self.stream_text.setWordWrap(True)
+        _stack(self.stream_box, [self.stream_text, self.stream_view])
+        # 4. logit lens
+        self.lens_box = QGroupBox("4 · Logit lens: what the model would predict if it stopped here")
+        self.lens_table = QTableWidget()
+        self.lens_table.setEditTriggers(QTableWidget.NoEditTriggers)
+        self.lens_table.verticalHeader().setVisible(False)
+        self.lens_table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeToContents)
+        self.lens_text = QLabel()
+        self.lens_text.setWordWrap(True)
+        _stack(self.lens_box, [self.lens_text, self.lens_table])
+        # 5. final layer norm and LM head
+        self.head_box = QGroupBox("5 · Final layer norm, the LM head and softmax")
+        self.final_strip = VectorStrip("final hidden state h (ln_f output)")
+        self.head_text = QLabel()
+        self.head_text.setWordWrap(True)
+        self.head_text.setTextFormat(Qt.RichText)
+        _stack(self.head_box, [self.final_strip, self.head_text])
+        # 6. sizes and parameters
+        self.size_box = QGroupBox("6 · Sizes and parameters")
+        self.size_table = QTableWidget()
+        self.size_table.setEditTriggers(QTableWidget.NoEditTriggers)
+        self.size_table.verticalHeader().setVisible(False)
+        self.size_table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeToContents)
+        self.size_text = QLabel()
+        self.size_text.setWordWrap(True)
+        _stack(self.size_box, [self.size_table, self.size_text])
+        for box in (self.embed_box, self.block_box, self.stream_box, self.lens_box, self.head_box, self.size_box):
+            column.addWidget(box)
+        column.addStretch(1)
+        self.scroll = QScrollArea()
+        self.scroll.setWidget(body)
+        self.scroll.setWidgetResizable(True)
+        top = QHBoxLayout()
+        top.addWidget(self.header, 1)
+        top.addWidget(self.busy)
+        layout = QVBoxLayout(self)
+        layout.addLayout(top)
+        layout.addWidget(self.scroll, 1)
+        self._boxes_hidden(True)
+
+        state.subscribe(self._on_state_result)
+        state.layerChanged.connect(self._on_state_selection)
+        state.headChanged.connect(self._on_state_selection)
+        state.positionChanged.connect(self._on_state_selection)
+        state.subscribe_theme(self._on_state_theme)
+
+    def plot_views(self) -> list[pg.GraphicsView]:
+        """Not painted by the step's turns: this view changes only when its answer arrives."""
+        return []
+
+    # ------------------------------------------------------------ asking
+    def refresh(self) -> None:
+        """Ask for the path at the selected position of the step on screen (if not already shown)."""
+        result = self.state.result
+        if result is None or result.trace is None or not self.isVisible():
+            return
+        wanted = (result.trace.step, self.state.selected_position, self.state.layer)
+        if wanted[1] >= result.trace.record.end:  # the chosen token, not yet read: show the newest
+            wanted = (wanted[0], result.trace.record.end - 1, wanted[2])
+        if wanted == self._asked:
+            return
+        self._asked = wanted
+        self._busy_timer.start()
+        self.inspectRequested.emit(*wanted)
+
+    def awaiting(self) -> bool:
+        """True while the answer to the last question has not been drawn."""
+        return self._asked is not None and self._asked != self._shown
+
+    @guarded
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        super().showEvent(event)
+        QTimer.singleShot(0, self.refresh)
+
+    def _on_state_result(self, result) -> None:
+        if result.trace is None:
+            self._asked, self.trace = None, None
+            self._boxes_hidden(True)
+            self.header.setText("Step once: this view shows what happens inside the model for one token of a step.")
+            return
+        if result.kind in ("load", "prompt", "reset"):
+            self._asked = None
+        self.refresh()
+
+    def _on_state_selection(self, _value: int) -> None:
+        self.refresh()  # another position, or another layer (keys and values come per layer)
+        if self.trace is not None:
+            self._draw_block()
+
+    def _on_state_theme(self, theme: th.Theme) -> None:
+        self.setFont(theme.font())
+        self.header.setFont(theme.font(1, bold=True))
+
+    # ------------------------------------------------------------ drawing
+    def show_inside(self, trace, pieces: dict[int, str]) -> None:
+        """Draw ``trace`` (an InsideTrace); ``pieces`` gives the readable text of the ids it names."""
+        self._busy_timer.stop()
+        self.busy.setText("")
+        self.trace, self.pieces = trace, dict(pieces)
+        self._shown = (trace.step, trace.position, trace.kv_layers[0] if trace.kv_layers else -1)
+        self._boxes_hidden(False)
+        t = trace
+        piece = self._piece(t.token_id)
+        self.header.setText(
+            f"Inside the model at position {t.position} (token “{piece}”, id {t.token_id:,}) of step {t.step}; "
+            f"it predicts the next token, here “{self._piece(t.next_id)}”. Recomputed in {t.compute_ms:.0f} ms."
+        )
+        d = t.token_embed.shape[0]
+        self.embed_text.setText(
+            f"The token id {t.token_id:,} picks row {t.token_id:,} of the token embedding matrix "
+            f"(vocabulary × d = {self._vocab():,} × {d:,}); the position {t.position} picks row {t.position} of the "
+            f"position embedding matrix ({self._n_ctx():,} × {d:,}). The two rows are added."
+        )
+        self.token_strip.show_vector(t.token_embed, f"row {t.token_id:,} of the token embeddings")
+        self.pos_strip.show_vector(t.pos_embed, f"row {t.position} of the position embeddings")
+        self.sum_strip.show_vector(t.resid_pre[0], "token + position")
+        self._draw_block()
+        self._draw_stream()
+        self._draw_lens()
+        self._draw_head()
+        self._draw_sizes()
+
+    def _draw_block(self) -> None:
+        t = self.trace
+        L = min(self.state.layer, t.n_layer - 1)
+        H = min(self.state.head, t.n_head - 1)
+        T = t.position + 1
+        dh = t.q.shape[-1]
+        self.block_box.setTitle(f"2 · Block {L} (layer {L} of 0-{t.n_layer - 1}), head {H}: choose both in the attention panel")
+        x = t.resid_pre[L]
+        self.block_text.setText(
+            f"Every block does the same two things: attention (the position looks at earlier positions) and "
+            f"an MLP (it works on this position alone), each added to the residual stream."
+        )
+        self.ln1_in.show_vector(x, f"mean {x.mean():+.3f}, spread {x.std():.3f}")
+        n = t.ln1_normalized[L]
+        self.ln1_norm.show_vector(n, f"mean {n.mean():+.3f}, spread {n.std():.3f}; divided by {t.ln1_scale[L]:.3f}")
+        self.ln1_out.show_vector(t.ln1_out[L])
+        self.q_strip.show_vector(t.q[L, H], f"{dh} numbers per head (d / heads = {dh * t.n_head} / {t.n_head})")
+        has_kv = L in t.kv_layers
+        if has_kv:
+            i = t.kv_layers.index(L)
+            keys, values = t.keys[i, H, :T], t.values[i, H, :T]
+            _show_heat(self.keys_image, self.keys_view, keys)
+            _show_heat(self.values_image, self.values_view, values)
+            self.keys_caption.setText(
+                f"<b>keys k</b> of the {T} visible positions ({T} × {dh}): the query is compared with every one of them "
+                "(these are what the KV cache keeps)"
+            )
+            self.values_caption.setText(f"<b>values v</b> of the {T} visible positions ({T} × {dh}): what the weights mix")
+        else:
+            self.keys_caption.setText("keys: computing for this layer…")
+            self.values_caption.setText("values: computing for this layer…")
+        pieces = [self._context_piece(j) for j in range(T)]
+        scale = float(t.attn_scale[L])
+        self.scores.show_values(
+            t.scores[L, H, :T], pieces,
+            f"q · k for each visible position, × {scale:.4f} (= 1 / √{dh}: divided by √d_head so the scores do not "
+            f"grow with the head's size). Causal mask: positions after {t.position} are hidden from this one, so "
+            f"they get no score at all (not shown).", th.BLUE,
+        )  # fmt: skip
+        self.pattern.show_values(
+            t.pattern[L, H, :T], pieces,
+            f"softmax turns the scores into weights that are all positive and add up to 1 (sum "
+            f"{float(t.pattern[L, H, :T].sum()):.4f}): the same row the attention panel draws for this position.",
+            th.ORANGE,
+        )
+        self.z_strip.show_vector(t.z[L, H], f"Σ weight × value, {dh} numbers")
+        self.attn_out.show_vector(t.attn_out[L], f"{t.n_head} heads × {dh} = {t.n_head * dh} numbers, then W_O ({t.n_head * dh} × {t.attn_out.shape[-1]})")
+        self.resid_mid.show_vector(t.resid_mid[L], f"the attention added a vector of length {_norm(t.attn_out[L]):.2f}")
+        self.ln2_out.show_vector(t.ln2_out[L], f"divided by {t.ln2_scale[L]:.3f}, then scale and shift")
+        m = t.mlp_pre.shape[-1]
+        self.mlp_pre.show_vector(t.mlp_pre[L], f"{t.attn_out.shape[-1]} → {m} (4 × d), W_in and its bias")
+        self.mlp_post.show_vector(t.mlp_post[L], "GELU keeps positive values, squashes negative ones towards 0")
+        post = t.mlp_post[L]
+        top = np.argsort(-np.abs(post), kind="stable")[:TOP_UNITS]
+        self.mlp_top.setText("Strongest units: " + ", ".join(f"unit {int(u):,} = {float(post[u]):+.2f}" for u in top))
+        self.mlp_out.show_vector(t.mlp_out[L], f"{m} → {t.mlp_out.shape[-1]}, W_out and its bias")
+        self.resid_post.show_vector(t.resid_post[L], f"the MLP added a vector of length {_norm(t.mlp_out[L]):.2f}")
+        if not has_kv:
+            self.refresh()
+
+    def _draw_stream(self) -> None:
+        t = self.trace
+        layers = np.arange(t.n_layer)
+        attn = np.linalg.norm(t.attn_out, axis=-1)
+        mlp = np.linalg.norm(t.mlp_out, axis=-1)
+        resid = np.linalg.norm(t.resid, axis=-1)
+        self.attn_norm_bars.setOpts(x=layers - 0.2, height=attn, width=0.38)
+        self.mlp_norm_bars.setOpts(x=layers + 0.2, height=mlp, width=0.38)
+        self.resid_line.setData(np.arange(t.n_layer + 1) - 0.5, resid)
+        r = t.resid.astype(np.float64)
+        cos = (r[:-1] * r[1:]).sum(-1) / np.maximum(np.linalg.norm(r[:-1], axis=-1) * np.linalg.norm(r[1:], axis=-1), 1e-12)
+        turn = np.degrees(np.arccos(np.clip(cos, -1, 1)))
+        plot = self.stream_view.getPlotItem()
+        plot.getAxis("bottom").setTicks([[(int(i), f"block {i}") for i in layers]])
+        plot.setRange(xRange=(-0.8, t.n_layer - 0.2), yRange=(0, float(max(resid.max(), attn.max(), mlp.max())) * 1.1), padding=0)
+        self.stream_text.setText(
+            "Bars: how long a vector each block's attention (blue) and MLP (orange) adds; line: the residual stream's "
+            "length before block 0 and after each block. Direction: the stream turns by "
+            + ", ".join(f"{a:.0f}°" for a in turn) + " through blocks 0 to " + f"{t.n_layer - 1}."
+        )
+
+    def _draw_lens(self) -> None:
+        t = self.trace
+        depths = ["embeddings (before block 0)"] + [f"after block {i}" for i in range(t.n_layer)]
+        self.lens_table.setRowCount(len(depths))
+        self.lens_table.setColumnCount(LENS_SHOWN + 2)
+        self.lens_table.setHorizontalHeaderLabels(
+            ["depth"] + [f"#{i + 1} (logit)" for i in range(LENS_SHOWN)] + [f"“{clip(self._piece(t.next_id), 12)}”: p, rank"]
+        )
+        for row, name in enumerate(depths):
+            self.lens_table.setItem(row, 0, QTableWidgetItem(name))
+            for col in range(LENS_SHOWN):
+                i = int(t.lens_ids[row, col])
+                self.lens_table.setItem(row, col + 1, QTableWidgetItem(f"{clip(self._piece(i), 12)} ({float(t.lens_logits[row, col]):.2f})"))
+            self.lens_table.setItem(
+                row, LENS_SHOWN + 1,
+                QTableWidgetItem(f"{float(t.lens_next_prob[row]):.1%}, {int(t.lens_next_rank[row]):,}"),
+            )  # fmt: skip
+        self.lens_table.resizeRowsToContents()
+        self.lens_table.setFixedHeight(
+            self.lens_table.horizontalHeader().height() + sum(self.lens_table.rowHeight(r) for r in range(len(depths))) + 4
+        )
+        decided = next((row for row in range(len(depths)) if int(t.lens_next_rank[row]) == 1), None)
+        where = "never ranks first" if decided is None else f"ranks first from “{depths[decided]}” on"
+        self.lens_text.setText(
+            f"The final layer norm and the LM head applied to the residual stream at every depth (the last row is the "
+            f"model's real prediction). The token that came next, “{self._piece(t.next_id)}”, {where}. Computed in "
+            f"{t.lens_ms:.0f} ms, when this view asked."
+        )
+
+    def _draw_head(self) -> None:
+        t = self.trace
+        self.final_strip.show_vector(t.final_hidden, f"ln_f: divided by {t.ln_final_scale:.3f}, then scale and shift")
+        tied = ("the LM head is the token embedding matrix itself (GPT-2 ties them), so each logit is h "
+                "dotted with that token's embedding row" if t.lm_head_tied else "the LM head has weights of its own")
+        lines = []
+        for i, logit in zip(t.lens_ids[-1][:LENS_SHOWN], t.lens_logits[-1][:LENS_SHOWN]):
+            lines.append(f"logit(“{_html(self._piece(int(i)))}”) = h · E[{int(i):,}] = {float(logit):.2f}")
+        self.head_text.setText(
+            f"Logits: {tied}. The highest:<br>" + "<br>".join(lines)
+            + f"<br><b>softmax</b> turns the {self._vocab():,} logits into probabilities that add up to 1 "
+            f"(p = e<sup>logit</sup> / Σ e<sup>logit</sup>): the token that came next had p = "
+            f"{float(t.lens_next_prob[-1]):.1%} before any sampling setting (the sampling panel applies those)."
+        )
+
+    def _draw_sizes(self) -> None:
+        t = self.trace
+        groups: dict[str, tuple[int, list[str]]] = {}
+        for part in t.params:
+            key = f"{part.part.split(' ', 2)[2]}, all {t.n_layer} blocks" if part.part.startswith("block ") else part.part
+            count, shapes = groups.get(key, (0, []))
+            shape = " × ".join(f"{n:,}" for n in part.shape)
+            if shape not in shapes and len(shapes) < 4:
+                shapes.append(shape)
+            groups[key] = (count + part.count, shapes)
+        self.size_table.setRowCount(len(groups))
+        self.size_table.setColumnCount(3)
+        self.size_table.setHorizontalHeaderLabels(["part", "matrices and biases (shapes, one block)", "parameters"])
+        for row, (name, (count, shapes)) in enumerate(groups.items()):
+            self.size_table.setItem(row, 0, QTableWidgetItem(name))
+            self.size_table.setItem(row, 1, QTableWidgetItem(", ".join(shapes)))
+            item = QTableWidgetItem(f"{count:,}")
+            item.setTextAlignment(Qt.AlignRight | Qt.AlignVCenter)
+            self.size_table.setItem(row, 2, item)
+        self.size_table.resizeRowsToContents()
+        self.size_table.setFixedHeight(
+            self.size_table.horizontalHeader().height() + sum(self.size_table.rowHeight(r) for r in range(len(groups))) + 4
+        )
+        self.size_text.setText(
+            f"In all {t.n_params:,} parameters, and every one of them takes part in computing every token: this is a "
+            "dense model. (A mixture-of-experts model would send each token through only some of its experts.)"
+        )
+
+    # ------------------------------------------------------------ helpers
+    def _boxes_hidden(self, hidden: bool) -> None:
+        for box in (self.embed_box, self.block_box, self.stream_box, self.lens_box, self.head_box, self.size_box):
+            box.setHidden(hidden)
+
+    def _piece(self, token_id: int) -> str:
+        return self.pieces.get(int(token_id), f"id {int(token_id)}")
+
+    def _context_piece(self, position: int) -> str:
+        result = self.state.result
+        if result is not None and result.trace is not None and position < len(result.trace.pieces):
+            return result.trace.pieces[position]
+        return str(position)
+
+    def _vocab(self) -> int:
+        result = self.state.result
+        return int(result.info.vocab_size) if result is not None else 0
+
+    def _n_ctx(self) -> int:
+        result = self.state.result
+        return int(result.info.n_positions) if result is not None else 0
+
+
+def _stack(box: QGroupBox, widgets: list[QWidget]) -> None:
+    layout = QVBoxLayout(box)
+    layout.setSpacing(4)
+    for widget in widgets:
+        layout.addWidget(widget)
+
+
+def _heatmap(title: str) -> tuple[pg.PlotWidget, pg.ImageItem, QLabel]:
+    view = pg.PlotWidget()
+    view.setFixedHeight(160)
+    plot = view.getPlotItem()
+    th.fix_plot(plot)
+    plot.setMouseEnabled(x=True, y=True)
+    plot.invertY(True)
+    plot.setLabel("left", "position")
+    plot.setLabel("bottom", "dimension")
+    image = pg.ImageItem()
+    image.setColorMap(pg.colormap.get(DIVERGING))
+    plot.addItem(image)
+    caption = QLabel(title)
+    caption.setWordWrap(True)
+    return view, image, caption
+
+
+def _show_heat(image: pg.ImageItem, view: pg.PlotWidget, values: np.ndarray) -> None:
+    scale = float(np.max(np.abs(values))) or 1.0
+    image.setImage(np.asarray(values, dtype=np.float32), autoLevels=False, levels=(-scale, scale))
+    image.setRect(0, 0, values.shape[1], values.shape[0])
+    view.getPlotItem().setRange(xRange=(0, values.shape[1]), yRange=(0, values.shape[0]), padding=0)
+
+
+def _html(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

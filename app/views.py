@@ -1,0 +1,7 @@
+"""The window's views, by the names ``nexttoken --view`` takes, in the order of the window's tabs.
+Imports nothing, so that the command line can be read before Qt is."""
+
+VIEWS = {
+    "main": "Overview: tokens, attention, candidates, sampling, cache",
+    "inside": "Inside the model: one token's path",
+}
