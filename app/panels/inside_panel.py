@@ -185,7 +185,7 @@ class InsidePanel(QWidget):
         self.stream_view.setFixedHeight(210)
         sp = self.stream_view.getPlotItem()
         th.fix_plot(sp)
-        sp.addLegend(offset=(-8, 4))  # top right: the stream's line rises to the right, mostly
+        sp.addLegend(offset=(8, 4))  # top left, above the bars (the y range leaves room for it)
         sp.showGrid(y=True, alpha=0.25)
         self.attn_norm_bars = pg.BarGraphItem(x=[], height=[], width=0.38, brush=th.BLUE, name="attention adds (length)")
         self.mlp_norm_bars = pg.BarGraphItem(x=[], height=[], width=0.38, brush=th.ORANGE, name="MLP adds (length)")
@@ -286,6 +286,8 @@ class InsidePanel(QWidget):
     def _on_state_theme(self, theme: th.Theme) -> None:
         self.setFont(theme.font())
         self.header.setFont(theme.font(1, bold=True))
+        for view in self.findChildren(pg.PlotWidget):  # tick labels large enough to read in projector mode
+            th.style_plot(view.getPlotItem(), theme)
 
     # ------------------------------------------------------------ drawing
     def show_inside(self, trace, pieces: dict[int, str]) -> None:
@@ -390,7 +392,8 @@ class InsidePanel(QWidget):
         turn = np.degrees(np.arccos(np.clip(cos, -1, 1)))
         plot = self.stream_view.getPlotItem()
         plot.getAxis("bottom").setTicks([[(int(i), f"block {i}") for i in layers]])
-        plot.setRange(xRange=(-0.8, t.n_layer - 0.2), yRange=(0, float(max(resid.max(), attn.max(), mlp.max())) * 1.1), padding=0)
+        top = float(max(resid.max(), attn.max(), mlp.max()))
+        plot.setRange(xRange=(-0.8, t.n_layer - 0.2), yRange=(0, top * 1.45), padding=0)  # room for the legend
         self.stream_text.setText(
             "Bars: how long a vector each block's attention (blue) and MLP (orange) adds; line: the residual stream's "
             "length before block 0 and after each block. Direction: the stream turns by "
@@ -412,7 +415,7 @@ class InsidePanel(QWidget):
                 self.lens_table.setItem(row, col + 1, QTableWidgetItem(f"{clip(self._piece(i), 12)} ({float(t.lens_logits[row, col]):.2f})"))
             self.lens_table.setItem(
                 row, LENS_SHOWN + 1,
-                QTableWidgetItem(f"{float(t.lens_next_prob[row]):.1%}, {int(t.lens_next_rank[row]):,}"),
+                QTableWidgetItem(f"{_percent(float(t.lens_next_prob[row]))}, {int(t.lens_next_rank[row]):,}"),
             )  # fmt: skip
         self.lens_table.resizeRowsToContents()
         self.lens_table.setFixedHeight(
@@ -521,6 +524,11 @@ def _show_heat(image: pg.ImageItem, view: pg.PlotWidget, values: np.ndarray) -> 
     image.setImage(np.asarray(values, dtype=np.float32), autoLevels=False, levels=(-scale, scale))
     image.setRect(0, 0, values.shape[1], values.shape[0])
     view.getPlotItem().setRange(xRange=(0, values.shape[1]), yRange=(0, values.shape[0]), padding=0)
+
+
+def _percent(p: float) -> str:
+    """A probability that never reads 0 % while it is not 0."""
+    return f"{p:.1%}" if p >= 0.001 or p == 0 else f"{p:.1e}"
 
 
 def _html(text: str) -> str:
