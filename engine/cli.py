@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 from .errors import GenerationStopped, NextTokenError
@@ -25,6 +26,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass, 1 = off (default)")
     p.add_argument("--repetition-penalty", type=float, default=1.0, help="1 to 10, 1 = off (default)")
     p.add_argument("--seed", type=int, default=0, help="seed for sampling (default: 0)")
+    p.add_argument("--no-cache", action="store_true",
+                   help="run the whole sequence through the model at every step, as a model without a KV cache must")
     p.add_argument("--truncate", action="store_true", help="keep the last tokens of a prompt longer than the context")
     p.add_argument("--json", action="store_true", help="print one JSON object per step instead of a table")
     p.add_argument("--export", metavar="FILE.npz", help="save the session (see README, 'Session files')")
@@ -56,12 +59,13 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.steps < 1:
         raise NextTokenError(f"--steps must be at least 1 (got {args.steps}).")
-    session = Session(load_model(args.model), settings, max_new_tokens=args.steps)
+    session = Session(load_model(args.model), settings, max_new_tokens=args.steps, use_cache=not args.no_cache)
     session.set_prompt(args.prompt, truncate=args.truncate)
     if not args.json:
         print(f"model: {session.info.label}; sampling: {settings.describe()}")
-        print(f"prompt: {len(session.prompt_ids)} tokens")
-        print(f"{'step':>4}  {'token':<14} {'id':>6} {'prob':>7}  {'top-5 alternatives':<58} {'cached':>6} {'ms':>7}")
+        cache = "KV cache" if session.use_cache else "no KV cache: every step runs the whole sequence"
+        print(f"prompt: {len(session.prompt_ids)} tokens; {cache}; u: the draw's random number")
+        print(f"{'step':>4}  {'token':<14} {'id':>6} {'prob':>7} {'u':>6}  {'top-5 alternatives':<58} {'cached':>6} {'ms':>7}")
     stop = ""
     while True:
         try:
@@ -89,7 +93,8 @@ def _table_row(trace) -> str:
     alts = "  ".join(f"{piece} {_percent(p)}" for piece, _, p in _alternatives(trace))
     r = trace.record
     return (
-        f"{trace.step:>4}  {_clip(trace.chosen_piece, 14):<14} {trace.chosen:>6} {_percent(trace.chosen_prob):>7}  "
+        f"{trace.step:>4}  {_clip(trace.chosen_piece, 14):<14} {trace.chosen:>6} {_percent(trace.chosen_prob):>7} "
+        f"{'-' if math.isnan(r.draw_u) else f'{r.draw_u:.4f}':>6}  "
         f"{_clip(alts, 58):<58} {r.kv.positions:>6} {r.step_ms:>7.1f}"
     )
 
@@ -105,6 +110,7 @@ def _json_row(trace) -> str:
             "rank": trace.chosen_rank,
             "entropy_bits": round(trace.entropy_bits, 4),
             "chosen_by": r.chosen_by,
+            "draw_u": None if math.isnan(r.draw_u) else r.draw_u,
             "top5": [{"token": piece, "id": i, "prob": round(p, 6)} for piece, i, p in _alternatives(trace)],
             "cached_positions": r.kv.positions,
             "kv_bytes": r.kv.total_bytes,

@@ -20,12 +20,18 @@ def _cache_kwarg(model_cls: type) -> str:
     return "cache" if "cache" in params else "past_key_values"
 
 
-def forward(model, input_ids: torch.Tensor, cache, *, keep_last_logits: bool = True):
-    """Run ``input_ids`` [1, n] against ``cache`` (None for a prefill); return (logits [1, n', V], cache)."""
-    kwargs = {_cache_kwarg(type(model)): cache, "use_cache": True}
+def forward(model, input_ids: torch.Tensor, cache, *, use_cache: bool = True, keep_last_logits: bool = True):
+    """Run ``input_ids`` [1, n] against ``cache`` (None for a prefill); return (logits [1, n', V], cache).
+
+    ``use_cache=False`` runs without any cache, as a model without one must (``input_ids`` is then
+    the whole sequence) and returns None for the cache.
+    """
+    kwargs = {_cache_kwarg(type(model)): cache if use_cache else None, "use_cache": use_cache}
     if keep_last_logits:
         kwargs["logits_to_keep"] = 1  # only the last position's logits: the LM head is the costliest matmul
     out = model(input_ids=input_ids, **kwargs)
+    if not use_cache:
+        return out.logits, None
     new_cache = getattr(out, "cache", None)
     if new_cache is None:
         new_cache = out.past_key_values
@@ -38,13 +44,15 @@ def cache_length(cache) -> int:
 
 
 def crop_cache(cache, length: int) -> None:
-    """Cut every layer of the cache back to its first ``length`` positions, in place.
+    """Cut every layer of the cache back to its first ``length`` positions, in place (None: nothing to do).
 
     Layers are cropped one by one, so a cache left uneven by a forward pass that failed half-way
     is repaired too.
     """
     if length < 0:
         raise ValueError(f"cannot crop a cache to {length} positions")
+    if cache is None:
+        return
     if hasattr(cache, "layers"):
         for layer in cache.layers:
             held = int(layer.get_seq_length()) if layer.is_initialized else 0

@@ -35,6 +35,11 @@ class Session:
     Step 0 (prefill) runs the whole prompt in one forward pass and fills the KV cache; each later
     step runs only the newest token against the cache. ``rewind``, ``choose`` and ``resample``
     change the history without re-running the model where they can.
+
+    With ``use_cache=False`` every step runs the whole sequence through the model, as a model
+    without a KV cache must, and nothing is cached; the records are the same (the rows of the newest
+    positions), only slower. The switch may be flipped between steps: turned back on, the next step
+    rebuilds the cache from the whole sequence.
     """
 
     def __init__(
@@ -43,6 +48,7 @@ class Session:
         settings: SamplingSettings | None = None,
         *,
         max_new_tokens: int | None = None,
+        use_cache: bool = True,
     ):
         self.loaded = loaded
         self.settings = settings or SamplingSettings()
@@ -53,8 +59,20 @@ class Session:
         self._records: list[StepRecord] = []
         self._cache = None
         self._latest_dist: Distribution | None = None
+        self._use_cache = bool(use_cache)
 
     # ----------------------------------------------------------------- state
+    @property
+    def use_cache(self) -> bool:
+        """Whether steps use the KV cache; False drops it at once (see the class docstring)."""
+        return self._use_cache
+
+    @use_cache.setter
+    def use_cache(self, on: bool) -> None:
+        self._use_cache = bool(on)
+        if not on:
+            self._cache = None
+
     @property
     def info(self):
         return self.loaded.info
@@ -84,6 +102,19 @@ class Session:
 
     def cache_length(self) -> int:
         return hf_compat.cache_length(self._cache)
+
+    def cached_kv(self, layer: int, head: int) -> tuple[np.ndarray, np.ndarray]:
+        """(keys, values), each float32 [T, dh]: what the KV cache holds for one layer and head, one
+        row per cached position (T = 0 when nothing is cached)."""
+        info = self.info
+        if not (0 <= layer < info.n_layer and 0 <= head < info.n_head):
+            raise SessionError(f"There is no layer {layer}, head {head} (layers 0 to {info.n_layer - 1}, heads 0 to {info.n_head - 1}).")
+        layers = hf_compat.layer_tensors(self._cache)
+        if not layers:
+            empty = np.zeros((0, info.d_model // info.n_head), dtype=np.float32)
+            return empty, empty.copy()
+        keys, values = layers[layer]  # [batch, heads, T, dh]
+        return keys[0, head].float().numpy().copy(), values[0, head].float().numpy().copy()
 
     @property
     def projection(self) -> Projection:
@@ -157,35 +188,45 @@ class Session:
         return self.trace()
 
     def _run(self, step: int, start: int, new_ids: list[int]) -> tuple[StepRecord, Distribution]:
-        """One forward pass with every hook recorded. On any failure the cache is restored."""
+        """One forward pass with every hook recorded. On any failure the cache is restored.
+
+        With the cache in step with ``start``, only ``new_ids`` are fed; otherwise (no-cache mode,
+        or the cache switched back on) the whole sequence is, and the newest n rows are kept.
+        """
         t_step = perf_counter()
-        model, n_layers = self.loaded.model, self.info.n_layer
+        model, n_layers, n = self.loaded.model, self.info.n_layer, len(new_ids)
+        incremental = self._use_cache and self.cache_length() == start
+        fed = new_ids if incremental else self._context(step).tolist()  # the whole sequence: positions 0..start + n - 1
+        if not incremental:
+            self._cache = None
         try:
             with torch.inference_mode(), hooks.capture(model, n_layers, pattern_dtype=torch.float16) as rec:
                 t_fwd = perf_counter()
-                logits, self._cache = hf_compat.forward(model, torch.tensor([new_ids], dtype=torch.long), self._cache)
+                logits, self._cache = hf_compat.forward(
+                    model, torch.tensor([fed], dtype=torch.long), self._cache, use_cache=self._use_cache
+                )
                 forward_ms = (perf_counter() - t_fwd) * 1e3
                 d = self.info.d_model
-                attn = torch.stack([rec[f"blocks.{i}.attn.hook_pattern"][0] for i in range(n_layers)])  # [L, H, n, T] float16
+                attn = torch.stack([_rows(rec[f"blocks.{i}.attn.hook_pattern"][0], n, -2) for i in range(n_layers)])  # [L, H, n, T] float16
                 resid = torch.stack(
-                    [rec["blocks.0.hook_resid_pre"][0]] + [rec[f"blocks.{i}.hook_resid_post"][0] for i in range(n_layers)]
+                    [_rows(rec["blocks.0.hook_resid_pre"][0], n)] + [_rows(rec[f"blocks.{i}.hook_resid_post"][0], n) for i in range(n_layers)]
                 )  # [L + 1, n, d]
                 record_arrays = dict(
-                    token_embed=rec["hook_embed"].reshape(-1, d).float().numpy(),  # [n, d]
-                    pos_embed=rec["hook_pos_embed"].reshape(-1, d)[-len(new_ids):].float().numpy(),  # [n, d]
+                    token_embed=_rows(rec["hook_embed"].reshape(-1, d), n).float().numpy(),  # [n, d]
+                    pos_embed=_rows(rec["hook_pos_embed"].reshape(-1, d), n).float().numpy(),  # [n, d]
                     attn=attn.numpy(),
                     resid=resid.float().numpy(),
                     final_hidden=rec["ln_final.hook_normalized"][0, -1].float().numpy().copy(),  # [d]
                     logits=logits[0, -1].float().numpy().copy(),  # [V]
                 )
-            if self.cache_length() != start + len(new_ids):
-                raise RuntimeError(f"the KV cache holds {self.cache_length()} positions, expected {start + len(new_ids)}")
+            if self._use_cache and self.cache_length() != start + n:
+                raise RuntimeError(f"the KV cache holds {self.cache_length()} positions, expected {start + n}")
             dist = sampling.distribution(record_arrays["logits"], self._context(step), self.settings)
-            chosen = sampling.draw(dist, step)
+            drawn = sampling.draw(dist, step)
         except BaseException:
-            if self._cache is not None:
+            if self._cache is not None and incremental:
                 hf_compat.crop_cache(self._cache, start)
-            if start == 0:
+            if start == 0 or not incremental:
                 self._cache = None
             raise
         record = StepRecord(
@@ -196,14 +237,18 @@ class Session:
             forward_ms=forward_ms,
             step_ms=(perf_counter() - t_step) * 1e3,
             settings=self.settings,
-            chosen=chosen,
+            chosen=drawn.token,
             chosen_by="greedy" if self.settings.is_greedy else "sampled",
+            draw_u=drawn.u,
             **record_arrays,
         )
         return record, dist
 
     def _kv_stats(self) -> KVStats:
         layers = hf_compat.layer_tensors(self._cache)
+        if not layers:  # no cache: every layer holds 0 positions
+            zeros = np.zeros(self.info.n_layer, dtype=np.int64)
+            return KVStats(zeros, zeros.copy(), zeros.copy(), 0, 4, self.info.d_model, self.info.n_positions)
         keys = np.array([k.shape[-2] for k, _ in layers], dtype=np.int64)
         values = np.array([v.shape[-2] for _, v in layers], dtype=np.int64)
         per_layer = np.array([k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in layers], dtype=np.int64)
@@ -235,7 +280,7 @@ class Session:
         record = self._current("choose a token")
         if not 0 <= int(token_id) < self.info.vocab_size:
             raise SessionError(f"Token id {token_id} is not in the vocabulary (0 to {self.info.vocab_size - 1}).")
-        self._records[-1] = replace(record, chosen=int(token_id), chosen_by="user")
+        self._records[-1] = replace(record, chosen=int(token_id), chosen_by="user", draw_u=float("nan"))
         return self.trace()
 
     def resample(self, settings: SamplingSettings | None = None) -> StepTrace:
@@ -246,9 +291,13 @@ class Session:
         record = self._current("re-sample")
         context = self._context(record.step)
         dist = sampling.distribution(record.logits, context, self.settings)
-        chosen = sampling.draw(dist, record.step)
+        drawn = sampling.draw(dist, record.step)
         self._records[-1] = replace(
-            record, settings=self.settings, chosen=chosen, chosen_by="greedy" if self.settings.is_greedy else "sampled"
+            record,
+            settings=self.settings,
+            chosen=drawn.token,
+            chosen_by="greedy" if self.settings.is_greedy else "sampled",
+            draw_u=drawn.u,
         )
         self._latest_dist = dist
         return self.trace()
@@ -297,3 +346,11 @@ class Session:
             stop_message=message,
             model_name=self.info.name,
         )
+
+
+def _rows(t: torch.Tensor, n: int, dim: int = -2) -> torch.Tensor:
+    """The last ``n`` rows of ``t`` along ``dim``, copied when that is a part of it, so a record
+    never keeps a whole-sequence tensor alive (no-cache mode feeds every position)."""
+    if t.shape[dim] == n:
+        return t
+    return t.narrow(dim, t.shape[dim] - n, n).clone()
