@@ -244,6 +244,16 @@ def test_u_selects_the_token_by_the_documented_rule():
             assert dist.pick(u) == reference_pick(dist.probs, u)
 
 
+def test_pick_deep_in_a_flat_distribution_equals_a_full_sort():
+    """With no cut and a flat distribution u lands thousands of tokens deep: pick sorts further."""
+    rng = np.random.default_rng(8)
+    logits = rng.normal(0, 1, 50257).astype(np.float32)
+    dist = distribution(logits, np.array([], dtype=np.int64), SamplingSettings(temperature=3.0))
+    order, cumulative = dist.draw_order()
+    for u in [0.0, 0.01, 0.3, 0.77, 0.999, float(cumulative[20_000]), float(np.nextafter(1.0, 0))]:
+        assert dist.pick(u) == reference_pick(dist.probs, u) == int(order[min(np.searchsorted(cumulative, u, side="right"), len(order) - 1)])
+
+
 def test_draw_boundaries_and_rounding():
     logits = np.array([np.log(0.25), np.log(0.5), np.log(0.25), -np.inf], dtype=np.float32)
     dist = distribution(logits, np.array([], dtype=np.int64), SamplingSettings())
