@@ -220,3 +220,35 @@ def test_torch_threads_untouched(demo_model):
     session.set_prompt(PROMPT)
     session.step()
     assert torch.get_num_threads() == before
+
+
+def test_draw_u_is_recorded_and_selects_the_token(demo_model):
+    from engine.sampling import random_u
+
+    session = Session(demo_model, SamplingSettings(temperature=1.2, top_p=0.95, seed=21))
+    session.set_prompt(PROMPT)
+    for step in range(3):
+        trace = session.step()
+        record = trace.record
+        assert record.draw_u == random_u(record.settings, step) and 0 <= record.draw_u < 1
+        st = trace.distribution.stages(np.array([record.chosen]))
+        assert st.draw_start[0] <= record.draw_u < st.draw_end[0]
+    user = session.choose(13).record
+    assert user.chosen_by == "user" and np.isnan(user.draw_u)
+    again = session.resample(SamplingSettings(temperature=1.2, seed=22)).record  # a re-sample draws a new u
+    assert again.draw_u == random_u(again.settings, 2) != record.draw_u and again.chosen_by == "sampled"
+    assert np.isnan(session.resample(SamplingSettings(greedy=True)).record.draw_u)
+
+
+def test_penalised_tokens_are_marked(demo_model):
+    session = Session(demo_model, SamplingSettings(repetition_penalty=2.0, seed=1))
+    session.set_prompt("the the cat the")
+    trace = session.step()
+    st = trace.distribution.stages(trace.candidate_ids)
+    context = set(trace.context_ids.tolist())
+    assert st.penalised.tolist() == [int(i) in context for i in trace.candidate_ids]
+    assert st.penalised.sum() + st.rest_penalised == len(context) == 3  # "the", " the", " cat"
+    assert st.penalised.any()
+    raw = trace.record.logits[trace.candidate_ids]
+    np.testing.assert_allclose(st.after_penalty[st.penalised], np.where(raw > 0, raw / 2, raw * 2)[st.penalised])
+    np.testing.assert_array_equal(st.after_penalty[~st.penalised], raw[~st.penalised])
