@@ -242,13 +242,19 @@ def test_draw_u_is_recorded_and_selects_the_token(demo_model):
 
 def test_penalised_tokens_are_marked(demo_model):
     session = Session(demo_model, SamplingSettings(repetition_penalty=2.0, seed=1))
-    session.set_prompt("the the cat the")
+    session.set_prompt("The cat sat. The dog sat.")
     trace = session.step()
-    st = trace.distribution.stages(trace.candidate_ids)
-    context = set(trace.context_ids.tolist())
-    assert st.penalised.tolist() == [int(i) in context for i in trace.candidate_ids]
-    assert st.penalised.sum() + st.rest_penalised == len(context) == 3  # "the", " the", " cat"
-    assert st.penalised.any()
-    raw = trace.record.logits[trace.candidate_ids]
+    context = np.unique(trace.context_ids)
+    ids = np.concatenate([context, trace.candidate_ids[:20]])
+    ids = ids[np.sort(np.unique(ids, return_index=True)[1])]  # distinct, context first
+    st = trace.distribution.stages(ids)
+    assert st.penalised.tolist() == [int(i) in set(context.tolist()) for i in ids]
+    assert st.penalised.sum() == len(context) and st.rest_penalised == 0
+    raw = trace.record.logits[ids]
     np.testing.assert_allclose(st.after_penalty[st.penalised], np.where(raw > 0, raw / 2, raw * 2)[st.penalised])
     np.testing.assert_array_equal(st.after_penalty[~st.penalised], raw[~st.penalised])
+    assert trace.distribution.stages(trace.candidate_ids[:5]).rest_penalised == len(context) - np.isin(trace.candidate_ids[:5], context).sum()
+    off = Session(demo_model, SamplingSettings(seed=1))
+    off.set_prompt("The cat sat. The dog sat.")
+    st_off = off.step().distribution.stages(ids)
+    assert not st_off.penalised.any() and st_off.in_context.tolist() == st.penalised.tolist()
