@@ -157,19 +157,17 @@ class Distribution:
     def pick(self, u: float) -> int:
         """The token an inverse-CDF draw with ``u`` in [0, 1) selects (see the module docstring).
 
-        Sorts only as much of the draw order as it needs: the first m tokens are exactly the
-        first m of the full order, so the answer is the same as with the whole vocabulary sorted.
+        Walks the draw order chunk by chunk and stops at the chunk where the cumulative sum first
+        exceeds u: the numbers are those of the whole order sorted and summed, computed only as far
+        as needed.
         """
-        keys, m = _order_keys(self.probs), 256
-        while True:
-            order = _first(keys, m)
-            cumulative = np.cumsum(self.probs[order], dtype=np.float64)
+        token = -1
+        for order, cumulative in _walk(self.probs):
             index = int(np.searchsorted(cumulative, u, side="right"))  # first cumulative > u
             if index < len(order):
                 return int(order[index])
-            if len(order) < m:  # every survivor laid out and u not reached: rounding
-                return int(order[-1])
-            m *= 8
+            token = int(order[-1])
+        return token  # every survivor laid out and u not reached: rounding; the last survivor
 
     # ------------------------------------------------- stage-by-stage view
     def penalised(self, ids: np.ndarray) -> np.ndarray:
@@ -271,10 +269,8 @@ def ranked(values: np.ndarray, m: int) -> np.ndarray:
 def _order_keys(values: np.ndarray) -> np.ndarray:
     """uint64 [P]: one unique key per positive value, ascending in ``ranked`` order (the float's
     bits inverted, then its index), so a partition finds the first m exactly and only those m need
-    sorting: a short prefix costs about a millisecond at V = 50,257, the whole order about 3 ms."""
-    ids = np.flatnonzero(values > 0)
-    bits = np.asarray(values[ids], dtype=np.float32).view(np.uint32)  # positive floats order like their bits
-    return (np.invert(bits).astype(np.uint64) << np.uint64(32)) | ids.astype(np.uint64)
+    sorting: a short prefix costs about a millisecond at V = 50,257, the whole order a few."""
+    return _order_keys_of(values, np.flatnonzero(values > 0))
 
 
 def _first(keys: np.ndarray, m: int) -> np.ndarray:
@@ -283,35 +279,63 @@ def _first(keys: np.ndarray, m: int) -> np.ndarray:
     if m <= 0:
         return np.zeros(0, dtype=np.int64)
     first = np.sort(np.partition(keys, m - 1)[:m] if m < len(keys) else keys)
-    return (first & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    return (first & _INDEX).astype(np.int64)
+
+
+_INDEX = np.uint64(0xFFFFFFFF)
+_CHUNKS = (256, 2048, 16384)  # then the rest: a short prefix is found fast, a deep one in a few passes
+
+
+def _walk(values: np.ndarray):
+    """Yield (ids int64 [c], cumulative float64 [c]) chunk after chunk of the ``ranked`` order of
+    the positive ``values``, the cumulative sum running on across chunks exactly as one
+    ``np.cumsum`` over the whole order would (each chunk's sum starts from the previous total)."""
+    rest = _order_keys(values)
+    total = 0.0
+    for size in _CHUNKS + (len(rest),):
+        if not len(rest):
+            return
+        if size < len(rest):
+            part = np.partition(rest, size - 1)
+            chunk, rest = np.sort(part[:size]), part[size:]
+        else:
+            chunk, rest = np.sort(rest), rest[:0]
+        ids = (chunk & _INDEX).astype(np.int64)
+        cumulative = np.cumsum(np.concatenate([[total], values[ids].astype(np.float64)]))[1:]
+        total = cumulative[-1]
+        yield ids, cumulative
 
 
 def _positions(values: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """For ``ids``: (rank int64 [K], cumulative before, cumulative through float64 [K]) in the order
     ``ranked`` gives over the positive ``values``; -1 and NaN for ids whose value is 0. The sums are
-    the very numbers a full sort and ``np.cumsum`` give (a prefix of the same sequential sum)."""
+    the very numbers a full sort and ``np.cumsum`` give (the walk stops once every id is passed)."""
     rank = np.full(len(ids), -1, dtype=np.int64)
     before = np.full(len(ids), np.nan)
     through = np.full(len(ids), np.nan)
-    needed = values[ids] > 0
-    if not needed.any():
+    needed = np.flatnonzero(values[ids] > 0)
+    if not len(needed):
         return rank, before, through
-    keys = _order_keys(values)
-    positive = len(keys)
-    m = min(max(4 * len(ids), 256), positive)
-    while True:
-        order = _first(keys, m)
-        where = np.full(values.shape[0], -1, dtype=np.int64)
-        where[order] = np.arange(len(order))
-        found = where[ids]
-        if (found[needed] >= 0).all() or m >= positive:
+    last_needed = _order_keys_of(values, ids[needed]).max()
+    orders, sums = [], [np.zeros(1)]
+    for order, cumulative in _walk(values):
+        orders.append(order)
+        sums.append(cumulative)
+        if _order_keys_of(values, order[-1:])[0] >= last_needed:
             break
-        m = min(m * 8, positive)
-    sums = np.concatenate([[0.0], np.cumsum(values[order], dtype=np.float64)])
-    rank[needed] = found[needed]
-    before[needed] = sums[found[needed]]
-    through[needed] = sums[found[needed] + 1]
+    order, sums = np.concatenate(orders), np.concatenate(sums)  # sums[i]: the total before order[i]
+    where = np.argsort(order)  # small: only as far as the walk went
+    found = where[np.searchsorted(order, ids[needed], sorter=where)]
+    rank[needed] = found
+    before[needed] = sums[found]
+    through[needed] = sums[found + 1]
     return rank, before, through
+
+
+def _order_keys_of(values: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """The ``_order_keys`` of the positive values at ``ids``."""
+    bits = np.asarray(values[ids], dtype=np.float32).view(np.uint32)  # positive floats order like their bits
+    return (np.invert(bits).astype(np.uint64) << np.uint64(32)) | np.asarray(ids).astype(np.uint64)
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
@@ -348,17 +372,14 @@ def apply_top_p(logits: np.ndarray, p: float) -> np.ndarray:
     if p >= 1:
         return logits
     probs = softmax(logits)
-    keys, m = _order_keys(probs), 256
-    while True:  # sort only as far as p is reached: the prefix of the full order is the same
-        order = _first(keys, m)
-        cumulative = np.cumsum(probs[order], dtype=np.float64)
-        if cumulative[-1] >= p - 1e-9 or len(order) < m:
+    kept = []
+    for order, cumulative in _walk(probs):  # walk the order only until p is reached
+        n_keep = int(np.searchsorted(cumulative, p - 1e-9, side="left")) + 1  # smallest set reaching p
+        kept.append(order[:n_keep])
+        if n_keep <= len(order):
             break
-        m *= 8
-    n_keep = int(np.searchsorted(cumulative, p - 1e-9, side="left")) + 1  # smallest set reaching p
-    n_keep = max(1, min(n_keep, len(order)))
     out = np.full_like(logits, NEG_INF)
-    keep = order[:n_keep]
+    keep = np.concatenate(kept)
     out[keep] = logits[keep]
     return out
 
