@@ -207,7 +207,7 @@ class Session:
                 )
                 forward_ms = (perf_counter() - t_fwd) * 1e3
                 d = self.info.d_model
-                attn = torch.stack([_rows(rec[f"blocks.{i}.attn.hook_pattern"][0], n, -2) for i in range(n_layers)])  # [L, H, n, T] float16
+                attn = torch.stack([_rows(rec[f"blocks.{i}.attn.hook_pattern"][0], n) for i in range(n_layers)])  # [L, H, n, T] float16
                 resid = torch.stack(
                     [_rows(rec["blocks.0.hook_resid_pre"][0], n)] + [_rows(rec[f"blocks.{i}.hook_resid_post"][0], n) for i in range(n_layers)]
                 )  # [L + 1, n, d]
@@ -248,7 +248,8 @@ class Session:
         layers = hf_compat.layer_tensors(self._cache)
         if not layers:  # no cache: every layer holds 0 positions
             zeros = np.zeros(self.info.n_layer, dtype=np.int64)
-            return KVStats(zeros, zeros.copy(), zeros.copy(), 0, 4, self.info.d_model, self.info.n_positions)
+            itemsize = self.loaded.model.dtype.itemsize
+            return KVStats(zeros, zeros.copy(), zeros.copy(), 0, itemsize, self.info.d_model, self.info.n_positions)
         keys = np.array([k.shape[-2] for k, _ in layers], dtype=np.int64)
         values = np.array([v.shape[-2] for _, v in layers], dtype=np.int64)
         per_layer = np.array([k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in layers], dtype=np.int64)
