@@ -147,27 +147,18 @@ class Distribution:
         return idx[np.argsort(-values[idx], kind="stable")]
 
     # ------------------------------------------------------------ the draw
-    def draw_order(self, n: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(token ids int64 [N], cumulative float64 [N]): the first ``n`` (default: all) surviving
-        tokens in the draw order and the running float64 sum of their final probabilities."""
-        keys = _order_keys(self.probs)
-        order = _first(keys, len(keys) if n is None else n)
+    def draw_order(self) -> tuple[np.ndarray, np.ndarray]:
+        """(token ids int64 [N], cumulative float64 [N]): the N tokens whose final probability is
+        above 0 in the draw order (descending probability, ties by lower id) and the running
+        float64 sum of their probabilities."""
+        order = ranked(self.probs)
         return order, np.cumsum(self.probs[order], dtype=np.float64)
 
     def pick(self, u: float) -> int:
-        """The token an inverse-CDF draw with ``u`` in [0, 1) selects (see the module docstring).
-
-        Walks the draw order chunk by chunk and stops at the chunk where the cumulative sum first
-        exceeds u: the numbers are those of the whole order sorted and summed, computed only as far
-        as needed.
-        """
-        token = -1
-        for order, cumulative in _walk(self.probs):
-            index = int(np.searchsorted(cumulative, u, side="right"))  # first cumulative > u
-            if index < len(order):
-                return int(order[index])
-            token = int(order[-1])
-        return token  # every survivor laid out and u not reached: rounding; the last survivor
+        """The token an inverse-CDF draw with ``u`` in [0, 1) selects: the first in the draw order
+        whose cumulative probability exceeds u, or the last if rounding leaves u beyond them all."""
+        order, cumulative = self.draw_order()
+        return int(order[min(int(np.searchsorted(cumulative, u, side="right")), len(order) - 1)])
 
     # ------------------------------------------------- stage-by-stage view
     def penalised(self, ids: np.ndarray) -> np.ndarray:
@@ -232,7 +223,8 @@ class CandidateStages:
         removed the token). top_p_cumulative: float64 [K], their running sum in descending order
         through each token (NaN where top-k removed it): the line top-p cuts at p.
     probs: float32 [K], the final (renormalised) probabilities.
-    draw_rank: int64 [K], 0-based place in the draw order, -1 for a removed token.
+    draw_rank: int64 [K], 0-based place in the draw order, -1 for a removed token (or one whose
+        final probability rounds to 0).
     draw_start, draw_end: float64 [K], the token's segment of the cumulative bar [0, 1): the draw
         chooses it when draw_start <= u < draw_end (NaN for a removed token).
     rest_*: the V - K other tokens: how many, how many the penalty touched and each filter removed,
@@ -260,82 +252,34 @@ class CandidateStages:
     rest_prob: float
 
 
-def ranked(values: np.ndarray, m: int) -> np.ndarray:
-    """int64 [min(m, P)]: indices of the m largest of the P positive float32 ``values``, largest
-    first, ties by lower index: the one order the engine uses for top-p and for the draw."""
-    return _first(_order_keys(values), m)
+def ranked(values: np.ndarray) -> np.ndarray:
+    """int64 [P]: the indices of the P positive float32 ``values``, largest value first, ties by
+    lower index: the one order the engine uses for top-p and for the draw.
 
-
-def _order_keys(values: np.ndarray) -> np.ndarray:
-    """uint64 [P]: one unique key per positive value, ascending in ``ranked`` order (the float's
-    bits inverted, then its index), so a partition finds the first m exactly and only those m need
-    sorting: a short prefix costs about a millisecond at V = 50,257, the whole order a few."""
-    return _order_keys_of(values, np.flatnonzero(values > 0))
-
-
-def _first(keys: np.ndarray, m: int) -> np.ndarray:
-    """The indices behind the m smallest ``keys``, in order."""
-    m = min(m, len(keys))
-    if m <= 0:
-        return np.zeros(0, dtype=np.int64)
-    first = np.sort(np.partition(keys, m - 1)[:m] if m < len(keys) else keys)
-    return (first & _INDEX).astype(np.int64)
-
-
-_INDEX = np.uint64(0xFFFFFFFF)
-_CHUNKS = (256, 2048, 16384)  # then the rest: a short prefix is found fast, a deep one in a few passes
-
-
-def _walk(values: np.ndarray):
-    """Yield (ids int64 [c], cumulative float64 [c]) chunk after chunk of the ``ranked`` order of
-    the positive ``values``, the cumulative sum running on across chunks exactly as one
-    ``np.cumsum`` over the whole order would (each chunk's sum starts from the previous total)."""
-    rest = _order_keys(values)
-    total = 0.0
-    for size in _CHUNKS + (len(rest),):
-        if not len(rest):
-            return
-        if size < len(rest):
-            part = np.partition(rest, size - 1)
-            chunk, rest = np.sort(part[:size]), part[size:]
-        else:
-            chunk, rest = np.sort(rest), rest[:0]
-        ids = (chunk & _INDEX).astype(np.int64)
-        cumulative = np.cumsum(np.concatenate([[total], values[ids].astype(np.float64)]))[1:]
-        total = cumulative[-1]
-        yield ids, cumulative
+    A positive float32 orders like its bits, so this is a least-significant-digit radix sort of
+    the inverted bits in two stable 16-bit passes over indices already ascending (numpy sorts
+    16-bit keys by radix): about 1 ms at V = 50,257, a fifth of a comparison sort.
+    """
+    ids = np.flatnonzero(values > 0)
+    bits = np.invert(np.asarray(values[ids], dtype=np.float32).view(np.uint32))
+    order = np.argsort((bits & 0xFFFF).astype(np.uint16), kind="stable")
+    order = order[np.argsort((bits[order] >> 16).astype(np.uint16), kind="stable")]
+    return ids[order].astype(np.int64)
 
 
 def _positions(values: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """For ``ids``: (rank int64 [K], cumulative before, cumulative through float64 [K]) in the order
-    ``ranked`` gives over the positive ``values``; -1 and NaN for ids whose value is 0. The sums are
-    the very numbers a full sort and ``np.cumsum`` give (the walk stops once every id is passed)."""
-    rank = np.full(len(ids), -1, dtype=np.int64)
-    before = np.full(len(ids), np.nan)
-    through = np.full(len(ids), np.nan)
-    needed = np.flatnonzero(values[ids] > 0)
-    if not len(needed):
-        return rank, before, through
-    last_needed = _order_keys_of(values, ids[needed]).max()
-    orders, sums = [], [np.zeros(1)]
-    for order, cumulative in _walk(values):
-        orders.append(order)
-        sums.append(cumulative)
-        if _order_keys_of(values, order[-1:])[0] >= last_needed:
-            break
-    order, sums = np.concatenate(orders), np.concatenate(sums)  # sums[i]: the total before order[i]
-    where = np.argsort(order)  # small: only as far as the walk went
-    found = where[np.searchsorted(order, ids[needed], sorter=where)]
-    rank[needed] = found
-    before[needed] = sums[found]
-    through[needed] = sums[found + 1]
+    """For ``ids``: (rank int64 [K], cumulative before, cumulative through float64 [K]) in the
+    ``ranked`` order of ``values``, summed in float64 as the draw sums; -1 and NaN for ids whose
+    value is 0."""
+    order = ranked(values)
+    sums = np.concatenate([[0.0], np.cumsum(values[order], dtype=np.float64)])  # sums[i]: total before order[i]
+    where = np.full(values.shape[0], -1, dtype=np.int64)
+    where[order] = np.arange(len(order))
+    rank = where[ids]
+    found = rank >= 0
+    before = np.where(found, sums[np.maximum(rank, 0)], np.nan)
+    through = np.where(found, sums[np.maximum(rank, 0) + 1], np.nan)
     return rank, before, through
-
-
-def _order_keys_of(values: np.ndarray, ids: np.ndarray) -> np.ndarray:
-    """The ``_order_keys`` of the positive values at ``ids``."""
-    bits = np.asarray(values[ids], dtype=np.float32).view(np.uint32)  # positive floats order like their bits
-    return (np.invert(bits).astype(np.uint64) << np.uint64(32)) | np.asarray(ids).astype(np.uint64)
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
@@ -372,14 +316,11 @@ def apply_top_p(logits: np.ndarray, p: float) -> np.ndarray:
     if p >= 1:
         return logits
     probs = softmax(logits)
-    kept = []
-    for order, cumulative in _walk(probs):  # walk the order only until p is reached
-        n_keep = int(np.searchsorted(cumulative, p - 1e-9, side="left")) + 1  # smallest set reaching p
-        kept.append(order[:n_keep])
-        if n_keep <= len(order):
-            break
+    order = ranked(probs)
+    cumulative = np.cumsum(probs[order], dtype=np.float64)
+    n_keep = int(np.searchsorted(cumulative, p - 1e-9, side="left")) + 1  # smallest set reaching p
     out = np.full_like(logits, NEG_INF)
-    keep = np.concatenate(kept)
+    keep = order[:n_keep]
     out[keep] = logits[keep]
     return out
 

@@ -245,7 +245,7 @@ def test_u_selects_the_token_by_the_documented_rule():
 
 
 def test_pick_deep_in_a_flat_distribution_equals_a_full_sort():
-    """With no cut and a flat distribution u lands thousands of tokens deep: pick sorts further."""
+    """With no cut and a flat distribution u lands thousands of tokens deep in the order."""
     rng = np.random.default_rng(8)
     logits = rng.normal(0, 1, 50257).astype(np.float32)
     dist = distribution(logits, np.array([], dtype=np.int64), SamplingSettings(temperature=3.0))
