@@ -178,10 +178,10 @@ class Distribution:
     def stages(self, ids: np.ndarray) -> "CandidateStages":
         """Every stage for the distinct tokens ``ids`` [K], plus the rest of the vocabulary summarised."""
         ids = np.asarray(ids, dtype=np.int64)
-        greedy = self.settings.is_greedy
-        before_top_p = self.probs if greedy else softmax(self.after_top_k)  # what top-p reads
-        _, _, top_p_cumulative = _positions(before_top_p, ids)
+        same = self.settings.is_greedy or self.after_top_p is self.after_top_k  # no top-p: one softmax, one order
+        before_top_p = self.probs if same else softmax(self.after_top_k)  # what top-p reads
         draw_rank, draw_start, draw_end = _positions(self.probs, ids)
+        top_p_cumulative = draw_end if same else _positions(before_top_p, ids)[2]
         probs = self.probs[ids]
         removed = self.removed_by(ids)
         penalised = self.penalised(ids)

@@ -306,3 +306,20 @@ def test_stage_sums_match_a_full_sort_at_gpt2_vocabulary():
     np.testing.assert_array_equal(st.draw_rank, where[ids])
     np.testing.assert_array_equal(st.draw_end, cumulative[where[ids]])
     assert st.penalised.sum() + st.rest_penalised == len(np.unique(dist.in_context))
+
+
+@pytest.mark.parametrize("top_p", [1.0, 0.9])
+def test_top_p_line_equals_the_slow_reference(top_p):
+    rng = np.random.default_rng(9)
+    logits = rng.normal(0, 2, 5000).astype(np.float32)
+    dist = distribution(logits, np.array([], dtype=np.int64), SamplingSettings(top_k=400, top_p=top_p))
+    before = softmax(dist.after_top_k)  # what top-p reads
+    ids = np.flatnonzero(before > 0)
+    order = ids[np.lexsort((ids, -before[ids]))]
+    line = dict(zip(order.tolist(), np.cumsum(before[order], dtype=np.float64)))
+    shown = dist.top(50, by=dist.after_penalty)
+    st = dist.stages(shown)
+    np.testing.assert_array_equal(st.top_p_cumulative, [line[int(i)] for i in shown])
+    np.testing.assert_array_equal(st.before_top_p, before[shown])
+    kept = st.removed_by == ""
+    assert (st.top_p_cumulative[kept] - st.before_top_p[kept] < top_p - 1e-9).all()  # kept: p not reached before it
