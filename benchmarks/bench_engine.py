@@ -8,7 +8,7 @@ side by side in one process, interleaved repeat by repeat, and reports medians a
 
     python benchmarks/bench_engine.py            # full run, about 4 minutes on 2 cores
     python benchmarks/bench_engine.py --quick    # smoke run, under a minute
-    python benchmarks/bench_engine.py --inside   # only the Inside figures (decode, history, recompute, lens)
+    python benchmarks/bench_engine.py --only inside   # only the Inside figures (decode, history, recompute, lens)
 
 Prints a markdown table (paste it into benchmarks/RESULTS.md). A script, not a test: the figures
 depend on the machine and on what else it is running.
@@ -36,7 +36,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from engine import GenerationStopped, SamplingSettings, Session, load_model  # noqa: E402
-from engine import hf_compat  # noqa: E402
+from engine import hf_compat, sampling  # noqa: E402
 from engine import session as session_module  # noqa: E402
 from engine.inside import inside  # noqa: E402
 from engine.random_model import write_random_gpt2  # noqa: E402
@@ -47,13 +47,21 @@ SETTINGS = SamplingSettings()  # temperature 1, no top-k or top-p, seed 0 (the a
 
 FULL = dict(decode_contexts=(128, 1000), decode_repeats=21, prefill_len=512, prefill_repeats=4,
             cache_positions=(16, 128, 256, 512, 1000), uncached_repeats=2, play_steps=500, memory_steps=1000,
-            inside_context=1000, inside_repeats=3)
+            inside_context=1000, inside_repeats=3, sampling_repeats=41)
 QUICK = dict(decode_contexts=(128, 1000), decode_repeats=5, prefill_len=512, prefill_repeats=2,
              cache_positions=(16, 128, 512), uncached_repeats=1, play_steps=30, memory_steps=30,
-             inside_context=1000, inside_repeats=1)
+             inside_context=1000, inside_repeats=1, sampling_repeats=11)
 # StepRecord arrays before issue 12, and what it added (the newest position's attention and MLP outputs)
 HISTORY_BEFORE = ("input_ids", "token_embed", "pos_embed", "attn", "resid", "final_hidden", "logits")
 HISTORY_ADDED = ("attn_out", "mlp_out")
+# The sampling view's settings changes: the app's defaults, the window's start (top-k 50), everything on.
+SAMPLING_CASES = {
+    "temperature 1, no cut": SamplingSettings(seed=1),
+    "top-k 50": SamplingSettings(top_k=50, seed=1),
+    "temperature 0.7, top-k 50, top-p 0.9, penalty 1.3": SamplingSettings(
+        temperature=0.7, top_k=50, top_p=0.9, repetition_penalty=1.3, seed=1),
+    "temperature 1.5, top-p 0.95 (no top-k)": SamplingSettings(temperature=1.5, top_p=0.95, seed=1),
+}
 PLAY_PROMPT = 24
 
 
@@ -173,29 +181,73 @@ def measure_prefill(loaded, bare: Bare, length: int, repeats: int) -> dict[str, 
     return interleave(fns, repeats, lambda name: session.reset() if name == "engine" else None)
 
 
-def measure_cache(bare: Bare, positions, decode_repeats: int, uncached_repeats: int) -> list[dict]:
-    """Per-token cost at each position: a cached decode step vs re-running the whole sequence."""
+def measure_cache(loaded, bare: Bare, positions, decode_repeats: int, uncached_repeats: int) -> list[dict]:
+    """Per-token cost at each position: a cached decode step vs re-running the whole sequence, for
+    the bare model and for the engine (``Session.step`` with and without ``use_cache``)."""
     rows = []
     for n in positions:
         ids = torch.randint(0, 50257, (1, n), generator=torch.Generator().manual_seed(n))  # any n token ids
         _, cache = bare.forward(ids[:, :-1])
         last = ids[:, -1:]
+        engine = {}
+        for mode in (True, False):  # the step that computes position n - 1, after a prefill of n - 1 tokens
+            engine[mode] = session_with_prompt(loaded, n - 1, use_cache=mode)
+            engine[mode].step()
 
         def cached():
             bare.forward(last, cache)
 
+        def engine_step(mode: bool) -> float:
+            ms = timed(engine[mode].step)
+            engine[mode].rewind(0)
+            return ms
+
         # Interleaved in rounds: one recompute, then one untimed cached step (a decode step timed right
         # after a recompute pays for the memory the recompute churned), then a few timed ones.
-        cached_ms, uncached_ms = [], []
+        cached_ms, uncached_ms, engine_cached_ms, engine_uncached_ms = [], [], [], []
         per_round = -(-decode_repeats // uncached_repeats)
         for _ in range(uncached_repeats):
             uncached_ms.append(timed(lambda: bare.uncached(ids, logits_to_keep=1)))
+            engine_uncached_ms.append(engine_step(False))
             for i in range(per_round + 1):
                 ms = timed(cached)
                 hf_compat.crop_cache(cache, n - 1)
+                engine_ms = engine_step(True)
                 if i:
                     cached_ms.append(ms)
-        rows.append({"position": n, "cached": median(cached_ms), "uncached": median(uncached_ms)})
+                    engine_cached_ms.append(engine_ms)
+        rows.append({"position": n, "cached": median(cached_ms), "uncached": median(uncached_ms),
+                     "engine_cached": median(engine_cached_ms), "engine_uncached": median(engine_uncached_ms)})
+        del engine
+    return rows
+
+
+def measure_sampling(loaded, repeats: int) -> list[dict]:
+    """Engine-side cost of a settings change at GPT-2's vocabulary (V = 50,257), no forward pass:
+    ``distribution`` (every stage), the draw, ``Distribution.stages`` for the 64 candidates the
+    trace carries, and the whole ``Session.resample`` (which also builds the StepTrace)."""
+    session = session_with_prompt(loaded, 128)
+    session.step()
+    record = session.records[-1]
+    rng = np.random.default_rng(0)
+    peaked = (rng.standard_normal(50257) * 3).astype(np.float32)  # a trained model's spread, roughly
+    context = session.token_ids()
+    rows = []
+    for name, settings in SAMPLING_CASES.items():
+        for source, logits in (("random GPT-2 small", record.logits), ("normal, sd 3", peaked)):
+            def stages():
+                dist = sampling.distribution(logits, context, settings)
+                sampling.draw(dist, 1)
+                dist.stages(dist.top(64, by=dist.after_penalty))
+
+            stages()
+            stage_ms = sorted(timed(stages) for _ in range(repeats))
+            row = {"settings": name, "logits": source, "median": median(stage_ms), "max": stage_ms[-1]}
+            if source.startswith("random"):
+                session.resample(settings)
+                resample_ms = sorted(timed(lambda: session.resample(settings)) for _ in range(repeats))
+                row["resample_median"], row["resample_max"] = median(resample_ms), resample_ms[-1]
+            rows.append(row)
     return rows
 
 
@@ -360,7 +412,7 @@ def mib(n: float) -> str:
     return f"{n / 2**20:,.0f} MiB"
 
 
-def report(args, threads: int, decode, prefill, cache_rows, play, memory, wall_s: float) -> str:
+def report(args, threads: int, decode, prefill, cache_rows, play, memory, sampling_rows, wall_s: float) -> str:
     ctx_lo, ctx_hi = sorted(decode)
     cmd = "python benchmarks/bench_engine.py" + (" --quick" if args.quick else "") + (
         f" --threads {args.threads}" if args.threads else "")
@@ -404,16 +456,40 @@ def report(args, threads: int, decode, prefill, cache_rows, play, memory, wall_s
         f"per step on average: float32 logits [50,257] are 196 KiB of it, float16 attention rows "
         f"[12, 12, 1, T] the rest growing with T); the KV cache {mib(m['kv_bytes'])}.",
         "",
-        "Why the KV cache matters: the time to produce the token at each position, bare model, with the "
-        "cache (one position against cached keys and values) and without it (re-running the whole sequence, "
-        "`use_cache=False`, `logits_to_keep=1`).",
+    ]
+    return "\n".join(lines) + report_tail(cache_rows, sampling_rows)
+
+
+def report_tail(cache_rows, sampling_rows) -> str:
+    """The KV cache comparison and the sampling table."""
+    lines = [
+        "Why the KV cache matters: the time to produce the token at each position, with the cache (one "
+        "position against cached keys and values) and without it (re-running the whole sequence, "
+        "`use_cache=False`, `logits_to_keep=1`): the bare model, and the engine's `Session.step()` "
+        "(everything recorded) in its default mode and with `Session(use_cache=False)` (`--no-cache`).",
         "",
-        "| Position | Cached step | Recompute everything | Ratio |",
-        "|---|---|---|---|",
+        "| Position | Bare cached | Bare recompute | Ratio | Engine cached | Engine no cache | Ratio |",
+        "|---|---|---|---|---|---|---|",
     ]
     for row in cache_rows:
         lines.append(f"| {row['position']:,} | {row['cached']:.1f} ms | {row['uncached']:,.0f} ms | "
-                     f"{row['uncached'] / row['cached']:,.1f}x |")
+                     f"{row['uncached'] / row['cached']:,.1f}x | {row['engine_cached']:.1f} ms | "
+                     f"{row['engine_uncached']:,.0f} ms | {row['engine_uncached'] / row['engine_cached']:,.1f}x |")
+    lines += [
+        "",
+        "A settings change at GPT-2's vocabulary (V = 50,257), no forward pass: every sampling stage "
+        "(`sampling.distribution`), the draw, and `Distribution.stages` for the 64 candidates (what the "
+        "stage-by-stage view draws); then the whole `Session.resample` at 129 positions (also builds the "
+        "StepTrace). Median and worst of the repeats; target for the view's update: under 16 ms in all.",
+        "",
+        "| Settings | Logits | Stages + draw + view data | Whole resample |",
+        "|---|---|---|---|",
+    ]
+    for row in sampling_rows:
+        whole = (f"{row['resample_median']:.1f} ms (worst {row['resample_max']:.1f})"
+                 if "resample_median" in row else "")
+        lines.append(f"| {row['settings']} | {row['logits']} | {row['median']:.1f} ms (worst {row['max']:.1f}) | "
+                     f"{whole} |")
     return "\n".join(lines)
 
 
@@ -455,11 +531,32 @@ def inside_report(decode, figs, memory, context: int) -> str:
     return "\n".join(lines)
 
 
+def only_section(args, cfg, loaded, bare, t0: float) -> int:
+    """``--only cache`` or ``--only sampling``: one section's table, for a quick check."""
+    if args.only == "cache":
+        rows = measure_cache(loaded, bare, cfg["cache_positions"], cfg["decode_repeats"], cfg["uncached_repeats"])
+        table = report_section(rows, None)
+    else:
+        table = report_section(None, measure_sampling(loaded, cfg["sampling_repeats"]))
+    print(f"{table}\n\n({time.perf_counter() - t0:.0f} s, `python benchmarks/bench_engine.py --only {args.only}"
+          f"{' --quick' if args.quick else ''}`)")
+    return 0
+
+
+def report_section(cache_rows, sampling_rows) -> str:
+    """The cache or the sampling table alone (a part of ``report_tail``)."""
+    full = report_tail(cache_rows or [], sampling_rows or [])
+    start = full.index("| Position") if cache_rows else full.index("| Settings")
+    end = full.index("\n\nA settings change") if cache_rows else len(full)
+    return full[start:end]
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="short run (under a minute): fewer repeats and steps")
     p.add_argument("--threads", type=int, default=0, help=f"torch threads (default: cores - 1 = {app_threads()}, as the app)")
-    p.add_argument("--inside", action="store_true", help="only the Inside figures (issue 12)")
+    p.add_argument("--only", choices=("cache", "sampling", "inside"),
+                   help="run one section and print its table: the KV cache comparison, sampling, or the Inside figures (issue 12)")
     p.add_argument("--memory-child", metavar="FOLDER", help=argparse.SUPPRESS)
     p.add_argument("--steps", type=int, default=0, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -477,6 +574,8 @@ def main(argv=None) -> int:
         bare = Bare(load_bare(folder))
         print(f"threads {threads}; bare attention: {bare.model.config._attn_implementation}; "
               f"engine attention: {loaded.model.config._attn_implementation}", file=sys.stderr)
+        if args.only in ("cache", "sampling"):
+            return only_section(args, cfg, loaded, bare, t0)
         decode = {c: measure_decode(loaded, bare, c, cfg["decode_repeats"]) for c in cfg["decode_contexts"]}
         print(f"decode {decode}", file=sys.stderr)
         added = measure_added_recording(loaded, min(cfg["decode_contexts"]), 3 * cfg["decode_repeats"])
@@ -484,22 +583,24 @@ def main(argv=None) -> int:
         inside_figs = measure_inside(loaded, bare, cfg["inside_context"], cfg["inside_repeats"])
         inside_figs["added"] = added
         print(f"inside {inside_figs}", file=sys.stderr)
-        if not args.inside:
+        if args.only != "inside":
             prefill = measure_prefill(loaded, bare, cfg["prefill_len"], cfg["prefill_repeats"])
             print(f"prefill {prefill}", file=sys.stderr)
-            cache_rows = measure_cache(bare, cfg["cache_positions"], cfg["decode_repeats"], cfg["uncached_repeats"])
+            cache_rows = measure_cache(loaded, bare, cfg["cache_positions"], cfg["decode_repeats"], cfg["uncached_repeats"])
             print(f"cache {cache_rows}", file=sys.stderr)
+            sampling_rows = measure_sampling(loaded, cfg["sampling_repeats"])
+            print(f"sampling {sampling_rows}", file=sys.stderr)
             play = measure_play(loaded, bare, cfg["play_steps"])
             print(f"play {play}", file=sys.stderr)
         del loaded, bare
         memory = measure_memory(folder, cfg["memory_steps"], threads)
     wall = time.perf_counter() - t0
-    if not args.inside:
-        print(report(args, threads, decode, prefill, cache_rows, play, memory, wall))
+    if args.only != "inside":
+        print(report(args, threads, decode, prefill, cache_rows, play, memory, sampling_rows, wall))
         print()
     else:
         print(f"Measured {datetime.date.today().isoformat()}, {os.cpu_count()} cores, torch.set_num_threads({threads}), "
-              f"GPT-2 small's shape, random weights, fp32. Command: `python benchmarks/bench_engine.py --inside` ({wall:.0f} s).\n")
+              f"GPT-2 small's shape, random weights, fp32. Command: `python benchmarks/bench_engine.py --only inside` ({wall:.0f} s).\n")
     print(inside_report(decode, inside_figs, memory, cfg["inside_context"]))
     return 0
 

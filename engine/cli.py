@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 from .defaults import DEFAULT_PROMPT, DEFAULT_SETTINGS
@@ -27,6 +28,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--top-p", type=float, default=d.top_p, help=f"nucleus sampling mass, 1 = off (default: {d.top_p:g})")
     p.add_argument("--repetition-penalty", type=float, default=d.repetition_penalty, help=f"1 to 10, 1 = off (default: {d.repetition_penalty:g})")
     p.add_argument("--seed", type=int, default=d.seed, help=f"seed for sampling (default: {d.seed})")
+    p.add_argument("--no-cache", action="store_true",
+                   help="run the whole sequence through the model at every step, as a model without a KV cache must")
     p.add_argument("--truncate", action="store_true", help="keep the last tokens of a prompt longer than the context")
     p.add_argument("--json", action="store_true", help="print one JSON object per step instead of a table")
     p.add_argument("--export", metavar="FILE.npz", help="save the session (see README, 'Session files')")
@@ -58,12 +61,13 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.steps < 1:
         raise NextTokenError(f"--steps must be at least 1 (got {args.steps}).")
-    session = Session(load_model(args.model), settings, max_new_tokens=args.steps)
+    session = Session(load_model(args.model), settings, max_new_tokens=args.steps, use_cache=not args.no_cache)
     session.set_prompt(args.prompt, truncate=args.truncate)
     if not args.json:
         print(f"model: {session.info.label}; sampling: {settings.describe()}")
-        print(f"prompt: {len(session.prompt_ids)} tokens")
-        print(f"{'step':>4}  {'token':<14} {'id':>6} {'prob':>7}  {'top-5 alternatives':<58} {'cached':>6} {'ms':>7}")
+        cache = "KV cache" if session.use_cache else "no KV cache: every step runs the whole sequence"
+        print(f"prompt: {len(session.prompt_ids)} tokens; {cache}; u: the draw's random number")
+        print(f"{'step':>4}  {'token':<14} {'id':>6} {'prob':>7} {'u':>6}  {'top-5 alternatives':<58} {'cached':>6} {'ms':>7}")
     stop = ""
     while True:
         try:
@@ -91,7 +95,8 @@ def _table_row(trace) -> str:
     alts = "  ".join(f"{piece} {_percent(p)}" for piece, _, p in _alternatives(trace))
     r = trace.record
     return (
-        f"{trace.step:>4}  {clip(trace.chosen_piece, 14):<14} {trace.chosen:>6} {_percent(trace.chosen_prob):>7}  "
+        f"{trace.step:>4}  {clip(trace.chosen_piece, 14):<14} {trace.chosen:>6} {_percent(trace.chosen_prob):>7} "
+        f"{'-' if math.isnan(r.draw_u) else f'{r.draw_u:.4f}':>6}  "
         f"{clip(alts, 58):<58} {r.kv.positions:>6} {r.step_ms:>7.1f}"
     )
 
@@ -107,6 +112,7 @@ def _json_row(trace) -> str:
             "rank": trace.chosen_rank,
             "entropy_bits": round(trace.entropy_bits, 4),
             "chosen_by": r.chosen_by,
+            "draw_u": None if math.isnan(r.draw_u) else r.draw_u,
             "top5": [{"token": piece, "id": i, "prob": round(p, 6)} for piece, i, p in _alternatives(trace)],
             "cached_positions": r.kv.positions,
             "kv_bytes": r.kv.total_bytes,

@@ -4,6 +4,9 @@ Keys written (S steps, P prompt tokens, L layers, H heads, d = d_model, V = voca
     input_ids int64 [P + S], prompt_len int64 [], chosen int64 [S],
     logits float32 [S, V] (raw logits each chosen token was drawn from),
     probs float32 [S, V] (the final distribution it was drawn from),
+    draw_u float64 [S] (the draw's u: ``chosen`` is the first token, in descending ``probs`` order
+        with ties by lower id, whose float64 cumulative probability exceeds it; NaN for greedy steps
+        and user choices; since format 2),
     attn_prefill_{L} float32 [H, P, P], attn_step_{s}_{L} float32 [H, 1, P + s] for s = 1..S-1,
     resid_prefill float32 [L + 1, P, d], kv_len int64 [S], kv_bytes int64 [S],
     meta: a JSON string (model, config, settings per step, seed, library versions),
@@ -26,7 +29,8 @@ import numpy as np
 from . import sampling
 from .errors import ExportError
 
-FORMAT = "nexttoken-session/1"
+FORMAT = "nexttoken-session/2"  # 2: adds draw_u; seeds draw differently from format 1
+READABLE_FORMATS = ("nexttoken-session/1", FORMAT)
 MAX_STEPS = 100_000
 MAX_VOCAB = 1_000_000
 
@@ -41,6 +45,7 @@ def session_arrays(session) -> dict[str, np.ndarray]:
         "input_ids": session.token_ids(),
         "prompt_len": np.array(prompt_len, dtype=np.int64),
         "chosen": np.array([r.chosen for r in records], dtype=np.int64),
+        "draw_u": np.array([r.draw_u for r in records], dtype=np.float64),
         "logits": np.stack([r.logits for r in records]).astype(np.float32),
         "kv_len": np.array([r.kv.positions for r in records], dtype=np.int64),
         "kv_bytes": np.array([r.kv.total_bytes for r in records], dtype=np.int64),
@@ -82,6 +87,7 @@ def _meta(session) -> dict:
         },
         "settings": [vars(r.settings) | {"chosen_by": r.chosen_by} for r in session.records],
         "seed": session.settings.seed,
+        "use_cache": session.use_cache,
         "text": session.text(),
         "versions": {"numpy": np.__version__, "torch": torch.__version__, "transformers": transformers.__version__},
     }
@@ -158,6 +164,8 @@ def _check(name: str, d: dict) -> None:
     for key in ("kv_len", "kv_bytes"):
         if need(key, "i", 1).shape != (steps,):
             raise ExportError(f"{name}: '{key}' should hold {steps} values.")
+    if "draw_u" in d and need("draw_u", "f", 1).shape != (steps,):
+        raise ExportError(f"{name}: 'draw_u' should hold {steps} values.")
     if ids.min() < 0 or ids.max() >= d["logits"].shape[1]:
         raise ExportError(f"{name}: token ids fall outside the vocabulary.")
     _check_inside(name, d, steps)
@@ -168,8 +176,10 @@ def _check(name: str, d: dict) -> None:
         parsed = json.loads(str(meta))
     except json.JSONDecodeError as exc:
         raise ExportError(f"{name}: 'meta' is not valid JSON ({exc}).") from exc
-    if not isinstance(parsed, dict) or parsed.get("format") != FORMAT:
-        raise ExportError(f"{name}: 'meta' does not describe a {FORMAT} file.")
+    if not isinstance(parsed, dict) or parsed.get("format") not in READABLE_FORMATS:
+        raise ExportError(f"{name}: 'meta' does not describe a {FORMAT} file (or an older one).")
+    if parsed["format"] == FORMAT and "draw_u" not in d:
+        raise ExportError(f"{name}: a {FORMAT} file must hold 'draw_u'.")
     d["meta"] = parsed
 
 

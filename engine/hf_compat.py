@@ -11,13 +11,17 @@ from __future__ import annotations
 import torch
 
 
-def forward(model, input_ids: torch.Tensor, cache, *, keep_last_logits: bool = True):
-    """Run ``input_ids`` [1, n] against ``cache`` (None for a prefill); return (logits [1, n', V], cache)."""
-    kwargs = {"cache": cache, "use_cache": True}  # 5.x: ``past_key_values`` became ``cache``
+def forward(model, input_ids: torch.Tensor, cache, *, use_cache: bool = True, keep_last_logits: bool = True):
+    """Run ``input_ids`` [1, n] against ``cache`` (None for a prefill); return (logits [1, n', V], cache).
+
+    ``use_cache=False`` runs without any cache, as a model without one must (``input_ids`` is then
+    the whole sequence) and returns None for the cache.
+    """
+    kwargs = {"cache": cache if use_cache else None, "use_cache": use_cache}  # 5.x: ``past_key_values`` became ``cache``
     if keep_last_logits:
         kwargs["logits_to_keep"] = 1  # only the last position's logits: the LM head is the costliest matmul
     out = model(input_ids=input_ids, **kwargs)
-    return out.logits, out.cache
+    return out.logits, out.cache if use_cache else None
 
 
 def cache_length(cache) -> int:
@@ -26,13 +30,15 @@ def cache_length(cache) -> int:
 
 
 def crop_cache(cache, length: int) -> None:
-    """Cut every layer of the cache back to its first ``length`` positions, in place.
+    """Cut every layer of the cache back to its first ``length`` positions, in place (None: nothing to do).
 
     Layers are cropped one by one, so a cache left uneven by a forward pass that failed half-way
     is repaired too.
     """
     if length < 0:
         raise ValueError(f"cannot crop a cache to {length} positions")
+    if cache is None:
+        return
     for layer in cache.layers:
         held = int(layer.get_seq_length()) if layer.is_initialized else 0
         if held > length:

@@ -50,6 +50,11 @@ class Session:
     Step 0 (prefill) runs the whole prompt in one forward pass and fills the KV cache; each later
     step runs only the newest token against the cache. ``rewind``, ``choose`` and ``resample``
     change the history without re-running the model where they can.
+
+    With ``use_cache=False`` every step runs the whole sequence through the model, as a model
+    without a KV cache must, and nothing is cached; the records are the same (the rows of the newest
+    positions), only slower. The switch may be flipped between steps: turned back on, the next step
+    rebuilds the cache from the whole sequence.
     """
 
     def __init__(
@@ -58,6 +63,7 @@ class Session:
         settings: SamplingSettings | None = None,
         *,
         max_new_tokens: int | None = None,
+        use_cache: bool = True,
     ):
         self.loaded = loaded
         self.settings = settings or SamplingSettings()
@@ -68,8 +74,20 @@ class Session:
         self._records: list[StepRecord] = []
         self._cache = None
         self._latest_dist: Distribution | None = None
+        self._use_cache = bool(use_cache)
 
     # ----------------------------------------------------------------- state
+    @property
+    def use_cache(self) -> bool:
+        """Whether steps use the KV cache; False drops it at once (see the class docstring)."""
+        return self._use_cache
+
+    @use_cache.setter
+    def use_cache(self, on: bool) -> None:
+        self._use_cache = bool(on)
+        if not on:
+            self._cache = None
+
     @property
     def info(self):
         return self.loaded.info
@@ -100,12 +118,9 @@ class Session:
     def cache_length(self) -> int:
         return hf_compat.cache_length(self._cache)
 
-    def kv_prefix(self, length: int):
-        """A copy of the KV cache's first ``length`` positions, or None when there is no cache or it
-        holds fewer: lets engine.inside recompute one position the way a decode step computes it."""
-        if self._cache is None or length < 1 or self.cache_length() < length:
-            return None
-        return hf_compat.copy_prefix(self._cache, length, self.loaded.model.config)
+                record_arrays = _step_arrays(rec, n_layers, self.info.d_model, n, logits)
+            if self._use_cache and self.cache_length() != start + n:
+                raise RuntimeError(f"the KV cache holds {self.cache_length()} positions, expected {start + n}")
 
     @property
     def projection(self) -> Projection:
@@ -175,23 +190,49 @@ class Session:
         return self.trace()
 
     def _run(self, step: int, start: int, new_ids: list[int]) -> tuple[StepRecord, Distribution]:
-        """One forward pass with every hook recorded. On any failure the cache is restored."""
+        """One forward pass with every hook recorded. On any failure the cache is restored.
+
+        With the cache in step with ``start``, only ``new_ids`` are fed; otherwise (no-cache mode,
+        or the cache switched back on) the whole sequence is, and the newest n rows are kept.
+        """
         t_step = perf_counter()
-        model, n_layers = self.loaded.model, self.info.n_layer
+        model, n_layers, n = self.loaded.model, self.info.n_layer, len(new_ids)
+        incremental = self._use_cache and self.cache_length() == start
+        fed = new_ids if incremental else self._context(step).tolist()  # the whole sequence: positions 0..start + n - 1
+        if not incremental:
+            self._cache = None
         try:
             with torch.inference_mode(), hooks.capture(model, n_layers, STEP_HOOKS) as rec:
                 t_fwd = perf_counter()
-                logits, self._cache = hf_compat.forward(model, torch.tensor([new_ids], dtype=torch.long), self._cache)
+                logits, self._cache = hf_compat.forward(
+                    model, torch.tensor([fed], dtype=torch.long), self._cache, use_cache=self._use_cache
+                )
                 forward_ms = (perf_counter() - t_fwd) * 1e3
                 record_arrays = _step_arrays(rec, n_layers, self.info.d_model, logits)
             if self.cache_length() != start + len(new_ids):
                 raise RuntimeError(f"the KV cache holds {self.cache_length()} positions, expected {start + len(new_ids)}")
+
+                d = self.info.d_model
+                attn = torch.stack([_rows(rec[f"blocks.{i}.attn.hook_pattern"][0], n) for i in range(n_layers)])  # [L, H, n, T] float16
+                resid = torch.stack(
+                    [_rows(rec["blocks.0.hook_resid_pre"][0], n)] + [_rows(rec[f"blocks.{i}.hook_resid_post"][0], n) for i in range(n_layers)]
+                )  # [L + 1, n, d]
+                record_arrays = dict(
+                    token_embed=_rows(rec["hook_embed"].reshape(-1, d), n).float().numpy(),  # [n, d]
+                    pos_embed=_rows(rec["hook_pos_embed"].reshape(-1, d), n).float().numpy(),  # [n, d]
+                    attn=attn.numpy(),
+                    resid=resid.float().numpy(),
+                    final_hidden=rec["ln_final.hook_normalized"][0, -1].float().numpy().copy(),  # [d]
+                    logits=logits[0, -1].float().numpy().copy(),  # [V]
+                )
+            if self._use_cache and self.cache_length() != start + n:
+                raise RuntimeError(f"the KV cache holds {self.cache_length()} positions, expected {start + n}")
             dist = sampling.distribution(record_arrays["logits"], self._context(step), self.settings)
-            chosen = sampling.draw(dist, step)
+            drawn = sampling.draw(dist, step)
         except BaseException:
-            if self._cache is not None:
+            if self._cache is not None and incremental:
                 hf_compat.crop_cache(self._cache, start)
-            if start == 0:
+            if start == 0 or not incremental:
                 self._cache = None
             raise
         record = StepRecord(
@@ -202,14 +243,19 @@ class Session:
             forward_ms=forward_ms,
             step_ms=(perf_counter() - t_step) * 1e3,
             settings=self.settings,
-            chosen=chosen,
+            chosen=drawn.token,
             chosen_by="greedy" if self.settings.is_greedy else "sampled",
+            draw_u=drawn.u,
             **record_arrays,
         )
         return record, dist
 
     def _kv_stats(self) -> KVStats:
         layers = hf_compat.layer_tensors(self._cache)
+        if not layers:  # no cache: every layer holds 0 positions
+            zeros = np.zeros(self.info.n_layer, dtype=np.int64)
+            itemsize = self.loaded.model.dtype.itemsize
+            return KVStats(zeros, zeros.copy(), zeros.copy(), 0, itemsize, self.info.d_model, self.info.n_positions)
         keys = np.array([k.shape[-2] for k, _ in layers], dtype=np.int64)
         values = np.array([v.shape[-2] for _, v in layers], dtype=np.int64)
         per_layer = np.array([k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in layers], dtype=np.int64)
@@ -240,7 +286,7 @@ class Session:
         record = self._current("choose a token")
         if not 0 <= int(token_id) < self.info.vocab_size:
             raise SessionError(f"Token id {token_id} is not in the vocabulary (0 to {self.info.vocab_size - 1}).")
-        self._records[-1] = replace(record, chosen=int(token_id), chosen_by="user")
+        self._records[-1] = replace(record, chosen=int(token_id), chosen_by="user", draw_u=float("nan"))
         return self.trace()
 
     def resample(self, settings: SamplingSettings | None = None) -> StepTrace:
@@ -251,9 +297,13 @@ class Session:
         record = self._current("re-sample")
         context = self._context(record.step)
         dist = sampling.distribution(record.logits, context, self.settings)
-        chosen = sampling.draw(dist, record.step)
+        drawn = sampling.draw(dist, record.step)
         self._records[-1] = replace(
-            record, settings=self.settings, chosen=chosen, chosen_by="greedy" if self.settings.is_greedy else "sampled"
+            record,
+            settings=self.settings,
+            chosen=drawn.token,
+            chosen_by="greedy" if self.settings.is_greedy else "sampled",
+            draw_u=drawn.u,
         )
         self._latest_dist = dist
         return self.trace()
@@ -303,14 +353,17 @@ class Session:
         )
 
 
-def _step_arrays(rec: dict[str, torch.Tensor], n_layers: int, d: int, logits: torch.Tensor) -> dict[str, np.ndarray]:
-    """The StepRecord arrays from one step's captured hook points (see STEP_HOOKS)."""
+def _step_arrays(rec: dict[str, torch.Tensor], n_layers: int, d: int, n: int, logits: torch.Tensor) -> dict[str, np.ndarray]:
+    """The StepRecord arrays of the newest ``n`` positions from one step's captured hook points (see
+    STEP_HOOKS; without the cache the whole sequence was fed)."""
     layers = range(n_layers)
-    attn = torch.stack([rec[f"blocks.{i}.attn.hook_pattern"][0] for i in layers])  # [L, H, n, T] float16
-    resid = torch.stack([rec["blocks.0.hook_resid_pre"][0]] + [rec[f"blocks.{i}.hook_resid_post"][0] for i in layers])
+    attn = torch.stack([_rows(rec[f"blocks.{i}.attn.hook_pattern"][0], n) for i in layers])  # [L, H, n, T] float16
+    resid = torch.stack(
+        [_rows(rec["blocks.0.hook_resid_pre"][0], n)] + [_rows(rec[f"blocks.{i}.hook_resid_post"][0], n) for i in layers]
+    )  # [L + 1, n, d]
     return dict(
-        token_embed=rec["hook_embed"].reshape(-1, d).float().numpy(),  # [n, d]
-        pos_embed=rec["hook_pos_embed"].reshape(-1, d)[-rec["hook_embed"].shape[1]:].float().numpy(),  # [n, d]
+        token_embed=_rows(rec["hook_embed"].reshape(-1, d), n).float().numpy(),  # [n, d]
+        pos_embed=_rows(rec["hook_pos_embed"].reshape(-1, d), n).float().numpy(),  # [n, d]
         attn=attn.numpy(),
         resid=resid.float().numpy(),  # [L + 1, n, d]
         attn_out=torch.cat([rec[f"blocks.{i}.hook_attn_out"][0] for i in layers]).numpy(),  # [L, d] float16
@@ -318,3 +371,11 @@ def _step_arrays(rec: dict[str, torch.Tensor], n_layers: int, d: int, logits: to
         final_hidden=rec["ln_final.hook_out"][0, -1].float().numpy().copy(),  # [d]
         logits=logits[0, -1].float().numpy().copy(),  # [V]
     )
+
+
+def _rows(t: torch.Tensor, n: int, dim: int = -2) -> torch.Tensor:
+    """The last ``n`` rows of ``t`` along ``dim``, copied when that is a part of it, so a record
+    never keeps a whole-sequence tensor alive (no-cache mode feeds every position)."""
+    if t.shape[dim] == n:
+        return t
+    return t.narrow(dim, t.shape[dim] - n, n).clone()

@@ -62,10 +62,12 @@ class StepRecord:
     final_hidden: float32 [d], ln_final.hook_out (ln_f's output, after its weight and bias) at the
         last position.
     logits: float32 [V], raw logits for the next token (the LM head on final_hidden).
-    kv: the cache after this step.
+    kv: the cache after this step (0 positions in every layer when the session runs without one).
     forward_ms: wall time of the forward pass; step_ms: forward, recording and sampling.
     settings: sampling settings in force; chosen: the token id picked; chosen_by: "greedy",
         "sampled" or "user" (a branch).
+    draw_u: the draw's u in [0, 1) that selected ``chosen`` (see engine.sampling); NaN for greedy
+        steps and for tokens the user chose.
     """
 
     step: int
@@ -85,6 +87,7 @@ class StepRecord:
     settings: SamplingSettings
     chosen: int
     chosen_by: str
+    draw_u: float = float("nan")
 
     @property
     def n_new(self) -> int:

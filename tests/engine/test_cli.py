@@ -90,3 +90,31 @@ def test_module_entry_point_runs_offline():
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
     assert len([line for line in done.stdout.splitlines() if line[:4].strip().isdigit()]) == 5
+
+
+def test_no_cache_run_writes_the_same_keys(tmp_path, capsys):
+    cached, uncached = tmp_path / "cached.npz", tmp_path / "uncached.npz"
+    assert main(["--steps", "4", "--greedy", "--export", str(cached)]) == 0
+    capsys.readouterr()
+    assert main(["--steps", "4", "--greedy", "--no-cache", "--export", str(uncached)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "no KV cache: every step runs the whole sequence" in out[1]
+    rows = out[3:7]
+    assert [r.split()[-2] for r in rows] == ["0"] * 4  # nothing cached
+    assert all(float(r.split()[-1]) > 0 for r in rows)  # the time per step
+    assert all(r.split()[4] == "-" for r in rows)  # greedy: no u drawn
+    a, b = load_export(cached), load_export(uncached)
+    assert set(a) == set(b)
+    assert b["chosen"].tolist() == a["chosen"].tolist()
+    assert b["kv_len"].tolist() == b["kv_bytes"].tolist() == [0] * 4 and a["kv_len"].tolist() == [5, 6, 7, 8]
+    assert a["meta"]["use_cache"] is True and b["meta"]["use_cache"] is False
+    for key in a:
+        if key.startswith(("logits", "probs", "attn_", "resid")):
+            np.testing.assert_allclose(b[key], a[key], atol=1e-3 if key.startswith("attn_") else 1e-5, rtol=0, err_msg=key)
+
+
+def test_table_shows_the_draw_u(capsys):
+    assert main(["--steps", "3", "--seed", "5"]) == 0
+    rows = capsys.readouterr().out.splitlines()[3:6]
+    us = [float(r.split()[4]) for r in rows]
+    assert all(0 <= u < 1 for u in us) and len(set(us)) == 3

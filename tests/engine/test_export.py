@@ -124,3 +124,68 @@ def test_nothing_to_save(demo_model, tmp_path):
     session.set_prompt("x")
     with pytest.raises(ExportError, match="Nothing to save"):
         save_session(session, tmp_path / "s.npz")
+
+
+def reference_pick(probs: np.ndarray, u: float) -> int:
+    """What the README tells a reader to do with probs[s] and draw_u[s]."""
+    ids = np.flatnonzero(probs > 0)
+    order = ids[np.lexsort((ids, -probs[ids]))]  # descending probability, ties by lower id
+    cumulative = np.cumsum(probs[order], dtype=np.float64)
+    return int(order[min(np.searchsorted(cumulative, u, side="right"), len(order) - 1)])
+
+
+@pytest.fixture(scope="module")
+def sampled(demo_model, tmp_path_factory):
+    settings = SamplingSettings(temperature=1.3, top_k=40, top_p=0.9, repetition_penalty=1.2, seed=77)
+    session = Session(demo_model, settings)
+    session.set_prompt("The cat sat on the")
+    for _ in range(6):
+        session.step()
+    return save_session(session, tmp_path_factory.mktemp("sampled") / "s.npz"), session
+
+
+def test_chosen_is_reproduced_from_probs_and_draw_u(sampled, demo_model):
+    data = load_export(sampled[0])
+    assert data["meta"]["format"] == FORMAT == "nexttoken-session/2"
+    assert data["draw_u"].dtype == np.float64 and data["draw_u"].shape == (6,)
+    for s in range(6):
+        assert 0 <= data["draw_u"][s] < 1
+        assert data["chosen"][s] == reference_pick(data["probs"][s], data["draw_u"][s])
+    session = Session(demo_model, SamplingSettings(greedy=True))
+    session.set_prompt("The cat sat on the")
+    session.step()
+    session.choose(13)
+    session.step()
+    assert np.isnan(session_arrays(session)["draw_u"]).all()  # a user's choice, then greedy: nothing drawn
+
+
+def test_a_seeded_session_replays_exactly(sampled, demo_model):
+    data = load_export(sampled[0])
+    meta = data["meta"]
+    settings = SamplingSettings(**{k: v for k, v in meta["settings"][0].items() if k != "chosen_by"})
+    replay = Session(demo_model, settings)
+    replay.set_prompt(demo_model.tokenizer.decode(data["input_ids"][: int(data["prompt_len"])]))
+    records = [replay.step().record for _ in range(len(data["chosen"]))]
+    assert [r.chosen for r in records] == data["chosen"].tolist()
+    np.testing.assert_array_equal([r.draw_u for r in records], data["draw_u"])
+    np.testing.assert_array_equal(session_arrays(replay)["probs"], data["probs"])
+
+
+def test_format_1_files_still_load(tmp_path, arrays):
+    old = {k: v for k, v in arrays.items() if k != "draw_u"}
+    old["meta"] = np.array(json.dumps(json.loads(str(arrays["meta"])) | {"format": "nexttoken-session/1"}))
+    data = load_export(write(tmp_path, old))
+    assert data["meta"]["format"] == "nexttoken-session/1" and "draw_u" not in data
+
+
+@pytest.mark.parametrize(
+    "changes, words",
+    [
+        ({"draw_u": None}, "must hold 'draw_u'"),
+        ({"draw_u": np.zeros(2)}, "'draw_u' should hold 3 values"),
+        ({"draw_u": np.zeros(3, dtype=np.int64)}, "'draw_u' should be a 1-D float"),
+    ],
+)
+def test_bad_draw_u_is_refused(tmp_path, arrays, changes, words):
+    with pytest.raises(ExportError, match=words):
+        load_export(write(tmp_path, arrays, **changes))

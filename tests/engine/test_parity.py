@@ -109,3 +109,83 @@ def test_load_twice_gives_identical_logits(tiny_dir):
         s.set_prompt(PROMPT)
         traces.append(s.step().record.logits)
     np.testing.assert_array_equal(*traces)
+
+
+def held_bytes(a: np.ndarray) -> int:
+    """Bytes of the buffer behind ``a`` (a numpy view of a torch tensor keeps all of its storage)."""
+    base = a.base
+    if isinstance(base, torch.Tensor):
+        return base.untyped_storage().nbytes()
+    return a.nbytes if base is None else held_bytes(base)
+
+
+def run_steps(loaded, steps: int, **kwargs) -> list:
+    session = Session(loaded, SamplingSettings(greedy=True), **kwargs)
+    session.set_prompt(PROMPT)
+    return [session.step().record for _ in range(steps)], session
+
+
+def test_uncached_run_equals_cached_run(loaded):
+    """No cache: every step runs the whole sequence; the records equal the cached run's."""
+    cached, _ = run_steps(loaded, 8)
+    uncached, session = run_steps(loaded, 8, use_cache=False)
+    assert session.cache_length() == 0
+    for a, b in zip(cached, uncached):
+        top2 = np.sort(a.logits)[-2:]
+        assert top2[1] - top2[0] > 1e-3  # no near-tie at the top: greedy must agree
+        assert a.chosen == b.chosen and (a.step, a.start, a.n_new) == (b.step, b.start, b.n_new)
+        np.testing.assert_allclose(b.logits, a.logits, atol=1e-5, rtol=0)
+        assert b.attn.shape == a.attn.shape and b.attn.dtype == np.float16
+        np.testing.assert_allclose(b.attn.astype(np.float32), a.attn.astype(np.float32), atol=1e-3, rtol=0)  # float16 rounding
+        np.testing.assert_allclose(b.resid, a.resid, atol=1e-5, rtol=0)
+        np.testing.assert_allclose(b.final_hidden, a.final_hidden, atol=1e-5, rtol=0)
+        np.testing.assert_array_equal(b.token_embed, a.token_embed)
+        np.testing.assert_array_equal(b.pos_embed, a.pos_embed)
+        assert b.kv.positions == 0 and b.kv.total_bytes == 0 and b.kv.key_positions.tolist() == [0] * loaded.info.n_layer
+        assert a.kv.positions == a.end
+        assert b.forward_ms > 0 and b.step_ms >= b.forward_ms
+        for name in ("token_embed", "pos_embed", "attn", "resid", "final_hidden", "logits"):
+            assert held_bytes(getattr(b, name)) == getattr(a, name).nbytes, name  # no whole-sequence buffer kept alive
+
+
+def test_cache_switched_off_and_on_mid_session(loaded):
+    reference, _ = run_steps(loaded, 7)
+    session = Session(loaded, SamplingSettings(greedy=True))
+    session.set_prompt(PROMPT)
+    records = [session.step().record for _ in range(3)]
+    session.use_cache = False
+    assert session.cache_length() == 0
+    records += [session.step().record for _ in range(2)]
+    session.use_cache = True  # the next step rebuilds the cache from the whole sequence
+    records += [session.step().record for _ in range(2)]
+    assert session.cache_length() == records[-1].end
+    assert [r.kv.positions for r in records] == [records[0].end, records[1].end, records[2].end, 0, 0, records[5].end, records[6].end]
+    assert [r.chosen for r in records] == [r.chosen for r in reference]
+    for a, b in zip(reference, records):
+        np.testing.assert_allclose(b.logits, a.logits, atol=1e-5, rtol=0)
+    session.rewind(4)
+    assert session.cache_length() == records[4].end
+
+
+def test_cached_keys_and_values_equal_the_model_projection(loaded):
+    """cached_kv(layer, head) is the model's own c_attn of ln_1(resid_pre) at every cached position."""
+    session = Session(loaded, SamplingSettings(temperature=1.0, seed=3))
+    session.set_prompt(PROMPT)
+    records = [session.step().record for _ in range(4)]
+    info = loaded.info
+    d, H = info.d_model, info.n_head
+    dh = d // H
+    for layer in range(info.n_layer):
+        resid_pre = np.concatenate([r.resid[layer] for r in records])[: records[-1].end]  # [T, d]: block L's input
+        block = loaded.model.transformer.h[layer]
+        with torch.no_grad():
+            qkv = block.attn.c_attn(block.ln_1(torch.from_numpy(resid_pre))).numpy()  # [T, 3d]
+        for head in range(H):
+            keys, values = session.cached_kv(layer, head)
+            assert keys.shape == values.shape == (records[-1].end, dh) and keys.dtype == np.float32
+            np.testing.assert_allclose(keys, qkv[:, d + head * dh : d + (head + 1) * dh], atol=1e-5, rtol=0)
+            np.testing.assert_allclose(values, qkv[:, 2 * d + head * dh : 2 * d + (head + 1) * dh], atol=1e-5, rtol=0)
+    session.rewind(1)  # Back: the rows of the dropped steps are gone
+    assert session.cached_kv(0, 0)[0].shape == (records[1].end, dh)
+    session.use_cache = False
+    assert session.cached_kv(0, 0)[0].shape == (0, dh)

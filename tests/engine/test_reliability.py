@@ -182,7 +182,7 @@ def test_any_settings_are_refused_or_give_a_valid_distribution(values):
         return
     dist = distribution(LOGITS, np.array([1, 2, 3]), chosen_settings)
     assert np.isfinite(dist.probs).all() and abs(float(dist.probs.sum()) - 1) < 1e-4
-    token = draw(dist, 0)
+    token = draw(dist, 0).token
     assert dist.kept[token] or chosen_settings.is_greedy
 
 

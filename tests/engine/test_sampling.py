@@ -4,7 +4,16 @@ import numpy as np
 import pytest
 
 from engine import SamplingSettings, SettingsError
-from engine.sampling import RANGES, apply_repetition_penalty, apply_top_k, apply_top_p, distribution, draw, softmax
+from engine.sampling import (
+    RANGES,
+    Distribution,
+    apply_repetition_penalty,
+    apply_top_k,
+    apply_top_p,
+    distribution,
+    draw,
+    softmax,
+)
 
 LOGITS = np.array([4.2, 3.1, 2.4, 1.1, 0.6], dtype=np.float32)
 
@@ -17,14 +26,14 @@ def test_softmax_of_known_logits():
 
 def test_greedy_takes_the_argmax_and_reports_model_probabilities():
     dist = distribution(LOGITS, np.array([], dtype=np.int64), SamplingSettings(greedy=True))
-    assert draw(dist, 0) == 0
+    assert draw(dist, 0).token == 0 and np.isnan(draw(dist, 0).u)
     np.testing.assert_allclose(dist.probs, softmax(LOGITS))
 
 
 def test_temperature_zero_is_greedy():
     settings = SamplingSettings(temperature=0.0)
     assert settings.is_greedy
-    assert draw(distribution(LOGITS[::-1].copy(), np.array([]), settings), 3) == 4
+    assert draw(distribution(LOGITS[::-1].copy(), np.array([]), settings), 3).token == 4
 
 
 def test_temperature_divides_logits():
@@ -76,24 +85,24 @@ def test_seed_replays_and_depends_on_step():
     logits = rng.normal(size=1000).astype(np.float32)
     settings = SamplingSettings(temperature=1.5, seed=42)
     dist = distribution(logits, np.array([]), settings)
-    first = [draw(dist, step) for step in range(20)]
-    assert first == [draw(dist, step) for step in range(20)]
+    first = [draw(dist, step).token for step in range(20)]
+    assert first == [draw(dist, step).token for step in range(20)]
     assert len(set(first)) > 5
     other = distribution(logits, np.array([]), SamplingSettings(temperature=1.5, seed=43))
-    assert first != [draw(other, step) for step in range(20)]
+    assert first != [draw(other, step).token for step in range(20)]
 
 
 def test_draws_follow_the_distribution():
     settings = SamplingSettings(temperature=1.0, seed=None)
     dist = distribution(LOGITS, np.array([]), settings)
-    counts = np.bincount([draw(dist, 0) for _ in range(4000)], minlength=5) / 4000
+    counts = np.bincount([draw(dist, 0).token for _ in range(4000)], minlength=5) / 4000
     np.testing.assert_allclose(counts, softmax(LOGITS), atol=0.03)
 
 
 def test_draw_never_picks_a_removed_token():
     settings = SamplingSettings(top_k=2, seed=None)
     dist = distribution(LOGITS, np.array([]), settings)
-    assert {draw(dist, 0) for _ in range(500)} <= {0, 1}
+    assert {draw(dist, 0).token for _ in range(500)} <= {0, 1}
 
 
 @pytest.mark.parametrize(
@@ -123,3 +132,194 @@ def test_ranges_table_matches_validation():
     SamplingSettings(temperature=high)
     SamplingSettings(repetition_penalty=RANGES["repetition_penalty"][1])
     SamplingSettings(seed=RANGES["seed"][1])
+
+
+# ----------------------------------------------------------- Hugging Face's processors
+def hf_stages(logits: np.ndarray, context: np.ndarray, s: SamplingSettings) -> list[np.ndarray]:
+    """The same stages through transformers' own processors, in generate's order."""
+    import torch
+    from transformers.generation.logits_process import (
+        RepetitionPenaltyLogitsProcessor,
+        TemperatureLogitsWarper,
+        TopKLogitsWarper,
+        TopPLogitsWarper,
+    )
+
+    ids = torch.from_numpy(context.astype(np.int64))[None]
+    x = torch.from_numpy(logits.copy())[None]
+    out = []
+    if s.repetition_penalty != 1:
+        x = RepetitionPenaltyLogitsProcessor(float(s.repetition_penalty))(ids, x)
+    out.append(x[0].numpy().copy())
+    x = TemperatureLogitsWarper(float(s.temperature))(ids, x)
+    out.append(x[0].numpy().copy())
+    if s.top_k:
+        x = TopKLogitsWarper(int(s.top_k))(ids, x)  # HF refuses 0: "off" means not applied
+    out.append(x[0].numpy().copy())
+    if s.top_p < 1:
+        x = TopPLogitsWarper(float(s.top_p))(ids, x)
+    out.append(x[0].numpy().copy())
+    out.append(torch.softmax(x[0], -1).numpy())
+    return out
+
+
+@pytest.mark.slow
+def test_every_stage_equals_hugging_face_processors():
+    """2,000 random settings and logit vectors (seeded), 30 % of them rounded to one decimal so that
+    ties are common. Penalty, temperature and top-k agree bit for bit. Top-p keeps the same number of
+    tokens every time; it differs only in *which* of several tokens tied at the cut survives: HF
+    sorts with an unstable torch.sort, the engine keeps the lower token ids (its documented order).
+    The final probabilities then agree up to that permutation among equal values."""
+    rng = np.random.default_rng(2026)
+    tie_cases = 0
+    for case in range(2000):
+        V = int(rng.choice([3, 40, 1000, 50257], p=[0.15, 0.4, 0.44, 0.01]))
+        logits = rng.normal(0, rng.uniform(0.3, 6), V).astype(np.float32)
+        if rng.random() < 0.3:
+            logits = np.round(logits, 1).astype(np.float32)
+        context = rng.integers(0, V, int(rng.integers(0, 40)))
+        s = SamplingSettings(
+            temperature=float(rng.uniform(0.05, 3)),
+            top_k=int(rng.integers(1, V + 2)) if rng.random() < 0.6 else 0,
+            top_p=float(rng.uniform(0.02, 1)) if rng.random() < 0.7 else 1.0,
+            repetition_penalty=float(rng.uniform(1, 4)) if rng.random() < 0.7 else 1.0,
+        )
+        dist = distribution(logits, context, s)
+        penalty, temperature, top_k, top_p, probs = hf_stages(logits, context, s)
+        np.testing.assert_array_equal(dist.after_penalty, penalty, err_msg=f"case {case}")
+        np.testing.assert_array_equal(dist.after_temperature, temperature, err_msg=f"case {case}")
+        np.testing.assert_array_equal(dist.after_top_k, top_k, err_msg=f"case {case}")
+        ours, theirs = dist.kept, np.isfinite(top_p)
+        if not np.array_equal(ours, theirs):
+            tie_cases += 1
+            differ = np.flatnonzero(ours != theirs)
+            tied_value = dist.after_top_k[differ[0]]
+            assert ours.sum() == theirs.sum(), f"case {case}: top-p kept {ours.sum()} tokens, HF {theirs.sum()}"
+            assert (dist.after_top_k[differ] == tied_value).all(), f"case {case}: differs beyond one tie"
+            group = np.flatnonzero(dist.after_top_k == tied_value)  # the tie straddling the cut
+            kept_in_group = group[ours[group]]
+            assert kept_in_group.tolist() == group[: len(kept_in_group)].tolist()  # ours: the lower ids
+            np.testing.assert_allclose(np.sort(dist.probs), np.sort(probs), atol=1e-7, err_msg=f"case {case}")
+        else:
+            np.testing.assert_array_equal(dist.after_top_p[ours], top_p[ours])
+            np.testing.assert_allclose(dist.probs, probs, atol=1e-7, rtol=1e-5, err_msg=f"case {case}")
+    assert 0 < tie_cases < 200  # the ties were exercised (132 of 2,000 when written)
+
+
+def test_greedy_equals_hugging_face_argmax():
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        logits = np.round(rng.normal(0, 2, 300), 1).astype(np.float32)  # ties for the top are common
+        context = rng.integers(0, 300, 20)
+        s = SamplingSettings(greedy=True, repetition_penalty=float(rng.uniform(1, 3)))
+        penalty = hf_stages(logits, context, s)[0]
+        assert draw(distribution(logits, context, s), 0).token == int(np.argmax(penalty))
+
+
+# ------------------------------------------------------------------------ the draw
+def reference_pick(probs: np.ndarray, u: float) -> int:
+    """The documented rule, written the slow obvious way."""
+    ids = np.flatnonzero(probs > 0)
+    order = ids[np.lexsort((ids, -probs[ids]))]  # descending probability, ties by lower id
+    cumulative = np.cumsum(probs[order].astype(np.float64))
+    above = np.flatnonzero(cumulative > u)
+    return int(order[above[0]]) if len(above) else int(order[-1])
+
+
+def test_u_selects_the_token_by_the_documented_rule():
+    rng = np.random.default_rng(11)
+    for case in range(300):
+        V = int(rng.choice([4, 100, 50257], p=[0.45, 0.45, 0.1]))
+        logits = rng.normal(0, rng.uniform(0.5, 4), V).astype(np.float32)
+        if case % 3 == 0:
+            logits = np.round(logits).astype(np.float32)  # many exact ties in probability
+        s = SamplingSettings(
+            temperature=float(rng.uniform(0.3, 2)), top_k=int(rng.integers(0, 60)), top_p=float(rng.uniform(0.3, 1)), seed=case
+        )
+        dist = distribution(logits, np.array([], dtype=np.int64), s)
+        drawn = draw(dist, case)
+        assert 0 <= drawn.u < 1 and drawn.u == np.random.default_rng([case, case]).random()  # used unscaled
+        assert drawn.token == reference_pick(dist.probs, drawn.u)
+        for u in rng.random(5):
+            assert dist.pick(u) == reference_pick(dist.probs, u)
+
+
+def test_pick_deep_in_a_flat_distribution_equals_a_full_sort():
+    """With no cut and a flat distribution u lands thousands of tokens deep in the order."""
+    rng = np.random.default_rng(8)
+    logits = rng.normal(0, 1, 50257).astype(np.float32)
+    dist = distribution(logits, np.array([], dtype=np.int64), SamplingSettings(temperature=3.0))
+    order, cumulative = dist.draw_order()
+    for u in [0.0, 0.01, 0.3, 0.77, 0.999, float(cumulative[20_000]), float(np.nextafter(1.0, 0))]:
+        assert dist.pick(u) == reference_pick(dist.probs, u) == int(order[min(np.searchsorted(cumulative, u, side="right"), len(order) - 1)])
+
+
+def test_draw_boundaries_and_rounding():
+    logits = np.array([np.log(0.25), np.log(0.5), np.log(0.25), -np.inf], dtype=np.float32)
+    dist = distribution(logits, np.array([], dtype=np.int64), SamplingSettings())
+    order, cumulative = dist.draw_order()
+    assert order.tolist() == [1, 0, 2] and cumulative.tolist() == [0.5, 0.75, 1.0]  # tie 0 vs 2: lower id first
+    assert dist.pick(0.0) == 1
+    assert dist.pick(0.5) == 0  # u equal to a cumulative value is not below it: the next token
+    assert dist.pick(0.7499999) == 0 and dist.pick(0.75) == 2
+    short = Distribution(dist.settings, *(dist.probs,) * 4, probs=np.array([0.3, 0.6, 0.0], dtype=np.float32))
+    assert short.pick(0.95) == 0  # u beyond the last cumulative value (0.9): the last surviving token
+
+
+def test_stages_for_the_view():
+    logits = np.array([3.0, -1.0, 2.5, 0.5, 1.0, 2.0, -3.0, 0.0], dtype=np.float32)
+    context = np.array([0, 1, 1, 7])
+    s = SamplingSettings(repetition_penalty=2.0, temperature=0.5, top_k=4, top_p=0.8, seed=1)
+    dist = distribution(logits, context, s)
+    ids = np.array([0, 1, 2, 5, 4, 3])  # six shown, two left for the rest
+    st = dist.stages(ids)
+    assert st.penalised.tolist() == [True, True, False, False, False, False]
+    np.testing.assert_allclose(st.after_penalty, [1.5, -2.0, 2.5, 2.0, 1.0, 0.5])
+    assert st.rest_penalised == 1  # token 7 (logit 0: unchanged, but the penalty applied to it)
+    np.testing.assert_allclose(st.after_temperature, st.after_penalty / 0.5)
+    # top-k 4 keeps 5, 4, 3, 2 (tokens 2, 5, 0, 4): probabilities 0.644, 0.237, 0.087, 0.032;
+    # top-p 0.8 then keeps tokens 2 and 5 (0.644 < 0.8 <= 0.881)
+    assert st.removed_by.tolist() == ["top-p", "top-k", "", "", "top-p", "top-k"]
+    assert st.rest_removed_by_top_k == 2 and st.rest_removed_by_top_p == 0 and st.rest_tokens == 2
+    assert np.isnan(st.top_p_cumulative[1]) and np.isnan(st.top_p_cumulative[5])
+    np.testing.assert_allclose(st.top_p_cumulative[[2, 3, 0, 4]], [0.644, 0.881, 0.968, 1.0], atol=1e-3)
+    assert st.before_top_p.sum() + st.rest_before_top_p == pytest.approx(1)
+    assert st.probs.sum() + st.rest_prob == pytest.approx(1)
+    assert st.draw_rank.tolist() == [-1, -1, 0, 1, -1, -1]
+    assert st.draw_start[2] == 0 and st.draw_end[2] == st.draw_start[3] and st.draw_end[3] == pytest.approx(1)
+    assert np.isnan(st.draw_start[0]) and st.rest_prob == 0
+    drawn = draw(dist, 0)
+    k = ids.tolist().index(drawn.token)
+    assert st.draw_start[k] <= drawn.u < st.draw_end[k]  # a person can see u fall in the chosen segment
+
+
+def test_stage_sums_match_a_full_sort_at_gpt2_vocabulary():
+    rng = np.random.default_rng(5)
+    logits = rng.normal(0, 3, 50257).astype(np.float32)
+    dist = distribution(logits, rng.integers(0, 50257, 300), SamplingSettings(repetition_penalty=1.3))
+    ids = np.concatenate([dist.top(64, by=dist.after_penalty), [int(np.argmin(logits))]])  # one from the far tail
+    st = dist.stages(ids)
+    order, cumulative = dist.draw_order()
+    assert len(order) == 50257
+    where = np.empty(50257, dtype=np.int64)
+    where[order] = np.arange(50257)
+    np.testing.assert_array_equal(st.draw_rank, where[ids])
+    np.testing.assert_array_equal(st.draw_end, cumulative[where[ids]])
+    assert st.penalised.sum() + st.rest_penalised == len(np.unique(dist.in_context))
+
+
+@pytest.mark.parametrize("top_p", [1.0, 0.9])
+def test_top_p_line_equals_the_slow_reference(top_p):
+    rng = np.random.default_rng(9)
+    logits = rng.normal(0, 2, 5000).astype(np.float32)
+    dist = distribution(logits, np.array([], dtype=np.int64), SamplingSettings(top_k=400, top_p=top_p))
+    before = softmax(dist.after_top_k)  # what top-p reads
+    ids = np.flatnonzero(before > 0)
+    order = ids[np.lexsort((ids, -before[ids]))]
+    line = dict(zip(order.tolist(), np.cumsum(before[order], dtype=np.float64)))
+    shown = dist.top(50, by=dist.after_penalty)
+    st = dist.stages(shown)
+    np.testing.assert_array_equal(st.top_p_cumulative, [line[int(i)] for i in shown])
+    np.testing.assert_array_equal(st.before_top_p, before[shown])
+    kept = st.removed_by == ""
+    assert (st.top_p_cumulative[kept] - st.before_top_p[kept] < top_p - 1e-9).all()  # kept: p not reached before it

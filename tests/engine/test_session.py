@@ -220,3 +220,41 @@ def test_torch_threads_untouched(demo_model):
     session.set_prompt(PROMPT)
     session.step()
     assert torch.get_num_threads() == before
+
+
+def test_draw_u_is_recorded_and_selects_the_token(demo_model):
+    from engine.sampling import random_u
+
+    session = Session(demo_model, SamplingSettings(temperature=1.2, top_p=0.95, seed=21))
+    session.set_prompt(PROMPT)
+    for step in range(3):
+        trace = session.step()
+        record = trace.record
+        assert record.draw_u == random_u(record.settings, step) and 0 <= record.draw_u < 1
+        st = trace.distribution.stages(np.array([record.chosen]))
+        assert st.draw_start[0] <= record.draw_u < st.draw_end[0]
+    user = session.choose(13).record
+    assert user.chosen_by == "user" and np.isnan(user.draw_u)
+    again = session.resample(SamplingSettings(temperature=1.2, seed=22)).record  # a re-sample draws a new u
+    assert again.draw_u == random_u(again.settings, 2) != record.draw_u and again.chosen_by == "sampled"
+    assert np.isnan(session.resample(SamplingSettings(greedy=True)).record.draw_u)
+
+
+def test_penalised_tokens_are_marked(demo_model):
+    session = Session(demo_model, SamplingSettings(repetition_penalty=2.0, seed=1))
+    session.set_prompt("The cat sat. The dog sat.")
+    trace = session.step()
+    context = np.unique(trace.context_ids)
+    ids = np.concatenate([context, trace.candidate_ids[:20]])
+    ids = ids[np.sort(np.unique(ids, return_index=True)[1])]  # distinct, context first
+    st = trace.distribution.stages(ids)
+    assert st.penalised.tolist() == [int(i) in set(context.tolist()) for i in ids]
+    assert st.penalised.sum() == len(context) and st.rest_penalised == 0
+    raw = trace.record.logits[ids]
+    np.testing.assert_allclose(st.after_penalty[st.penalised], np.where(raw > 0, raw / 2, raw * 2)[st.penalised])
+    np.testing.assert_array_equal(st.after_penalty[~st.penalised], raw[~st.penalised])
+    assert trace.distribution.stages(trace.candidate_ids[:5]).rest_penalised == len(context) - np.isin(trace.candidate_ids[:5], context).sum()
+    off = Session(demo_model, SamplingSettings(seed=1))
+    off.set_prompt("The cat sat. The dog sat.")
+    st_off = off.step().distribution.stages(ids)
+    assert not st_off.penalised.any() and st_off.in_context.tolist() == st.penalised.tolist()
