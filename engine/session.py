@@ -118,9 +118,25 @@ class Session:
     def cache_length(self) -> int:
         return hf_compat.cache_length(self._cache)
 
-                record_arrays = _step_arrays(rec, n_layers, self.info.d_model, n, logits)
-            if self._use_cache and self.cache_length() != start + n:
-                raise RuntimeError(f"the KV cache holds {self.cache_length()} positions, expected {start + n}")
+    def kv_prefix(self, length: int):
+        """A copy of the KV cache's first ``length`` positions, or None when there is no cache or it
+        holds fewer: lets engine.inside recompute one position the way a decode step computes it."""
+        if self._cache is None or length < 1 or self.cache_length() < length:
+            return None
+        return hf_compat.copy_prefix(self._cache, length, self.loaded.model.config)
+
+    def cached_kv(self, layer: int, head: int) -> tuple[np.ndarray, np.ndarray]:
+        """(keys, values), each float32 [T, dh]: what the KV cache holds for one layer and head, one
+        row per cached position (T = 0 when nothing is cached)."""
+        info = self.info
+        if not (0 <= layer < info.n_layer and 0 <= head < info.n_head):
+            raise SessionError(f"There is no layer {layer}, head {head} (layers 0 to {info.n_layer - 1}, heads 0 to {info.n_head - 1}).")
+        layers = hf_compat.layer_tensors(self._cache)
+        if not layers:
+            empty = np.zeros((0, info.d_model // info.n_head), dtype=np.float32)
+            return empty, empty.copy()
+        keys, values = layers[layer]  # [batch, heads, T, dh]
+        return keys[0, head].float().numpy().copy(), values[0, head].float().numpy().copy()
 
     @property
     def projection(self) -> Projection:
@@ -208,23 +224,7 @@ class Session:
                     model, torch.tensor([fed], dtype=torch.long), self._cache, use_cache=self._use_cache
                 )
                 forward_ms = (perf_counter() - t_fwd) * 1e3
-                record_arrays = _step_arrays(rec, n_layers, self.info.d_model, logits)
-            if self.cache_length() != start + len(new_ids):
-                raise RuntimeError(f"the KV cache holds {self.cache_length()} positions, expected {start + len(new_ids)}")
-
-                d = self.info.d_model
-                attn = torch.stack([_rows(rec[f"blocks.{i}.attn.hook_pattern"][0], n) for i in range(n_layers)])  # [L, H, n, T] float16
-                resid = torch.stack(
-                    [_rows(rec["blocks.0.hook_resid_pre"][0], n)] + [_rows(rec[f"blocks.{i}.hook_resid_post"][0], n) for i in range(n_layers)]
-                )  # [L + 1, n, d]
-                record_arrays = dict(
-                    token_embed=_rows(rec["hook_embed"].reshape(-1, d), n).float().numpy(),  # [n, d]
-                    pos_embed=_rows(rec["hook_pos_embed"].reshape(-1, d), n).float().numpy(),  # [n, d]
-                    attn=attn.numpy(),
-                    resid=resid.float().numpy(),
-                    final_hidden=rec["ln_final.hook_normalized"][0, -1].float().numpy().copy(),  # [d]
-                    logits=logits[0, -1].float().numpy().copy(),  # [V]
-                )
+                record_arrays = _step_arrays(rec, n_layers, self.info.d_model, n, logits)
             if self._use_cache and self.cache_length() != start + n:
                 raise RuntimeError(f"the KV cache holds {self.cache_length()} positions, expected {start + n}")
             dist = sampling.distribution(record_arrays["logits"], self._context(step), self.settings)
@@ -255,7 +255,7 @@ class Session:
         if not layers:  # no cache: every layer holds 0 positions
             zeros = np.zeros(self.info.n_layer, dtype=np.int64)
             itemsize = self.loaded.model.dtype.itemsize
-            return KVStats(zeros, zeros.copy(), zeros.copy(), 0, itemsize, self.info.d_model, self.info.n_positions)
+            return KVStats(zeros, zeros.copy(), 0, itemsize, self.info.d_model, self.info.n_positions)
         keys = np.array([k.shape[-2] for k, _ in layers], dtype=np.int64)
         values = np.array([v.shape[-2] for _, v in layers], dtype=np.int64)
         per_layer = np.array([k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in layers], dtype=np.int64)
