@@ -211,6 +211,10 @@ def main(argv: list[str] | None = None) -> int:
     args, spec_args = parse_args(argv)
     args.dist, args.work = args.dist.resolve(), args.work.resolve()
     app_dir = args.dist / APP_NAME
+    wrong_system = installer_problem(args)
+    if wrong_system:
+        print(wrong_system, file=sys.stderr)
+        return 2
     digest = fingerprint(args.model_dir, spec_args)
     if args.if_changed and is_current(app_dir, args.work, digest):
         print(f"up to date: {executable(app_dir)} (sources, packages and options unchanged)")
@@ -246,14 +250,18 @@ def build(args: argparse.Namespace, spec_args: list[str], app_dir: Path, digest:
     return 0
 
 
-def make_installers(args: argparse.Namespace, app_dir: Path) -> int:
-    """The --tarball, --deb and --dmg outputs, made from the built folder."""
+def installer_problem(args: argparse.Namespace) -> str | None:
+    """A sentence when an installer option does not fit this system (checked before building)."""
     linux, mac = sys.platform.startswith("linux"), sys.platform == "darwin"
     for wanted, ok, name in ((args.tarball, linux, "--tarball"), (args.deb, linux, "--deb"), (args.dmg, mac, "--dmg")):
         if wanted and not ok:
-            print(f"{name} is for {'macOS' if name == '--dmg' else 'Linux'}; on Windows use packaging/nexttoken.iss "
-                  "(Inno Setup), on macOS --dmg, on Linux --deb or --tarball.", file=sys.stderr)
-            return 2
+            return (f"{name} is for {'macOS' if name == '--dmg' else 'Linux'}; on Windows use packaging/nexttoken.iss "
+                    "(Inno Setup), on macOS --dmg, on Linux --deb or --tarball.")
+    return None
+
+
+def make_installers(args: argparse.Namespace, app_dir: Path) -> int:
+    """The --tarball, --deb and --dmg outputs, made from the built folder."""
     made = []
     t0 = time.perf_counter()
     if args.tarball:
