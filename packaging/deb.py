@@ -196,7 +196,8 @@ def write_licences(doc: Path, app_dir: Path) -> None:
     stanzas = [("nexttoken", "MIT", [])]
     for component, (licence, files) in EXTRA_LICENCES.items():
         stanzas.append((component, licence, _copy(files, licences / component)))
-    python_licence = Path(sys.base_prefix) / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "LICENSE.txt"
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    python_licence = Path(sys.base_prefix, "lib", f"python{version}", "LICENSE.txt")
     stanzas.append((f"Python {platform.python_version()}", "PSF-2.0 (libpython and the standard library in _internal/)",
                     _copy([python_licence], licences / "Python")))
     for dist in runtime_distributions():

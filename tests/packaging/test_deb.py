@@ -117,11 +117,13 @@ def test_metadata(deb_file, unpacked):
 def test_depends_cover_every_library_the_folder_needs_from_the_system(deb_file, unpacked):
     needs = deb.needed_outside(unpacked / "opt" / "nexttoken")
     declared = {d.split()[0] for key in ("Depends", "Recommends") for d in field(deb_file, key).split(",") if d.strip()}
-    missing = {s: users[0] for s, users in needs.items() if s not in deb.LIBC and deb.SYSTEM_PACKAGES.get(s) not in declared}
+    missing = {s: users[0] for s, users in needs.items()
+               if s not in deb.LIBC and deb.SYSTEM_PACKAGES.get(s) not in declared}
     assert not missing, f"system libraries the package does not declare: {missing}"
     # The table's package names are right where this machine has the library.
     owners = debian_owners(list(needs))
-    wrong = {s: (deb.SYSTEM_PACKAGES[s], owners[s]) for s in owners if s in deb.SYSTEM_PACKAGES and owners[s] != deb.SYSTEM_PACKAGES[s]}
+    table = deb.SYSTEM_PACKAGES
+    wrong = {s: (table[s], owner) for s, owner in owners.items() if s in table and owner != table[s]}
     assert not wrong, f"soname: (table, this machine) {wrong}"
 
 
@@ -154,7 +156,8 @@ def test_file_list(deb_file, unpacked):
     listing = subprocess.run(["dpkg-deb", "-c", str(deb_file)], capture_output=True, text=True, check=True).stdout
     paths = [line.split(None, 5)[5].removeprefix("./") for line in listing.splitlines()]
     assert {p.split("/")[0] for p in paths if p} == {"opt", "usr"}
-    assert "opt/nexttoken/nexttoken" in paths and "opt/nexttoken/_internal/resources/models/gpt2-tiny-demo/config.json" in paths
+    assert "opt/nexttoken/nexttoken" in paths
+    assert "opt/nexttoken/_internal/resources/models/gpt2-tiny-demo/config.json" in paths
     assert "usr/bin/nexttoken -> ../../opt/nexttoken/nexttoken" in paths
     assert "usr/share/applications/nexttoken.desktop" in paths
     for n in (16, 32, 48, 64, 128, 256):
