@@ -3,7 +3,9 @@
     python packaging/build.py                      # dist/nexttoken/ (+ dist/nexttoken.app on macOS)
     python packaging/build.py --model-dir ~/gpt2   # also bundle a local GPT-2 folder, for offline use
     python packaging/build.py --tarball            # Linux: also dist/nexttoken-<version>-linux-<arch>.tar.gz
-    python packaging/build.py --if-changed         # skip the build when nothing it depends on changed
+    python packaging/build.py --deb                # Linux: also dist/nexttoken_<version>_<arch>.deb (packaging/deb.py)
+    python packaging/build.py --dmg                # macOS: also dist/nexttoken-<version>-macos-<arch>.dmg
+    python packaging/build.py --if-changed         # skip PyInstaller when nothing it depends on changed
 
 Arguments after ``--`` go to the spec (see packaging/nexttoken.spec). PyInstaller does not
 cross-compile: run this on each operating system you ship to.
@@ -15,6 +17,8 @@ import argparse
 import hashlib
 import json
 import platform
+import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -28,6 +32,8 @@ APP_NAME = "nexttoken"
 # What a build depends on: a change to any of these files or versions makes --if-changed rebuild.
 SOURCE_DIRS = ("app", "engine", "packaging", "resources")
 SOURCE_FILES = ("pyproject.toml",)
+# Files that only shape the installers made from the folder, not the folder: not in the fingerprint.
+INSTALLER_FILES = ("packaging/deb.py", "packaging/linux", "packaging/nexttoken.iss")
 PACKAGES = ("torch", "transformers", "tokenizers", "PySide6-Essentials", "pyqtgraph", "numpy", "pyinstaller",
             "pyinstaller-hooks-contrib", "huggingface_hub", "safetensors", "platformdirs")
 STAMP_NAME = "nexttoken-build-stamp.json"
@@ -44,8 +50,10 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[
     p.add_argument("--model-dir", action="append", default=[], type=Path, metavar="PATH",
                    help="a local GPT-2 folder to bundle as resources/models/<folder name>/ (repeatable)")
     p.add_argument("--tarball", action="store_true", help="Linux: also pack the folder as a .tar.gz")
+    p.add_argument("--deb", action="store_true", help="Linux: also make a .deb that installs to /opt/nexttoken")
+    p.add_argument("--dmg", action="store_true", help="macOS: also put nexttoken.app in a .dmg with an Applications link")
     p.add_argument("--if-changed", action="store_true",
-                   help="do nothing when the last build used the same sources, packages and options")
+                   help="skip PyInstaller when the last build used the same sources, packages and options")
     p.add_argument("--dist", type=Path, default=ROOT / "dist", help="output folder (default: dist/)")
     p.add_argument("--work", type=Path, default=ROOT / "build", help="PyInstaller work folder (default: build/)")
     p.add_argument("--verbose", action="store_true", help="show PyInstaller's INFO log")
@@ -82,7 +90,7 @@ def fingerprint(model_dirs: list[Path], spec_args: list[str]) -> str:
     files = [ROOT / f for f in SOURCE_FILES]
     for folder in SOURCE_DIRS:
         files += [f for f in (ROOT / folder).rglob("*")
-                  if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".md"]
+                  if f.is_file() and "__pycache__" not in f.parts and f.suffix != ".md" and not _installer_file(f)]
     for folder in model_dirs:
         files += [f for f in Path(folder).expanduser().resolve().rglob("*") if f.is_file()]
     for f in sorted(files):
@@ -95,6 +103,29 @@ def fingerprint(model_dirs: list[Path], spec_args: list[str]) -> str:
             h.update(f"{name} missing".encode())
     h.update(json.dumps([sys.version, platform.platform(), spec_args]).encode())
     return h.hexdigest()
+
+
+def _installer_file(f: Path) -> bool:
+    rel = f.relative_to(ROOT).as_posix()
+    return any(rel == p or rel.startswith(p + "/") for p in INSTALLER_FILES)
+
+
+def installer_inputs() -> list[Path]:
+    files = [ROOT / p for p in INSTALLER_FILES]
+    return [f for p in files for f in ([p] if p.is_file() else p.rglob("*") if p.is_dir() else [])]
+
+
+def is_newer(target: Path, inputs: list[Path]) -> bool:
+    """True when ``target`` exists and is newer than every one of ``inputs`` that exists."""
+    if not target.is_file():
+        return False
+    return all(target.stat().st_mtime > f.stat().st_mtime for f in inputs if f.exists())
+
+
+def project_version() -> str:
+    """The version in pyproject.toml (the installers' version; the package need not be installed)."""
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    return re.search(r'^version\s*=\s*"([^"]+)"', text, re.MULTILINE).group(1)
 
 
 def stamp_path(work: Path) -> Path:
@@ -151,19 +182,25 @@ def space_report(app_dir: Path, top: int = 12) -> list[str]:
 
 
 def make_tarball(app_dir: Path, dist: Path) -> Path:
-    version = metadata.version("nexttoken") if _installed("nexttoken") else "dev"
-    target = dist / f"{APP_NAME}-{version}-linux-{platform.machine()}.tar.gz"
+    target = dist / f"{APP_NAME}-{project_version()}-linux-{platform.machine()}.tar.gz"
     with tarfile.open(target, "w:gz", compresslevel=6) as tar:
         tar.add(app_dir, arcname=APP_NAME)
     return target
 
 
-def _installed(name: str) -> bool:
-    try:
-        metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return False
-    return True
+def make_dmg(dist: Path) -> Path:
+    """dist/nexttoken-<version>-macos-<arch>.dmg: nexttoken.app beside a link to /Applications."""
+    stage = dist / "dmg"
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir()
+    # symlinks=True keeps the framework links inside the .app (copying them would double its size).
+    shutil.copytree(dist / f"{APP_NAME}.app", stage / f"{APP_NAME}.app", symlinks=True)
+    (stage / "Applications").symlink_to("/Applications")
+    target = dist / f"{APP_NAME}-{project_version()}-macos-{platform.machine()}.dmg"
+    subprocess.run(["hdiutil", "create", "-volname", APP_NAME, "-srcfolder", str(stage), "-fs", "HFS+",
+                    "-format", "UDZO", "-ov", str(target)], check=True)
+    shutil.rmtree(stage)
+    return target
 
 
 def mb(n: int) -> str:
@@ -174,10 +211,22 @@ def main(argv: list[str] | None = None) -> int:
     args, spec_args = parse_args(argv)
     args.dist, args.work = args.dist.resolve(), args.work.resolve()
     app_dir = args.dist / APP_NAME
+    wrong_system = installer_problem(args)
+    if wrong_system:
+        print(wrong_system, file=sys.stderr)
+        return 2
     digest = fingerprint(args.model_dir, spec_args)
     if args.if_changed and is_current(app_dir, args.work, digest):
         print(f"up to date: {executable(app_dir)} (sources, packages and options unchanged)")
-        return 0
+    else:
+        status = build(args, spec_args, app_dir, digest)
+        if status:
+            return status
+    return make_installers(args, app_dir)
+
+
+def build(args: argparse.Namespace, spec_args: list[str], app_dir: Path, digest: str) -> int:
+    """Run PyInstaller and report; 0 on success, else the exit status for main()."""
     problems = preflight(args.model_dir)
     if problems:
         print("cannot build:\n  " + "\n  ".join(problems), file=sys.stderr)
@@ -198,13 +247,39 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(space_report(app_dir)))
     if sys.platform == "darwin" and (args.dist / f"{APP_NAME}.app").is_dir():
         print(f"app bundle: {args.dist / (APP_NAME + '.app')}")
+    return 0
+
+
+def installer_problem(args: argparse.Namespace) -> str | None:
+    """A sentence when an installer option does not fit this system (checked before building)."""
+    linux, mac = sys.platform.startswith("linux"), sys.platform == "darwin"
+    for wanted, ok, name in ((args.tarball, linux, "--tarball"), (args.deb, linux, "--deb"), (args.dmg, mac, "--dmg")):
+        if wanted and not ok:
+            return (f"{name} is for {'macOS' if name == '--dmg' else 'Linux'}; on Windows use packaging/nexttoken.iss "
+                    "(Inno Setup), on macOS --dmg, on Linux --deb or --tarball.")
+    return None
+
+
+def make_installers(args: argparse.Namespace, app_dir: Path) -> int:
+    """The --tarball, --deb and --dmg outputs, made from the built folder."""
+    made = []
+    t0 = time.perf_counter()
     if args.tarball:
-        if not sys.platform.startswith("linux"):
-            print("--tarball is for Linux; on Windows zip the folder, on macOS make a .dmg of the .app.")
+        made.append(make_tarball(app_dir, args.dist))
+    if args.deb:
+        from deb import deb_path, make_deb
+
+        target = deb_path(args.dist, project_version())
+        if args.if_changed and is_newer(target, [stamp_path(args.work), *installer_inputs()]):
+            print(f"up to date: {target} (newer than the folder and packaging/deb.py, packaging/linux/)")
         else:
-            t0 = time.perf_counter()
-            target = make_tarball(app_dir, args.dist)
-            print(f"tarball {target}: {mb(target.stat().st_size)} in {time.perf_counter() - t0:.0f} s")
+            made.append(make_deb(app_dir, args.dist, project_version()))
+    if args.dmg:
+        made.append(make_dmg(args.dist))
+    for target in made:
+        print(f"{target}: {mb(target.stat().st_size)}")
+    if made:
+        print(f"made in {time.perf_counter() - t0:.0f} s")
     return 0
 
 

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Create .venv in the repository root and install nexttoken with its test extras.
-# torch is installed first, pinned, so that pip takes the CPU build rather than a multi-GB CUDA one.
+# torch goes first, as the CPU build (scripts/torch_install.py: on Linux a local +cpu wheel pip already
+# finds, else PyTorch's CPU index; on Windows and macOS the default wheel), so that the loose torch
+# requirement in pyproject.toml is already met and pip never pulls the multi-GB CUDA build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 . .venv/bin/activate
 python -m pip install -q --upgrade pip
-python -m pip install -q "torch==2.13.0"
+python scripts/torch_install.py
 python -m pip install -q -e ".[test${EXTRAS:+,$EXTRAS}]"
+# The last word: torch must have no CUDA (the message says what happened and how to fix it).
+python scripts/torch_install.py --check

@@ -1,0 +1,313 @@
+"""Make a Debian package from the one-folder build: what a Debian or Ubuntu machine double-clicks.
+
+    python packaging/build.py --deb      # builds dist/nexttoken/ if needed, then dist/nexttoken_<version>_<arch>.deb
+
+What the package installs (``dpkg -r nexttoken`` removes all of it; the app writes nothing beside itself):
+
+    /opt/nexttoken/                                   the PyInstaller folder (nexttoken + _internal/)
+    /usr/bin/nexttoken                                a relative link to ../../opt/nexttoken/nexttoken
+    /usr/share/applications/nexttoken.desktop         the menu entry (packaging/linux/nexttoken.desktop)
+    /usr/share/icons/hicolor/<n>x<n>/apps/nexttoken.png
+    /usr/share/doc/nexttoken/copyright                what is bundled, under which licence
+    /usr/share/doc/nexttoken/licenses/<component>/    the licence files of what is bundled
+
+No maintainer scripts: Debian's triggers refresh the menu and the icon cache. Needs ``dpkg-deb``
+(Debian and Ubuntu have it) and PySide6 (to draw the icon sizes with packaging/make_icon.py).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LINUX = ROOT / "packaging" / "linux"
+NAME = "nexttoken"
+MAINTAINER = "nexttoken maintainers <maintainers@users.noreply.a-seed-d1ba04bb.example>"
+SUMMARY = "watch a GPT-2 language model produce its next token"
+DESCRIPTION = """\
+nexttoken shows, one token at a time, what a GPT-2 language model does between
+a prompt and its next token: the tokens, where each attention head looks, which
+candidates the model scores, how temperature, top-k and top-p reshape them, and
+how the KV cache grows. It runs offline on a small bundled GPT-2 model and can
+load GPT-2 checkpoints from a folder. Python, PyTorch (CPU) and Qt are bundled
+under /opt/nexttoken."""
+ICON_SIZES = (16, 22, 24, 32, 48, 64, 128, 256)
+# The system libraries (ELF sonames) bundled code may need and the Debian/Ubuntu packages that hold
+# them. Which of them the package Depends on is found at build time: every NEEDED entry
+# (readelf -d) of every ELF file in the folder that the folder does not carry. PyInstaller leaves
+# out the C library, OpenGL/EGL, libxcb and Wayland on purpose (they must match the system's), and
+# whatever was missing on the build machine (Qt's xcb plugin needs libxcb-icccm and libxcb-keysyms,
+# absent here). A library not in this table stops the build, naming it.
+LIBC = ("libc.so.6", "libm.so.6", "libdl.so.2", "libpthread.so.0", "librt.so.1", "libresolv.so.2", "libutil.so.1",
+        "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1")
+SYSTEM_PACKAGES = {
+    "libGL.so.1": "libgl1", "libEGL.so.1": "libegl1", "libGLX.so.0": "libglx0", "libOpenGL.so.0": "libopengl0",
+    "libxcb.so.1": "libxcb1", "libxcb-cursor.so.0": "libxcb-cursor0", "libxcb-icccm.so.4": "libxcb-icccm4",
+    "libxcb-image.so.0": "libxcb-image0", "libxcb-keysyms.so.1": "libxcb-keysyms1", "libxcb-randr.so.0": "libxcb-randr0",
+    "libxcb-render.so.0": "libxcb-render0", "libxcb-render-util.so.0": "libxcb-render-util0",
+    "libxcb-shape.so.0": "libxcb-shape0", "libxcb-shm.so.0": "libxcb-shm0", "libxcb-sync.so.1": "libxcb-sync1",
+    "libxcb-util.so.1": "libxcb-util1", "libxcb-xfixes.so.0": "libxcb-xfixes0", "libxcb-xinerama.so.0": "libxcb-xinerama0",
+    "libxcb-xinput.so.0": "libxcb-xinput0", "libxcb-xkb.so.1": "libxcb-xkb1", "libX11.so.6": "libx11-6",
+    "libX11-xcb.so.1": "libx11-xcb1", "libxkbcommon.so.0": "libxkbcommon0", "libxkbcommon-x11.so.0": "libxkbcommon-x11-0",
+    "libfontconfig.so.1": "libfontconfig1", "libfreetype.so.6": "libfreetype6", "libglib-2.0.so.0": "libglib2.0-0",
+    "libgthread-2.0.so.0": "libglib2.0-0", "libgobject-2.0.so.0": "libglib2.0-0", "libgio-2.0.so.0": "libglib2.0-0",
+    "libdbus-1.so.3": "libdbus-1-3", "libwayland-client.so.0": "libwayland-client0",
+    "libwayland-cursor.so.0": "libwayland-cursor0", "libwayland-egl.so.1": "libwayland-egl1",
+    "libstdc++.so.6": "libstdc++6", "libgcc_s.so.1": "libgcc-s1", "libz.so.1": "zlib1g",
+    "libgtk-3.so.0": "libgtk-3-0", "libgdk-3.so.0": "libgtk-3-0",
+    # Not needed from outside on this machine, but possibly on another build machine that lacks them
+    # (PyInstaller bundles what it finds): X11, GTK-theme and font libraries under their Debian names.
+    "libXext.so.6": "libxext6", "libXrender.so.1": "libxrender1", "libXi.so.6": "libxi6", "libSM.so.6": "libsm6",
+    "libICE.so.6": "libice6", "libXau.so.6": "libxau6", "libXdmcp.so.6": "libxdmcp6", "libdrm.so.2": "libdrm2",
+    "libpng16.so.16": "libpng16-16", "libharfbuzz.so.0": "libharfbuzz0b", "libexpat.so.1": "libexpat1",
+    "libpango-1.0.so.0": "libpango-1.0-0", "libpangocairo-1.0.so.0": "libpangocairo-1.0-0", "libcairo.so.2": "libcairo2",
+    "libcairo-gobject.so.2": "libcairo-gobject2", "libgdk_pixbuf-2.0.so.0": "libgdk-pixbuf-2.0-0",
+    "libatk-1.0.so.0": "libatk1.0-0", "libgssapi_krb5.so.2": "libgssapi-krb5-2", "libkrb5.so.3": "libkrb5-3",
+    "libssl.so.3": "libssl3", "libcrypto.so.3": "libssl3", "libffi.so.8": "libffi8", "libbz2.so.1.0": "libbz2-1.0",
+    "liblzma.so.5": "liblzma5", "libsqlite3.so.0": "libsqlite3-0", "libuuid.so.1": "libuuid1",
+}
+# Libraries needed only by optional plugins: Recommends, not Depends (Qt skips a plugin it cannot load).
+OPTIONAL_PLUGINS = ("plugins/platformthemes/libqgtk3.so",)  # GTK dialogs and theme on GNOME
+# Distributions the folder holds that are not Python packages' dependencies of nexttoken.
+EXTRA_LICENCES = {
+    "Qt": ("LGPL-3.0-only (Qt 6 libraries and plugins in _internal/PySide6/Qt/, as shipped in PySide6-Essentials)",
+           ["/usr/share/common-licenses/LGPL-3", "/usr/share/common-licenses/GPL-3"]),
+}
+
+
+def deb_path(dist: Path, version: str) -> Path:
+    """Where make_deb puts the package: dist/nexttoken_<version>_<arch>.deb (arch as dpkg names it)."""
+    return dist / f"{NAME}_{version}_{architecture()}.deb"
+
+
+def architecture() -> str:
+    return subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def make_deb(app_dir: Path, dist: Path, version: str) -> Path:
+    """Build ``dist/nexttoken_<version>_<arch>.deb`` from the one-folder build ``app_dir``; return its path."""
+    arch = architecture()
+    stage = dist / "deb-root"
+    shutil.rmtree(stage, ignore_errors=True)
+    # Hard links where the file system allows: the stage then costs no copy of the ~870 MB folder.
+    shutil.copytree(app_dir, stage / "opt" / NAME, symlinks=True, copy_function=_link_or_copy)
+    bin_dir = stage / "usr" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / NAME).symlink_to(Path("..", "..", "opt", NAME, NAME))
+    share = stage / "usr" / "share"
+    (share / "applications").mkdir(parents=True)
+    shutil.copy(LINUX / f"{NAME}.desktop", share / "applications" / f"{NAME}.desktop")
+    write_icons(share / "icons" / "hicolor")
+    write_licences(share / "doc" / NAME, app_dir)
+    for path in [stage, *stage.rglob("*")]:  # dpkg-deb keeps modes: 755 folders, 644 data, 755 programs
+        if path.is_dir() and not path.is_symlink():
+            path.chmod(0o755)
+    (stage / "DEBIAN").mkdir()
+    depends, recommends = system_packages(app_dir)
+    (stage / "DEBIAN" / "control").write_text(control(version, arch, installed_size_kib(stage), depends, recommends))
+    target = deb_path(dist, version)
+    subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "-z6", "--build", str(stage), str(target)],
+                   check=True, stdout=subprocess.DEVNULL)
+    shutil.rmtree(stage)
+    return target
+
+
+def control(version: str, arch: str, installed_kib: int, depends: list[str], recommends: list[str]) -> str:
+    """The DEBIAN/control file. The C library must be at least the build machine's."""
+    glibc = platform.libc_ver()[1] or os.confstr("CS_GNU_LIBC_VERSION").split()[-1]
+    long = "\n".join(" " + (line or ".") for line in DESCRIPTION.splitlines())
+    return (f"Package: {NAME}\nVersion: {version}\nSection: education\nPriority: optional\n"
+            f"Architecture: {arch}\nInstalled-Size: {installed_kib}\nMaintainer: {MAINTAINER}\n"
+            f"Depends: {', '.join([f'libc6 (>= {glibc})', *depends])}\n"
+            + (f"Recommends: {', '.join(recommends)}\n" if recommends else "")
+            + f"Description: {SUMMARY}\n{long}\n")
+
+
+def needed_outside(app_dir: Path) -> dict[str, list[str]]:
+    """Sonames that ELF files in ``app_dir`` need and the folder does not carry -> the files needing them."""
+    carried = {p.name for p in app_dir.rglob("*")}
+    needs: dict[str, list[str]] = {}
+    for path in sorted(app_dir.rglob("*")):
+        if path.is_symlink() or not path.is_file():
+            continue
+        with open(path, "rb") as f:
+            if f.read(4) != b"\x7fELF":
+                continue
+        dynamic = subprocess.run(["readelf", "-d", str(path)], capture_output=True, text=True, check=True).stdout
+        for soname in re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dynamic):
+            if soname not in carried:
+                needs.setdefault(soname, []).append(path.relative_to(app_dir).as_posix())
+    return needs
+
+
+def system_packages(app_dir: Path) -> tuple[list[str], list[str]]:
+    """(Depends, Recommends) without libc6: the packages holding the libraries the folder needs."""
+    depends, recommends = set(), set()
+    unknown = []
+    for soname, users in needed_outside(app_dir).items():
+        if soname in LIBC:
+            continue
+        if soname not in SYSTEM_PACKAGES:
+            unknown.append(f"{soname} (needed by {users[0]})")
+            continue
+        optional = all(any(u.endswith(p) for p in OPTIONAL_PLUGINS) for u in users)
+        (recommends if optional else depends).add(SYSTEM_PACKAGES[soname])
+    if unknown:
+        raise RuntimeError("system libraries with no Debian package in packaging/deb.py's SYSTEM_PACKAGES: "
+                           + ", ".join(unknown))
+    return sorted(depends), sorted(recommends - depends)
+
+
+def installed_size_kib(stage: Path) -> int:
+    """Installed-Size as dpkg-gencontrol counts it: each file rounded up to KiB, 1 per folder or link."""
+    total = 0
+    for path in stage.rglob("*"):
+        if path.is_symlink() or path.is_dir():
+            total += 1
+        else:
+            total += math.ceil(path.stat().st_size / 1024)
+    return total
+
+
+def write_icons(hicolor: Path) -> None:
+    """The icon drawn at each size (packaging/make_icon.py draws it; no scaled-down blur)."""
+    sys.path.insert(0, str(ROOT / "packaging"))
+    from make_icon import draw, png_bytes
+    from PySide6.QtGui import QGuiApplication
+
+    app = QGuiApplication.instance() or QGuiApplication([NAME])  # noqa: F841 (fonts need it)
+    for n in ICON_SIZES:
+        folder = hicolor / f"{n}x{n}" / "apps"
+        folder.mkdir(parents=True)
+        (folder / f"{NAME}.png").write_bytes(png_bytes(draw(n)))
+
+
+def write_licences(doc: Path, app_dir: Path) -> None:
+    """/usr/share/doc/nexttoken/: copyright (one stanza per component) and licenses/<component>/ files."""
+    licences = doc / "licenses"
+    stanzas = [("nexttoken", "MIT", [])]
+    for component, (licence, files) in EXTRA_LICENCES.items():
+        stanzas.append((component, licence, _copy(files, licences / component)))
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    python_licence = Path(sys.base_prefix, "lib", f"python{version}", "LICENSE.txt")
+    stanzas.append((f"Python {platform.python_version()}", "PSF-2.0 (libpython and the standard library in _internal/)",
+                    _copy([python_licence], licences / "Python")))
+    for dist in runtime_distributions():
+        name = dist.metadata["Name"]
+        files = [Path(dist.locate_file(f)) for f in dist.files or ()
+                 if ".dist-info/" in f.as_posix() and re.search(r"(licen[cs]e|copying|notice|authors)", f.as_posix(), re.I)]
+        stanzas.append((f"{name} {dist.version}", licence_of(dist), _copy(files, licences / name)))
+    for package, libraries in system_library_packages(app_dir).items():
+        copied = _copy([Path("/usr/share/doc", package, "copyright")], licences / "system" / package)
+        stanzas.append((f"{', '.join(libraries)} (from the build machine's Debian/Ubuntu package {package})",
+                        "see its copyright file", copied))
+    lines = ["Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/",
+             f"Upstream-Name: {NAME}", "Comment: nexttoken bundles Python, PyTorch (CPU), Qt (through PySide6) and",
+             " the Python packages below in /opt/nexttoken/_internal/. The Qt libraries are separate shared",
+             " objects there (libQt6*.so), which a user may replace with compatible builds of their own (LGPL-3.0).",
+             " Licence texts: /usr/share/doc/nexttoken/licenses/<component>/.", ""]
+    for component, licence, copied in stanzas:
+        lines += [f"Files: *  ({component})" if component == "nexttoken" else f"Files: {component}",
+                  f"License: {licence}"]
+        if copied:
+            lines.append("Comment: " + ", ".join(str(p.relative_to(doc)) for p in copied))
+        lines.append("")
+    if not (licences / "nexttoken").exists():
+        (licences / "nexttoken").mkdir(parents=True)
+        (licences / "nexttoken" / "LICENSE").write_text(MIT_NOTICE)
+    (doc / "copyright").write_text("\n".join(lines))
+
+
+def system_library_packages(app_dir: Path) -> dict[str, list[str]]:
+    """Debian packages of the build machine that PyInstaller copied libraries from -> those libraries."""
+    libraries = sorted(p.name for p in (app_dir / "_internal").glob("*.so*"))
+    found = subprocess.run(["dpkg", "-S", *libraries], capture_output=True, text=True).stdout  # exit 1: some unknown
+    packages: dict[str, list[str]] = {}
+    for line in found.splitlines():
+        owners, _, path = line.partition(": ")
+        if Path(path).name in libraries:
+            for owner in owners.split(", "):
+                names = packages.setdefault(owner.split(":")[0], [])
+                if Path(path).name not in names:
+                    names.append(Path(path).name)
+    return dict(sorted(packages.items()))
+
+
+def runtime_distributions() -> list[metadata.Distribution]:
+    """nexttoken's run-time dependencies and theirs (no extras): the Python packages in the folder."""
+    from packaging.requirements import Requirement
+
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    block = text[text.index("dependencies = ["):]
+    todo = re.findall(r'^\s*"([^"]+)",', block[: block.index("]\n")], re.MULTILINE)
+    seen: dict[str, metadata.Distribution] = {}
+    while todo:
+        req = Requirement(todo.pop())
+        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+            continue
+        key = re.sub(r"[-_.]+", "-", req.name).lower()
+        if key in seen:
+            continue
+        try:
+            seen[key] = dist = metadata.distribution(req.name)
+        except metadata.PackageNotFoundError:
+            continue  # an optional platform dependency not installed here: not bundled either
+        todo += dist.requires or []
+    return sorted(seen.values(), key=lambda d: d.metadata["Name"].lower())
+
+
+def licence_of(dist: metadata.Distribution) -> str:
+    meta = dist.metadata
+    text = meta.get("License-Expression") or meta.get("License") or ""
+    if not text or len(text) > 80 or "\n" in text:  # some packages paste the whole licence here
+        classifiers = [c.split(" :: ")[-1] for c in meta.get_all("Classifier") or [] if c.startswith("License ::")]
+        text = " OR ".join(classifiers) or (text.splitlines()[0][:80] if text else "see the licence files")
+    return text
+
+
+def _copy(files: list[Path], folder: Path) -> list[Path]:
+    copied = []
+    for f in map(Path, files):
+        if f.is_file():
+            folder.mkdir(parents=True, exist_ok=True)
+            target = folder / f.name
+            if target.exists():
+                target = folder / f"{f.parent.name}-{f.name}"
+            shutil.copyfile(f, target)
+            copied.append(target)
+    return copied
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+MIT_NOTICE = """\
+nexttoken is distributed under the MIT licence:
+
+Permission is hereby granted, free of charge, to any person obtaining a copy of this software and
+associated documentation files (the "Software"), to deal in the Software without restriction,
+including without limitation the rights to use, copy, modify, merge, publish, distribute,
+sublicense, and/or sell copies of the Software, and to permit persons to whom the Software is
+furnished to do so, subject to the following conditions:
+
+The above copyright notice and this permission notice shall be included in all copies or
+substantial portions of the Software.
+
+THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR IMPLIED, INCLUDING BUT NOT
+LIMITED TO THE WARRANTIES OF MERCHANTABILITY, FITNESS FOR A PARTICULAR PURPOSE AND NONINFRINGEMENT. IN
+NO EVENT SHALL THE AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER LIABILITY,
+WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM, OUT OF OR IN CONNECTION WITH THE
+SOFTWARE OR THE USE OR OTHER DEALINGS IN THE SOFTWARE.
+"""
