@@ -203,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("nexttoken")
     app.setOrganizationName("nexttoken")
+    app.setDesktopFileName("nexttoken")  # the menu entry's name (packaging/linux/nexttoken.desktop): Wayland docks match it
     splash = show_splash(app)  # painted now: importing pyqtgraph and building the window take seconds
 
     from .window import MainWindow
