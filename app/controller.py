@@ -66,6 +66,7 @@ class SessionController(QObject):
     def __init__(self, parent: QObject | None = None, engine: str = "process"):
         super().__init__(parent)
         self.settings: SamplingSettings = DEFAULT_SETTINGS  # what the person chose last
+        self.use_cache = True  # likewise: generate with the KV cache
         self._generation = 0
         self._barrier = 0  # results of requests older than this are stale
         self._in_flight: p.Request | None = None
@@ -102,7 +103,9 @@ class SessionController(QObject):
         return self.engine is None and not self._closed
 
     def load(self, source: str | None = None, *, loaded=None, fallback: bool = False, prompt: str = "") -> int:
-        return self._request(p.Load(source=source, prompt=prompt, fallback=fallback, settings=self.settings, loaded=loaded))
+        return self._request(
+            p.Load(source=source, prompt=prompt, fallback=fallback, settings=self.settings, use_cache=self.use_cache, loaded=loaded)
+        )
 
     def set_prompt(self, text: str, truncate: bool = False) -> int:
         """Use ``text`` as the prompt; too long is an error unless ``truncate`` keeps its last tokens."""
@@ -112,6 +115,11 @@ class SessionController(QObject):
         """The person chose ``settings``: use them from now on and re-draw the current step."""
         self.settings = settings
         return self._request(p.Resample(settings=settings))
+
+    def set_use_cache(self, on: bool) -> int:
+        """Generate with the KV cache or without it, from the next step on (kept across reloads)."""
+        self.use_cache = bool(on)
+        return self._request(p.SetCache(on=self.use_cache))
 
     def step(self) -> int:
         return self._request(p.Step())

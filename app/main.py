@@ -87,8 +87,8 @@ class ScriptedRun:
 
     def _finish(self, result) -> None:
         self.finished = True
-        inside = self.window.inside
-        if self.window.views.currentWidget() is inside and inside.awaiting():  # its answer is on its way
+        view = self.window.views.currentWidget()
+        if getattr(view, "awaiting", lambda: False)():  # a view's answer from the engine is on its way
             from PySide6.QtCore import QTimer
 
             self.window.controller.insideReady.connect(lambda _answer: QTimer.singleShot(50, lambda: self._capture(result)))

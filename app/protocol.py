@@ -38,6 +38,7 @@ class Load(Request):
     prompt: str = ""
     fallback: bool = False
     settings: SamplingSettings = DEFAULT_SETTINGS
+    use_cache: bool = True
     loaded: Any = None
 
 
@@ -102,6 +103,15 @@ class Reset(Request):
 
 
 @dataclass(frozen=True)
+class SetCache(Request):
+    """Generate with the KV cache (``on``) or without it: every step then runs the whole sequence,
+    as a model without a cache must. The steps already taken stay as they are."""
+
+    kind: ClassVar[str] = "cache"
+    on: bool = True
+
+
+@dataclass(frozen=True)
 class Inspect(Request):
     """Compute everything on the path at ``position`` (-1: the step's newest) of history ``step``
     (-1: the latest), with every position's keys and values of ``layer`` (the Inside and cache
@@ -121,7 +131,7 @@ class Refresh(Request):
     kind: ClassVar[str] = "refresh"
 
 
-REQUESTS = (Load, SetPrompt, Step, Play, Back, Choose, Resample, Reset, Inspect, Refresh)
+REQUESTS = (Load, SetPrompt, Step, Play, Back, Choose, Resample, Reset, SetCache, Inspect, Refresh)
 RESTARTS = (Load, SetPrompt, Reset)  # after one of these, results of older requests are stale
 COALESCING = (Step, Resample, Choose, Inspect)  # a newer one replaces an older one still waiting
 

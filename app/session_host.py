@@ -124,6 +124,7 @@ class SessionHost:
             p.Choose: self._choose,
             p.Resample: self._resample,
             p.Reset: self._reset,
+            p.SetCache: self._set_cache,
             p.Inspect: self._inspect,
             p.Refresh: self._refresh,
         }
@@ -182,7 +183,7 @@ class SessionHost:
                 raise
             note = f"Could not open {source}: {exc} Opened the tiny demo model instead. "
             loaded = load_model(None)
-        session = Session(loaded, request.settings)
+        session = Session(loaded, request.settings, use_cache=request.use_cache)
         prompt = request.prompt or self._prompt_text() or DEFAULT_PROMPT
         kept, whole = len(session.set_prompt(prompt, truncate=True)), len(loaded.tokenizer.encode(prompt))
         self.session, self._points = session, PointCache()  # only now: a failed load keeps the old one
@@ -264,6 +265,15 @@ class SessionHost:
         trace = session.resample(settings)
         return self._result(
             request, f"Re-sampled step {trace.step} ({settings.describe()}): chose “{trace.chosen_piece}”, no forward pass."
+        )
+
+    def _set_cache(self, request: p.SetCache) -> SessionResult:
+        session = self._need_session()
+        session.use_cache = request.on
+        if request.on:
+            return self._result(request, "The KV cache is on: each step runs one new position against the cached keys and values.")
+        return self._result(
+            request, "Generating without the KV cache: each step runs the whole sequence again, as a model without a cache must."
         )
 
     def _inspect(self, request: p.Inspect):

@@ -4,4 +4,6 @@ Imports nothing, so that the command line can be read before Qt is."""
 VIEWS = {
     "main": "Overview: tokens, attention, candidates, sampling, cache",
     "inside": "Inside the model: one token's path",
+    "sampling": "Sampling, stage by stage",
+    "cache": "The KV cache, opened",
 }

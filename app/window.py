@@ -38,10 +38,12 @@ from .guard import guarded
 from .paint_scheduler import PaintScheduler
 from .panels.attention_panel import AttentionPanel
 from .panels.embeddings_panel import EmbeddingsPanel
+from .panels.cache_panel import CachePanel
 from .panels.inside_panel import InsidePanel
 from .panels.kv_panel import KVPanel, human_bytes
 from .panels.logits_panel import LogitsPanel
 from .panels.sampling_panel import SamplingPanel
+from .panels.stages_panel import StagesPanel
 from .panels.tokens_panel import TokensPanel
 from .player import Player
 from .result import SessionResult
@@ -78,7 +80,8 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("nexttoken — watch GPT-2 pick its next token")
         self.resize(1600, 1000)
         self._build_panels()
-        plot_views = [v for panel in (self.embeddings, self.attention, self.logits, self.kv) for v in panel.plot_views()]
+        panels = (self.embeddings, self.attention, self.logits, self.kv, self.stages)
+        plot_views = [v for panel in panels for v in panel.plot_views()]
         for view in plot_views:  # an axis is text: keep it as a pixmap until its range changes
             for item in view.scene().items():
                 if isinstance(item, pg.AxisItem):
@@ -116,6 +119,7 @@ class MainWindow(QMainWindow):
         self.tokens.promptEdited.connect(c.set_prompt)
         self.logits.tokenChosen.connect(self._on_logits_token_chosen)
         self.inside.inspectRequested.connect(c.inspect)
+        self.cache.inspectRequested.connect(c.inspect)
         c.insideReady.connect(self._on_controller_inside_ready)
         self.sampling.set_settings(c.settings)
         self.sampling.settingsChanged.connect(c.set_settings)
@@ -157,8 +161,10 @@ class MainWindow(QMainWindow):
         rows.setSizes([165, 805])
         rows.setChildrenCollapsible(False)
         self.inside = InsidePanel(s)
+        self.stages = StagesPanel(s)
+        self.cache = CachePanel(s)
         self.views = QTabWidget()
-        for widget, title in zip((rows, self.inside), VIEWS.values()):
+        for widget, title in zip((rows, self.inside, self.stages, self.cache), VIEWS.values()):
             self.views.addTab(widget, title)
         central = QWidget()
         layout = QVBoxLayout(central)
@@ -189,6 +195,10 @@ class MainWindow(QMainWindow):
         self.restart_action = action("Restart the model", self._on_restart_action_triggered, (), "Start the model's process again")
         self.restart_action.setEnabled(False)
         self.quit_action = action("Quit", self.close, (QKeySequence.Quit,))
+        self.no_cache_action = action(
+            "Generate without the KV cache (slower: every step runs the whole sequence again)", self._on_no_cache_toggled
+        )
+        self.no_cache_action.setCheckable(True)
         self.projector_action = action("Projector mode (large fonts, high contrast)", self._on_projector_toggled, (Qt.Key_F5,))
         self.projector_action.setCheckable(True)
 
@@ -209,6 +219,8 @@ class MainWindow(QMainWindow):
         run = self.menuBar().addMenu("&Run")
         for a in (self.step_action, self.back_action, self.play_action, self.reset_action):
             run.addAction(a)
+        run.addSeparator()
+        run.addAction(self.no_cache_action)
 
     def _build_toolbar(self) -> None:
         bar = QToolBar("Controls")
@@ -343,7 +355,13 @@ class MainWindow(QMainWindow):
         self._reload_model()
 
     def _on_controller_inside_ready(self, answer) -> None:
-        self.inside.show_inside(answer.trace, answer.pieces)
+        if self.inside.wants(answer.trace):
+            self.inside.show_inside(answer.trace, answer.pieces)
+        if self.cache.wants(answer.trace):
+            self.cache.show_inside(answer.trace)
+
+    def _on_no_cache_toggled(self, on: bool) -> None:
+        self.controller.set_use_cache(not on)
 
     def _on_guard_occurred(self, message: str) -> None:
         self._set_status(message, error=True)

@@ -259,6 +259,10 @@ class InsidePanel(QWidget):
         self._busy_timer.start()
         self.inspectRequested.emit(*wanted)
 
+    def wants(self, trace) -> bool:
+        """True if ``trace`` answers this view's last question."""
+        return self._asked is not None and (trace.step, trace.position, trace.kv_layers[0] if trace.kv_layers else -1) == self._asked
+
     def awaiting(self) -> bool:
         """True while the answer to the last question has not been drawn."""
         return self._asked is not None and self._asked != self._shown

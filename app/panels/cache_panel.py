@@ -1,0 +1,219 @@
+"""The KV cache, opened: the keys and values it holds, and what generating without it costs.
+
+For the layer and head chosen in the attention panel: the key vectors and the value vectors of
+every cached position (positions × d_head, as two heat maps), the row the current step appended
+outlined, and the newest position's query beside the keys: that query is compared with every cached
+key. Back drops rows and they are gone here too (the maps hold exactly what the cache holds: the
+engine reads them for this view, ``controller.inspect``).
+
+Below, the time of each forward pass against the length of the context, with the cache (one new
+position against the cached keys and values: flat) and without it (Run → Generate without the KV
+cache: the whole sequence again: growing), gathered over this session on this machine.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QRectF, QTimer, Signal
+from PySide6.QtWidgets import QGraphicsRectItem, QGridLayout, QLabel, QVBoxLayout, QWidget
+
+from .. import theme as th
+from ..guard import guarded
+from ..state import AppState
+
+DIVERGING = "CET-CBD1"  # as the Inside view: blue negative, white 0, yellow positive
+
+
+class CachePanel(QWidget):
+    """Keys, values and the newest query of one layer and head, and step times with and without the cache."""
+
+    inspectRequested = Signal(int, int, int)  # step, position, layer
+
+    def __init__(self, state: AppState, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.state = state
+        self.header = QLabel("Step once to see what the KV cache holds.")
+        self.header.setWordWrap(True)
+        self.keys_view, self.keys_image = _heatmap()
+        self.values_view, self.values_image = _heatmap()
+        self.query_view, self.query_image = _heatmap()
+        self.keys_caption, self.values_caption, self.query_caption = QLabel(), QLabel(), QLabel()
+        for label in (self.keys_caption, self.values_caption, self.query_caption):
+            label.setWordWrap(True)
+        self.query_view.setFixedHeight(120)
+        self.time_view = pg.PlotWidget()
+        tp = self.time_view.getPlotItem()
+        th.fix_plot(tp)
+        tp.showGrid(x=True, y=True, alpha=0.25)
+        tp.addLegend(offset=(8, 4))
+        self.cached_points = pg.ScatterPlotItem(size=8, brush=pg.mkBrush(th.BLUE), pen=None, name="with the KV cache")
+        self.uncached_points = pg.ScatterPlotItem(size=8, brush=pg.mkBrush(th.VERMILION), pen=None,
+                                                  name="without it: the whole sequence again")
+        tp.addItem(self.cached_points)
+        tp.addItem(self.uncached_points)
+        self.time_caption = QLabel()
+        self.time_caption.setWordWrap(True)
+        grid = QGridLayout()
+        grid.addWidget(self.query_caption, 0, 0)
+        grid.addWidget(self.keys_caption, 0, 1)
+        grid.addWidget(self.values_caption, 0, 2)
+        grid.addWidget(self.query_view, 1, 0)
+        grid.addWidget(self.keys_view, 1, 1)
+        grid.addWidget(self.values_view, 1, 2)
+        grid.setColumnStretch(0, 1)
+        grid.setColumnStretch(1, 3)
+        grid.setColumnStretch(2, 3)
+        grid.setRowStretch(1, 3)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.header)
+        layout.addLayout(grid, 3)
+        layout.addWidget(self.time_caption)
+        layout.addWidget(self.time_view, 2)
+        self._asked: tuple[int, int, int] | None = None
+        self._shown: tuple[int, int, int] | None = None
+        self.trace = None
+        self._times: dict[tuple[bool, int], float] = {}  # (cached, context length) -> forward ms, this session
+        self._model = None
+        state.subscribe(self._on_state_result)
+        state.layerChanged.connect(self._on_state_selection)
+        state.headChanged.connect(self._on_state_selection)
+        state.subscribe_theme(self._on_state_theme)
+
+    def plot_views(self) -> list[pg.GraphicsView]:
+        return []  # drawn when the engine answers, not in a step's turns
+
+    # ------------------------------------------------------------ asking
+    def wants(self, trace) -> bool:
+        return self._asked is not None and (trace.step, trace.position, trace.kv_layers[0] if trace.kv_layers else -1) == self._asked
+
+    def awaiting(self) -> bool:
+        return self._asked is not None and self._asked != self._shown
+
+    def refresh(self) -> None:
+        result = self.state.result
+        if result is None or result.trace is None or not self.isVisible():
+            return
+        wanted = (result.trace.step, result.trace.record.end - 1, self.state.layer)
+        if wanted != self._asked:
+            self._asked = wanted
+            self.inspectRequested.emit(*wanted)
+
+    @guarded
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        super().showEvent(event)
+        QTimer.singleShot(0, self.refresh)
+
+    def _on_state_result(self, result) -> None:
+        if self._model is not result.info:  # another model: its times are another story
+            self._model, self._times = result.info, {}
+        for record in result.records[-1:]:
+            if record.step > 0:  # decode steps: one new position each (the prefill ran the prompt)
+                self._times[(record.kv.positions > 0, record.end)] = record.forward_ms
+        self._draw_times()
+        if result.trace is None:
+            self._asked = self._shown = None
+            self.trace = None
+            for image in (self.keys_image, self.values_image, self.query_image):
+                image.clear()
+                image.outline.setRect(QRectF())
+            self.header.setText("Step once: the KV cache fills at the prefill and grows by one position each step.")
+            return
+        self.refresh()
+
+    def _on_state_selection(self, _value: int) -> None:
+        if self.trace is not None and self.state.layer in self.trace.kv_layers:
+            self._draw()
+        else:
+            self.refresh()
+
+    # ------------------------------------------------------------ drawing
+    def show_inside(self, trace) -> None:
+        self.trace = trace
+        self._shown = (trace.step, trace.position, trace.kv_layers[0] if trace.kv_layers else -1)
+        self._draw()
+
+    def _draw(self) -> None:
+        t = self.trace
+        result = self.state.result
+        layer, head = self.state.layer, min(self.state.head, t.n_head - 1)
+        if layer not in t.kv_layers:
+            return
+        i = t.kv_layers.index(layer)
+        keys, values = t.keys[i, head], t.values[i, head]  # [T, dh]
+        T, dh = keys.shape
+        cached = result is not None and result.trace is not None and result.trace.record.kv.positions > 0
+        newest = result.trace.record.n_new if result is not None and result.trace is not None else 1
+        for image, data in ((self.keys_image, keys), (self.values_image, values)):
+            _show(image, data)
+            image.outline.setRect(QRectF(0, T - newest, dh, newest))  # the rows this step appended
+        _show(self.query_image, t.q[layer, head][None, :])
+        self.query_image.outline.setRect(QRectF())
+        for view, rows in ((self.keys_view, T), (self.values_view, T), (self.query_view, 1)):
+            view.getPlotItem().setRange(xRange=(0, dh), yRange=(0, rows), padding=0)
+        bytes_per_value = result.trace.record.kv.bytes_per_value if result is not None and result.trace is not None else 4
+        where = ("what the KV cache holds after this step" if cached else
+                 "what a cache would hold: this run keeps none (Run → Generate without the KV cache is on)")
+        self.header.setText(
+            f"Layer {layer}, head {head}, after step {t.step}: {where}. Each row is one position: {T:,} rows of "
+            f"{dh} numbers for the keys and as many for the values, in every one of the {t.n_layer} layers and "
+            f"{t.n_head} heads: 2 × {t.n_layer} layers × {T:,} positions × d_model {dh * t.n_head:,} × {bytes_per_value} "
+            f"bytes = {2 * t.n_layer * T * dh * t.n_head * bytes_per_value:,} bytes."
+        )
+        self.query_caption.setText(f"<b>query</b> of the newest position {t.position} ({dh} numbers)")
+        self.keys_caption.setText(
+            f"<b>keys</b>, {T:,} positions × {dh}: the query is compared with every row; the outlined row"
+            f"{'s were' if newest > 1 else ' was'} added by this step"
+        )
+        self.values_caption.setText(f"<b>values</b>, {T:,} × {dh}: mixed by the attention weights")
+
+    def _draw_times(self) -> None:
+        for points, cached in ((self.cached_points, True), (self.uncached_points, False)):
+            xs = [T for (c, T) in self._times if c == cached]
+            ys = [self._times[(cached, T)] for T in xs]
+            points.setData(xs, ys)
+        with_cache = [ms for (c, _), ms in self._times.items() if c]
+        without = [ms for (c, _), ms in self._times.items() if not c]
+        summary = "Each dot is one decode step of this session: its forward pass's time against the context's length. "
+        if with_cache and without:
+            summary += (f"With the cache a step took {np.median(with_cache):.0f} ms (median), without it "
+                        f"{np.median(without):.0f} ms, and without it the time grows with the length.")
+        else:
+            summary += ("Switch Run → Generate without the KV cache on for a few steps to see the difference on "
+                        "this machine: without the cache every step runs the whole sequence again.")
+        self.time_caption.setText(summary)
+        plot = self.time_view.getPlotItem()
+        plot.setLabel("bottom", "positions in the context")
+        plot.setLabel("left", "forward pass (ms)")
+        if self._times:  # from 0 on both axes: flat reads flat, growth reads as growth
+            plot.setRange(xRange=(0, max(T for _, T in self._times) * 1.05), yRange=(0, max(self._times.values()) * 1.2), padding=0)
+
+    def _on_state_theme(self, theme: th.Theme) -> None:
+        self.setFont(theme.font())
+        for view in (self.keys_view, self.values_view, self.query_view, self.time_view):
+            th.style_plot(view.getPlotItem(), theme)
+        self._draw_times()
+
+
+def _heatmap() -> tuple[pg.PlotWidget, pg.ImageItem]:
+    """A heat map of rows (positions) by columns (dimensions); ``image.outline`` frames some rows."""
+    view = pg.PlotWidget()
+    plot = view.getPlotItem()
+    th.fix_plot(plot)
+    plot.setMouseEnabled(x=True, y=True)  # long contexts: zoom in
+    plot.invertY(True)
+    image = pg.ImageItem()
+    image.setColorMap(pg.colormap.get(DIVERGING))
+    plot.addItem(image)
+    outline = QGraphicsRectItem()
+    outline.setPen(pg.mkPen(th.VERMILION, width=2))
+    plot.addItem(outline)
+    image.outline = outline
+    return view, image
+
+
+def _show(image: pg.ImageItem, values: np.ndarray) -> None:
+    values = np.asarray(values, dtype=np.float32)
+    scale = float(np.max(np.abs(values))) if values.size else 1.0
+    image.setImage(values, autoLevels=False, levels=(-(scale or 1.0), scale or 1.0))
+    image.setRect(0, 0, values.shape[1], values.shape[0])

@@ -1,0 +1,239 @@
+"""Sampling, stage by stage: the same candidates through every stage, in the order applied, and the draw.
+
+For the step on screen: (1) raw logits, (2) the repetition penalty (which tokens were in the
+context, old and new value), (3) ÷ temperature (or greedy, said plainly), (4) top-k, (5) softmax,
+(6) top-p with its cumulative line, (7) the renormalised probabilities, (8) the draw: u from the
+seeded generator, the candidates laid end to end in the draw order, where u fell and the token it
+selected. Every number comes from the step's ``Distribution`` (``engine.sampling``), recomputed by
+the engine whenever a setting changes; the rest of the vocabulary is summarised so the bars add up.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QBrush, QColor
+from PySide6.QtWidgets import QHeaderView, QLabel, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
+
+from .. import theme as th
+from ..state import AppState
+
+SHOWN = 12  # candidates in the table (the top by penalised logit, as the candidates panel orders them)
+PENALISED = "#FCE5C0"  # pale orange: the penalty changed this logit
+REMOVED = "#E4E4E4"  # grey: a filter removed this token
+CHOSEN = "#F6C56B"  # the token the draw (or greedy, or you) took
+
+
+class StagesPanel(QWidget):
+    """A table of the candidates through every sampling stage, and the draw as a cumulative bar."""
+
+    def __init__(self, state: AppState, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.state = state
+        self.header = QLabel("Step once to see how the next token is picked, stage by stage.")
+        self.header.setWordWrap(True)
+        self.table = QTableWidget()
+        self.table.setEditTriggers(QTableWidget.NoEditTriggers)
+        self.table.verticalHeader().setVisible(False)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeToContents)
+        self.table.setWordWrap(False)
+        self.rest = QLabel()
+        self.rest.setWordWrap(True)
+        self.draw_caption = QLabel()
+        self.draw_caption.setWordWrap(True)
+        self.draw_view = pg.PlotWidget()
+        self.draw_view.setFixedHeight(130)
+        plot = self.draw_view.getPlotItem()
+        th.fix_plot(plot)
+        plot.hideAxis("left")
+        plot.setLabel("bottom", "cumulative probability, candidates laid end to end in the draw order")
+        self.segments = pg.BarGraphItem(x0=[], y0=[], width=[], height=[])
+        plot.addItem(self.segments)
+        self.u_line = pg.InfiniteLine(angle=90, pen=pg.mkPen(th.VERMILION, width=3))
+        plot.addItem(self.u_line)
+        self.labels = [pg.TextItem(anchor=(0.5, 0.5), color=th.DARK) for _ in range(SHOWN + 1)]
+        for label in self.labels:
+            plot.addItem(label)
+        self.u_label = pg.TextItem(anchor=(0, 0), color=th.VERMILION)
+        plot.addItem(self.u_label)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.header)
+        layout.addWidget(self.table, 1)
+        layout.addWidget(self.rest)
+        layout.addWidget(self.draw_caption)
+        layout.addWidget(self.draw_view)
+        self.stages = None  # the CandidateStages drawn (tests read it)
+        state.subscribe(self._on_state_result)
+        state.subscribe_theme(self._on_state_theme)
+
+    def plot_views(self) -> list[pg.GraphicsView]:
+        return [self.draw_view]
+
+    # ------------------------------------------------------------ drawing
+    def _on_state_result(self, result) -> None:
+        trace = result.trace
+        if trace is None:
+            self.stages = None
+            self.table.setRowCount(0)
+            self.header.setText("Step once (Space) to see how the next token is picked, stage by stage.")
+            self.rest.setText("")
+            self.draw_caption.setText("")
+            self.segments.setOpts(x0=[], y0=[], width=[], height=[])
+            self.u_line.hide()
+            return
+        dist, record = trace.distribution, trace.record
+        s = dist.settings
+        ids = np.asarray(trace.candidate_ids[:SHOWN], dtype=np.int64)
+        pieces = tuple(trace.candidate_pieces[:SHOWN])
+        if record.chosen not in ids:  # a token drawn from far down the list: always shown, last
+            ids = np.append(ids, record.chosen)
+            pieces += (trace.chosen_piece,)
+        st = dist.stages(ids)
+        self.stages = st
+        greedy = s.is_greedy
+        how = {"greedy": "greedy", "sampled": "the random draw", "user": "you (a click on a candidate)"}[record.chosen_by]
+        self.header.setText(
+            f"<b>Step {record.step}</b>: how “{_html(trace.chosen_piece)}” was picked, by {how}. "
+            f"Settings: {_html(s.describe())}. Read left to right: each column is one stage, in the order applied."
+        )
+        columns = [
+            "token (id)",
+            "1 · raw logit",
+            f"2 · repetition penalty {s.repetition_penalty:g}",
+            "3 · greedy: no temperature" if greedy else f"3 · ÷ temperature {s.temperature:g}",
+            "4 · top-k " + ("(off)" if greedy or not s.top_k else str(s.top_k)),
+            "5 · softmax: probability",
+            "6 · top-p " + ("(off)" if greedy or s.top_p >= 1 else f"{s.top_p:g}: running total"),
+            "7 · renormalised",
+            "8 · the draw: its stretch of [0, 1)",
+        ]
+        self.table.setColumnCount(len(columns))
+        self.table.setHorizontalHeaderLabels(columns)
+        self.table.setRowCount(len(ids) + 1)
+        raw = record.logits[ids]
+        for row, (token, piece) in enumerate(zip(ids, pieces)):
+            chosen = int(token) == record.chosen
+            removed = st.removed_by[row]
+            cells = [
+                f"{piece} ({int(token):,})",
+                f"{raw[row]:.3f}",
+                _penalty_text(raw[row], st.after_penalty[row], st.penalised[row], st.in_context[row], s.repetition_penalty),
+                "—" if greedy else f"{st.after_temperature[row]:.3f}",
+                "—" if greedy else ("removed by top-k" if removed == "top-k" else "kept"),
+                f"{st.before_top_p[row]:.2%}" if removed != "top-k" else "—",
+                "—" if greedy or removed == "top-k" else (
+                    f"{st.top_p_cumulative[row]:.2%}" + (" · removed by top-p" if removed == "top-p" else "")
+                ),
+                f"{st.probs[row]:.2%}",
+                _segment_text(st.draw_start[row], st.draw_end[row], record.draw_u, greedy),
+            ]  # fmt: skip
+            for col, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                if col:
+                    item.setTextAlignment(Qt.AlignRight | Qt.AlignVCenter)
+                if chosen:
+                    item.setBackground(QBrush(QColor(CHOSEN)))
+                elif col == 2 and st.penalised[row]:
+                    item.setBackground(QBrush(QColor(PENALISED)))
+                elif removed and col >= (4 if removed == "top-k" else 6):
+                    item.setBackground(QBrush(QColor(REMOVED)))
+                self.table.setItem(row, col, item)
+        last = len(ids)
+        rest_cells = [f"{st.rest_tokens:,} other tokens", "", "", "", "", f"{st.rest_before_top_p:.2%}", "", f"{st.rest_prob:.2%}", ""]
+        for col, text in enumerate(rest_cells):
+            item = QTableWidgetItem(text)
+            item.setForeground(QBrush(QColor("#555555")))
+            if col:
+                item.setTextAlignment(Qt.AlignRight | Qt.AlignVCenter)
+            self.table.setItem(last, col, item)
+        total = float(np.sum(st.probs, dtype=np.float64)) + st.rest_prob
+        self.rest.setText(
+            f"The other {st.rest_tokens:,} tokens of the vocabulary: the penalty touched {st.rest_penalised:,} of them, "
+            f"top-k removed {st.rest_removed_by_top_k:,} and top-p {st.rest_removed_by_top_p:,}; together they hold "
+            f"{st.rest_prob:.2%} of the final probability. Shown + rest = {total:.4f}. Softmax turns logits into "
+            "probabilities: each is e^logit divided by the sum over every token."
+        )
+        self._draw_the_draw(st, pieces, record, greedy)
+
+    def _draw_the_draw(self, st, pieces, record, greedy: bool) -> None:
+        plot = self.draw_view.getPlotItem()
+        if greedy or record.chosen_by == "user" or math.isnan(record.draw_u):
+            self.segments.setOpts(x0=[], y0=[], width=[], height=[])
+            self.u_line.hide()
+            self.u_label.setText("")
+            for label in self.labels:
+                label.setText("")
+            why = ("Greedy: no random number is drawn; the token with the highest logit is taken."
+                   if greedy else "You chose this token: no random number was drawn.")
+            self.draw_caption.setText(f"<b>8 · The draw.</b> {why}")
+            return
+        found = st.draw_rank >= 0
+        starts, ends = st.draw_start[found], st.draw_end[found]
+        chosen = np.asarray(st.ids[found]) == record.chosen
+        colors = [CHOSEN if c else ("#9CC9EA" if i % 2 else th.SKY) for i, c in enumerate(chosen)]  # light: labels read
+        rest = float(ends.max(initial=0.0))  # the tokens beyond the shown ones fill [rest, 1)
+        x0 = np.append(starts, rest)
+        widths = np.append(ends - starts, max(0.0, 1.0 - rest))
+        colors.append(REMOVED)
+        self.segments.setOpts(x0=x0, y0=np.zeros(len(x0)), width=widths, height=np.ones(len(x0)),
+                              brushes=[pg.mkBrush(c) for c in colors], pens=[pg.mkPen("w") for _ in colors])
+        shown_pieces = [p for p, f in zip(pieces, found) if f]
+        for i, label in enumerate(self.labels):
+            if i < len(starts) and ends[i] - starts[i] > 0.04:  # wide enough to name
+                label.setText(shown_pieces[i][:8])
+                label.setPos((starts[i] + ends[i]) / 2, 0.5)
+            else:
+                label.setText("")
+        u = float(record.draw_u)
+        self.u_line.setPos(u)
+        self.u_line.show()
+        self.u_label.setText(f"u = {u:.4f}")
+        self.u_label.setPos(u, 1.5)
+        plot.setRange(xRange=(0, 1), yRange=(-0.05, 1.55), padding=0)
+        where = np.flatnonzero(chosen)
+        segment = f"[{st.draw_start[found][where[0]]:.4f}, {st.draw_end[found][where[0]]:.4f})" if len(where) else "beyond the shown ones"
+        seed = record.settings.seed
+        source = f"the generator seeded with ({seed}, step {record.step})" if seed is not None else "an unseeded generator"
+        self.draw_caption.setText(
+            f"<b>8 · The draw.</b> u = {u:.4f}, a random number in [0, 1) from {source}. Laid end to end from the most "
+            f"to the least likely, the candidates cover [0, 1); u falls in “{_html(self._chosen_piece())}”'s stretch "
+            f"{segment}, so that token is taken. Tokens beyond the shown ones fill the rest of the bar."
+        )
+
+    def _chosen_piece(self) -> str:
+        result = self.state.result
+        return result.trace.chosen_piece if result is not None and result.trace is not None else ""
+
+    def _on_state_theme(self, theme: th.Theme) -> None:
+        self.setFont(theme.font())
+        self.table.setFont(theme.font())
+        self.header.setFont(theme.font(1))
+        th.style_plot(self.draw_view.getPlotItem(), theme, bottom="cumulative probability, candidates laid end to end in the draw order")
+        for label in self.labels:
+            label.setFont(theme.font(-1))
+        self.u_label.setFont(theme.font(0, bold=True))
+
+
+def _penalty_text(raw: float, after: float, penalised: bool, in_context: bool, penalty: float) -> str:
+    if not in_context:
+        return f"{after:.3f}"
+    if not penalised:
+        return f"{after:.3f} (in the text; penalty off)"
+    how = f"÷ {penalty:g}" if raw > 0 else f"× {penalty:g}"
+    return f"{raw:.3f} {how} = {after:.3f} (in the text)"
+
+
+def _segment_text(start: float, end: float, u: float, greedy: bool) -> str:
+    if greedy or math.isnan(start):
+        return "—"
+    text = f"[{start:.4f}, {end:.4f})"
+    if not math.isnan(u) and start <= u < end:
+        text += "  ← u"
+    return text
+
+
+def _html(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -1,0 +1,77 @@
+"""The sampling view shows each stage's numbers from the step's distribution and the draw a person can
+check; the cache view shows what the KV cache holds; generating without the cache gives the same steps."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from engine.sampling import SamplingSettings
+
+from .helpers import choose_settings, run
+
+
+def test_the_stages_and_the_draw_match_the_engine(window, qtbot):
+    choose_settings(window.sampling, SamplingSettings(temperature=0.8, top_k=5, top_p=0.9, repetition_penalty=2.0, seed=3))
+    run(qtbot, window, window.step, "step")
+    result = run(qtbot, window, window.step, "step")
+    window.show_view("sampling")
+    st, record = window.stages.stages, result.trace.record
+    dist = result.trace.distribution
+    assert list(st.ids[: len(result.trace.candidate_ids[:12])]) == list(result.trace.candidate_ids[:12])
+    np.testing.assert_array_equal(st.probs, dist.probs[st.ids])
+    table = window.stages.table
+    in_context = set(int(t) for t in result.trace.context_ids)
+    for row, token in enumerate(st.ids):
+        penalty_cell = table.item(row, 2).text()
+        assert ("÷ 2" in penalty_cell or "× 2" in penalty_cell) == (int(token) in in_context)  # penalised tokens marked
+        removed = st.removed_by[row]
+        assert ("removed by top-k" in table.item(row, 4).text()) == (removed == "top-k")
+        assert ("removed by top-p" in table.item(row, 6).text()) == (removed == "top-p")
+    # the draw: u from the record falls in the chosen token's stretch, and re-drawing with it gives the token
+    u = record.draw_u
+    chosen = np.flatnonzero(st.ids == record.chosen)[0]
+    assert st.draw_start[chosen] <= u < st.draw_end[chosen]
+    assert dist.pick(u) == record.chosen
+    assert "← u" in table.item(int(chosen), 8).text()
+    assert f"u = {u:.4f}" in window.stages.draw_caption.text()
+    greedy = run(qtbot, window, lambda: window.sampling.greedy.setChecked(True), "resample")
+    assert math.isnan(greedy.trace.record.draw_u) and "Greedy" in window.stages.draw_caption.text()
+
+
+def test_the_cache_view_holds_what_the_cache_holds_and_back_drops_rows(window, qtbot):
+    for _ in range(3):
+        run(qtbot, window, window.step, "step")
+    window.state.set_layer(2)
+    window.state.set_head(1)
+    with qtbot.waitSignal(window.controller.insideReady, timeout=30_000):
+        window.show_view("cache")
+    qtbot.waitUntil(lambda: not window.cache.awaiting(), timeout=30_000)
+    session = window.controller.engine.host.session
+    keys, values = session.cached_kv(2, 1)
+    np.testing.assert_allclose(window.cache.keys_image.image, keys, atol=1e-5)
+    np.testing.assert_allclose(window.cache.values_image.image, values, atol=1e-5)
+    assert keys.shape[0] == 7  # 5 prompt tokens, then one per decode step
+    with qtbot.waitSignal(window.controller.insideReady, timeout=30_000):
+        window.back()
+    qtbot.waitUntil(lambda: not window.cache.awaiting(), timeout=30_000)
+    assert window.cache.keys_image.image.shape[0] == 6  # the dropped row is gone
+
+
+def test_without_the_cache_the_steps_are_the_same_and_nothing_is_cached(window, qtbot):
+    choose_settings(window.sampling, SamplingSettings(greedy=True))
+    cached = [run(qtbot, window, window.step, "step").trace for _ in range(3)]
+    run(qtbot, window, window.reset, "reset")
+    window.no_cache_action.trigger()
+    assert not window.controller.use_cache
+    uncached = [run(qtbot, window, window.step, "step").trace for _ in range(3)]
+    for a, b in zip(cached, uncached):
+        assert a.chosen == b.chosen
+        np.testing.assert_allclose(a.record.logits, b.record.logits, atol=1e-4)
+        np.testing.assert_allclose(a.record.attn.astype(np.float32), b.record.attn.astype(np.float32), atol=2e-3)
+        assert b.record.kv.positions == 0
+    assert any(not cached_ for cached_, _ in window.cache._times)  # the times plot has uncached steps
+    window.no_cache_action.trigger()
+    again = run(qtbot, window, window.step, "step")
+    assert again.trace.record.kv.positions == again.trace.record.end  # back on: the cache is rebuilt
