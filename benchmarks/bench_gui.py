@@ -188,6 +188,32 @@ def measure_restyle(app, loaded, context: int, repeats: int) -> dict[str, float]
             "resize": statistics.median(resizes), "resize_max": max(resizes), "repeats": repeats}
 
 
+def measure_stages(app, loaded, repeats: int) -> dict[str, float]:
+    """GUI-thread time of the sampling view's update after a settings change (its stage table and
+    draw bar, with ``Distribution.stages`` at GPT-2's vocabulary), with the engine's re-sample done."""
+    from app.panels.stages_panel import StagesPanel
+    from app.state import AppState
+
+    session = Session(loaded, SamplingSettings(top_k=50, top_p=0.9, repetition_penalty=1.3, seed=1))
+    session.set_prompt(prompt_text(120))
+    session.step()
+    session.step()
+    state = AppState()
+    panel = StagesPanel(state)
+    panel.resize(1400, 800)
+    panel.show()
+    times = []
+    for i in range(repeats + 1):
+        settings = SamplingSettings(temperature=0.5 + 0.1 * (i % 5), top_k=50, top_p=0.9, repetition_penalty=1.3, seed=1)
+        session.resample(settings)
+        result = session_host.make_result(session, "resample", i)
+        t = time.perf_counter()
+        state.set_result(result)
+        times.append((time.perf_counter() - t) * 1e3)
+    panel.close()
+    return {"median": statistics.median(times[1:]), "p95": percentile(times[1:], 95), "repeats": repeats}
+
+
 def measure_play(app, folder: Path | None, loaded, steps: int, threads: int, engine: str, attempts: int = 20) -> dict[str, float]:
     """Play at max speed for ``steps`` steps: results per second and the longest event-loop gap.
 
@@ -313,7 +339,7 @@ def mark(ok: bool) -> str:
     return "met" if ok else "**missed**"
 
 
-def report(args, applies, plays, memory, launch, wall_s: float, restyle=None) -> str:
+def report(args, applies, plays, memory, launch, wall_s: float, restyle=None, stages=None) -> str:
     cores = torch_threads.cores()
     lines = [
         f"GUI benchmark, {datetime.date.today()}, `python benchmarks/bench_gui.py{' --quick' if args.quick else ''}`: "
@@ -332,6 +358,11 @@ def report(args, applies, plays, memory, launch, wall_s: float, restyle=None) ->
         )
         lines.append(
             f"| then painting the plots, one per turn (median / p95 of the sum; longest single turn of the step) | {a['paint_median']:.1f} / {a['paint_p95']:.1f} ms ({a['turn_max']:.0f} ms) | | |"
+        )
+    if stages:
+        lines.append(
+            f"| the sampling view's update after a settings change, GPT-2's vocabulary (median / p95 of {stages['repeats']}) "
+            f"| {stages['median']:.1f} / {stages['p95']:.1f} ms | < 16 ms | {mark(stages['median'] < 16)} |"
         )
     if restyle:
         r = restyle
@@ -380,7 +411,7 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="fewer repeats and steps (a smoke run)")
     p.add_argument("--engines", nargs="+", choices=("process", "thread"), default=("process", "thread"),
                    help="where Play runs the model: a child process (the app's default) and/or a thread")
-    measures = ("apply", "play", "memory", "launch", "restyle")
+    measures = ("apply", "play", "memory", "launch", "restyle", "stages")
     p.add_argument("--skip", nargs="*", choices=measures, default=(), help="leave these measures out")
     p.add_argument("--only", nargs="*", choices=measures, help="run only these measures")
     args = p.parse_args(argv)
@@ -399,6 +430,7 @@ def main(argv=None) -> int:
         applies = [] if "apply" in args.skip else [measure_apply(app, loaded, c, cfg["apply_repeats"]) for c in cfg["contexts"]]
         plays = []  # each Play with the bare model measured just before it, in the same round
         restyle = None if "restyle" in args.skip else measure_restyle(app, loaded, 256, cfg["restyle_repeats"])
+        stages = None if "stages" in args.skip else measure_stages(app, loaded, cfg["apply_repeats"])
         played = () if "play" in args.skip else (("GPT-2 small shape", loaded, folder, cfg["play_steps"]),
                                                  ("demo model", demo, None, cfg["demo_play_steps"]))
         for name, model, path, steps in played:
@@ -410,7 +442,7 @@ def main(argv=None) -> int:
                         plays.append(dict(play, model=name, bare=bare))
         memory = None if "memory" in args.skip else measure_memory(app, folder, cfg["memory_steps"])
         launch = None if "launch" in args.skip else measure_launch(cfg["launches"])
-    print(report(args, applies, plays, memory, launch, time.perf_counter() - started, restyle))
+    print(report(args, applies, plays, memory, launch, time.perf_counter() - started, restyle, stages))
     return 0
 
 

@@ -174,10 +174,13 @@ class StagesPanel(QWidget):
         starts, ends = st.draw_start[found], st.draw_end[found]
         chosen = np.asarray(st.ids[found]) == record.chosen
         colors = [CHOSEN if c else ("#9CC9EA" if i % 2 else th.SKY) for i, c in enumerate(chosen)]  # light: labels read
-        rest = float(ends.max(initial=0.0))  # the tokens beyond the shown ones fill [rest, 1)
-        x0 = np.append(starts, rest)
-        widths = np.append(ends - starts, max(0.0, 1.0 - rest))
-        colors.append(REMOVED)
+        # the tokens that are not rows fill the gaps between the shown stretches, and the end
+        order = np.argsort(starts)
+        edges = np.concatenate([[0.0], ends[order]]), np.concatenate([starts[order], [1.0]])
+        gaps = [(a, b - a) for a, b in zip(*edges) if b - a > 1e-9]
+        x0 = np.append(starts, [a for a, _ in gaps])
+        widths = np.append(ends - starts, [w for _, w in gaps])
+        colors += [REMOVED] * len(gaps)
         self.segments.setOpts(x0=x0, y0=np.zeros(len(x0)), width=widths, height=np.ones(len(x0)),
                               brushes=[pg.mkBrush(c) for c in colors], pens=[pg.mkPen("w") for _ in colors])
         shown_pieces = [p for p, f in zip(pieces, found) if f]
@@ -200,7 +203,7 @@ class StagesPanel(QWidget):
         self.draw_caption.setText(
             f"<b>8 · The draw.</b> u = {u:.4f}, a random number in [0, 1) from {source}. Laid end to end from the most "
             f"to the least likely, the candidates cover [0, 1); u falls in “{_html(self._chosen_piece())}”'s stretch "
-            f"{segment}, so that token is taken. Tokens beyond the shown ones fill the rest of the bar."
+            f"{segment}, so that token is taken. The tokens that are not rows of the table fill the grey stretches."
         )
 
     def _chosen_piece(self) -> str:
