@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
     QHeaderView,
     QLabel,
     QScrollArea,
+    QSpinBox,
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
@@ -139,6 +140,12 @@ class InsidePanel(QWidget):
         self._shown: tuple[int, int, int] | None = None  # ... and drawn
         self.header = QLabel("Step once, then open this view: it shows what happens inside the model for one token.")
         self.header.setWordWrap(True)
+        self.step_spin = QSpinBox()  # which step of the history: the one on screen unless another is chosen
+        self.step_spin.setSpecialValueText("the step on screen")
+        self.step_spin.setMinimum(-1)
+        self.step_spin.setValue(-1)
+        self.step_spin.setToolTip("Look inside an earlier step of the history (the engine recomputes it)")
+        self.step_spin.valueChanged.connect(lambda _v: self.refresh())
         self.busy = QLabel("")
         self._busy_timer = QTimer(self, singleShot=True, interval=BUSY_AFTER_MS)
         self._busy_timer.timeout.connect(lambda: self.busy.setText("computing the path in the model's process…"))
@@ -229,6 +236,8 @@ class InsidePanel(QWidget):
         top = QHBoxLayout()
         top.addWidget(self.header, 1)
         top.addWidget(self.busy)
+        top.addWidget(QLabel("step"))
+        top.addWidget(self.step_spin)
         layout = QVBoxLayout(self)
         layout.addLayout(top)
         layout.addWidget(self.scroll, 1)
@@ -250,9 +259,9 @@ class InsidePanel(QWidget):
         result = self.state.result
         if result is None or result.trace is None or not self.isVisible():
             return
-        wanted = (result.trace.step, self.state.selected_position, self.state.layer)
-        if wanted[1] >= result.trace.record.end:  # the chosen token, not yet read: show the newest
-            wanted = (wanted[0], result.trace.record.end - 1, wanted[2])
+        step = result.trace.step if self.step_spin.value() < 0 else min(self.step_spin.value(), result.trace.step)
+        end = result.records[step].end  # the positions that step's context held
+        wanted = (step, min(self.state.selected_position, end - 1), self.state.layer)  # the chosen token: the newest
         if wanted == self._asked:
             return
         self._asked = wanted
@@ -280,6 +289,7 @@ class InsidePanel(QWidget):
             return
         if result.kind in ("load", "prompt", "reset"):
             self._asked = None
+        self.step_spin.setMaximum(result.trace.step)
         self.refresh()
 
     def _on_state_selection(self, _value: int) -> None:

@@ -44,3 +44,14 @@ def test_choosing_a_token_or_a_layer_asks_again(window, qtbot):
         window.state.set_layer(3)
     assert answer.args[0].trace.kv_layers == (3,)
     assert window.inside.keys_image.image.shape == (3, answer.args[0].trace.q.shape[-1])  # positions 0-2 x d_head
+
+
+def test_an_earlier_step_of_the_history_can_be_opened(window, qtbot):
+    run(qtbot, window, window.step, "step")
+    run(qtbot, window, window.step, "step")
+    show_inside(window, qtbot)
+    with qtbot.waitSignal(window.controller.insideReady, timeout=30_000) as answer:
+        window.inside.step_spin.setValue(0)  # the prefill, while step 1 stays on screen
+    trace = answer.args[0].trace
+    assert trace.step == 0 and trace.position == 4  # the prompt's last position
+    assert window.state.result.trace.step == 1
