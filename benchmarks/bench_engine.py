@@ -6,8 +6,16 @@ saves it with the bundled tokenizer to a temporary folder, and loads it twice: t
 ``GPT2LMHeadModel`` with the default attention implementation (sdpa). Every comparison runs both
 side by side in one process, interleaved repeat by repeat, and reports medians and their ratio.
 
-    python benchmarks/bench_engine.py            # full run, about 4 minutes on 2 cores
-    python benchmarks/bench_engine.py --quick    # smoke run, under a minute
+    python benchmarks/bench_engine.py                   # full run, about 4 to 8 minutes on 2 cores
+    python benchmarks/bench_engine.py --quick           # smoke run, about a minute
+    python benchmarks/bench_engine.py --only sampling   # the sampling stages' cost alone, 20 s
+    python benchmarks/bench_engine.py --only cache      # the KV cache on and off alone
+
+The cache section times, at each position, a cached step and a whole-sequence recompute for both the
+bare model and the engine (``Session(use_cache=False)``, what ``--no-cache`` runs). The sampling
+section times what a settings change costs the engine at GPT-2's vocabulary: every stage, the draw
+and ``Distribution.stages`` for 64 candidates (the stage-by-stage view's data), then the whole
+``Session.resample``.
 
 Prints a markdown table (paste it into benchmarks/RESULTS.md). A script, not a test: the figures
 depend on the machine and on what else it is running.
