@@ -6,9 +6,17 @@ saves it with the bundled tokenizer to a temporary folder, and loads it twice: t
 ``GPT2LMHeadModel`` with the default attention implementation (sdpa). Every comparison runs both
 side by side in one process, interleaved repeat by repeat, and reports medians and their ratio.
 
-    python benchmarks/bench_engine.py            # full run, about 4 minutes on 2 cores
-    python benchmarks/bench_engine.py --quick    # smoke run, under a minute
-    python benchmarks/bench_engine.py --only inside   # only the Inside figures (decode, history, recompute, lens)
+    python benchmarks/bench_engine.py                   # full run, about 4 to 8 minutes on 2 cores
+    python benchmarks/bench_engine.py --quick           # smoke run, about a minute
+    python benchmarks/bench_engine.py --only sampling   # the sampling stages' cost alone, 20 s
+    python benchmarks/bench_engine.py --only cache      # the KV cache on and off alone
+    python benchmarks/bench_engine.py --only inside     # the Inside figures (decode, history, recompute, lens)
+
+The cache section times, at each position, a cached step and a whole-sequence recompute for both the
+bare model and the engine (``Session(use_cache=False)``, what ``--no-cache`` runs). The sampling
+section times what a settings change costs the engine at GPT-2's vocabulary: every stage, the draw
+and ``Distribution.stages`` for 64 candidates (the stage-by-stage view's data), then the whole
+``Session.resample``.
 
 Prints a markdown table (paste it into benchmarks/RESULTS.md). A script, not a test: the figures
 depend on the machine and on what else it is running.
@@ -241,8 +249,12 @@ def measure_sampling(loaded, repeats: int) -> list[dict]:
                 dist.stages(dist.top(64, by=dist.after_penalty))
 
             stages()
-            stage_ms = sorted(timed(stages) for _ in range(repeats))
-            row = {"settings": name, "logits": source, "median": median(stage_ms), "max": stage_ms[-1]}
+            wall, cpu = [], []
+            for _ in range(repeats):
+                t_cpu = time.thread_time()
+                wall.append(timed(stages))
+                cpu.append((time.thread_time() - t_cpu) * 1e3)
+            row = {"settings": name, "logits": source, "median": median(wall), "max": max(wall), "cpu": median(cpu)}
             if source.startswith("random"):
                 session.resample(settings)
                 resample_ms = sorted(timed(lambda: session.resample(settings)) for _ in range(repeats))
@@ -457,7 +469,7 @@ def report(args, threads: int, decode, prefill, cache_rows, play, memory, sampli
         f"[12, 12, 1, T] the rest growing with T); the KV cache {mib(m['kv_bytes'])}.",
         "",
     ]
-    return "\n".join(lines) + report_tail(cache_rows, sampling_rows)
+    return "\n".join(lines) + "\n" + report_tail(cache_rows, sampling_rows)
 
 
 def report_tail(cache_rows, sampling_rows) -> str:
@@ -480,16 +492,18 @@ def report_tail(cache_rows, sampling_rows) -> str:
         "A settings change at GPT-2's vocabulary (V = 50,257), no forward pass: every sampling stage "
         "(`sampling.distribution`), the draw, and `Distribution.stages` for the 64 candidates (what the "
         "stage-by-stage view draws); then the whole `Session.resample` at 129 positions (also builds the "
-        "StepTrace). Median and worst of the repeats; target for the view's update: under 16 ms in all.",
+        "StepTrace). Wall time, median and worst of the repeats, and the median CPU time of this thread "
+        "(what the work costs when no other process competes for the core); target for the view's "
+        "update: under 16 ms in all.",
         "",
-        "| Settings | Logits | Stages + draw + view data | Whole resample |",
+        "| Settings | Logits | Stages + draw + view data: wall (worst), CPU | Whole resample: wall (worst) |",
         "|---|---|---|---|",
     ]
     for row in sampling_rows:
         whole = (f"{row['resample_median']:.1f} ms (worst {row['resample_max']:.1f})"
                  if "resample_median" in row else "")
-        lines.append(f"| {row['settings']} | {row['logits']} | {row['median']:.1f} ms (worst {row['max']:.1f}) | "
-                     f"{whole} |")
+        lines.append(f"| {row['settings']} | {row['logits']} | {row['median']:.1f} ms (worst {row['max']:.1f}), "
+                     f"CPU {row['cpu']:.1f} ms | {whole} |")
     return "\n".join(lines)
 
 

@@ -138,6 +138,22 @@ class Session:
         keys, values = layers[layer]  # [batch, heads, T, dh]
         return keys[0, head].float().numpy().copy(), values[0, head].float().numpy().copy()
 
+    def query(self, layer: int, head: int, step: int | None = None) -> np.ndarray:
+        """float32 [dh]: the query of the newest position computed at ``step`` (default: the latest)
+        for one layer and head: the vector compared with every cached key, so that
+        softmax(keys @ query / sqrt(dh)) is that position's attention row. Computed from the recorded
+        residual stream through the block's own ln_1 and c_attn (one position: well under a millisecond)."""
+        info = self.info
+        if not (0 <= layer < info.n_layer and 0 <= head < info.n_head):
+            raise SessionError(f"There is no layer {layer}, head {head} (layers 0 to {info.n_layer - 1}, heads 0 to {info.n_head - 1}).")
+        record = self.trace(step).record if step is not None else self._current("read a query")
+        block = self.loaded.model.transformer.h[layer]
+        dh = info.d_model // info.n_head
+        with torch.inference_mode():
+            x = torch.from_numpy(record.resid[layer, -1:])  # [1, d]: block L's input (resid[L] is its resid_pre)
+            q = block.attn.c_attn(block.ln_1(x))[0, : info.d_model]  # [d]: queries of every head
+        return q[head * dh : (head + 1) * dh].float().numpy().copy()
+
     @property
     def projection(self) -> Projection:
         """The model's fixed PCA basis (owned by the loaded model: fitted once per model)."""

@@ -36,6 +36,7 @@ def test_json_rows_match_a_direct_session(capsys, demo_model):
     for row in rows:
         trace = session.step()
         assert row["id"] == trace.chosen and row["prob"] == pytest.approx(trace.chosen_prob, abs=1e-6)
+        assert row["draw_u"] == trace.record.draw_u  # the u that drew it, exactly
         assert [alt["id"] for alt in row["top5"]] == trace.candidate_ids[:5].tolist()
     assert rows[-1]["stop"] == "max_new_tokens"
 
@@ -92,6 +93,7 @@ def test_module_entry_point_runs_offline():
     assert len([line for line in done.stdout.splitlines() if line[:4].strip().isdigit()]) == 5
 
 
+@pytest.mark.slow
 def test_no_cache_run_writes_the_same_keys(tmp_path, capsys):
     cached, uncached = tmp_path / "cached.npz", tmp_path / "uncached.npz"
     assert main(["--steps", "4", "--greedy", "--export", str(cached)]) == 0

@@ -189,3 +189,27 @@ def test_cached_keys_and_values_equal_the_model_projection(loaded):
     assert session.cached_kv(0, 0)[0].shape == (records[1].end, dh)
     session.use_cache = False
     assert session.cached_kv(0, 0)[0].shape == (0, dh)
+
+
+def test_the_newest_query_against_the_cached_keys_gives_the_attention_row(loaded):
+    """softmax(keys @ q / sqrt(dh)) over the cached keys is the recorded attention row of the newest position."""
+    session = Session(loaded, SamplingSettings(temperature=1.0, seed=4))
+    session.set_prompt(PROMPT)
+    for _ in range(3):
+        record = session.step().record
+    info = loaded.info
+    dh = info.d_model // info.n_head
+    for layer in range(info.n_layer):
+        for head in range(info.n_head):
+            keys, _ = session.cached_kv(layer, head)
+            q = session.query(layer, head)
+            assert q.shape == (dh,) and q.dtype == np.float32
+            scores = keys @ q / np.sqrt(dh)
+            row = np.exp(scores - scores.max())
+            np.testing.assert_allclose(row / row.sum(), record.attn[layer, head, -1].astype(np.float32), atol=1e-3)
+    first = session.trace(0).record  # an earlier step: the last prompt position's query
+    assert not np.allclose(session.query(0, 0, step=0), session.query(0, 0))
+    keys0 = session.cached_kv(0, 0)[0][: first.end]
+    scores = keys0 @ session.query(0, 0, step=0) / np.sqrt(dh)
+    row = np.exp(scores - scores.max())
+    np.testing.assert_allclose(row / row.sum(), first.attn[0, 0, -1].astype(np.float32), atol=1e-3)

@@ -203,7 +203,7 @@ def test_every_stage_equals_hugging_face_processors():
         else:
             np.testing.assert_array_equal(dist.after_top_p[ours], top_p[ours])
             np.testing.assert_allclose(dist.probs, probs, atol=1e-7, rtol=1e-5, err_msg=f"case {case}")
-    assert 0 < tie_cases < 200  # the ties were exercised (132 of 2,000 when written)
+    assert 0 < tie_cases < 200  # the ties were exercised (81 of the 2,000 cases when written)
 
 
 def test_greedy_equals_hugging_face_argmax():
