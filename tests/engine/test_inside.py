@@ -303,3 +303,17 @@ def test_gpt2_small_shape(tmp_path):
     r = session.records[-1].end - 1
     for key in ("q", "z", "mlp_post", "resid_mid"):
         np.testing.assert_allclose(arrays[f"{key}_1"], ref[key][:, r].numpy(), atol=ATOL, rtol=1e-5)
+
+
+def test_the_trace_module_imports_only_numpy_and_the_standard_library():
+    """engine/inside_trace.py crosses to the window, whose process must not import torch."""
+    import ast
+    import sys
+    from pathlib import Path
+
+    import engine.inside_trace as module
+
+    tree = ast.parse(Path(module.__file__).read_text())
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 0}
+    assert imported - set(sys.stdlib_module_names) == {"numpy"}
