@@ -452,7 +452,7 @@ def inside_report(decode, figs, memory, context: int) -> str:
     for key, words in (("inside_middle", f"position {context // 2:,}"), ("inside_older", f"position {context - 2:,}"),
                        ("inside_older_one_layer", f"position {context - 2:,} (keys and values of one layer)"),
                        ("inside_newest", f"the newest position, {context - 1:,},"),
-                       ("inside_older_no_cache", f"position {context - 2:,}, without the KV cache (all {context - 1:,} positions run),")):
+                       ("inside_older_no_cache", f"position {context - 2:,}, without the session's KV cache (positions 0..{context - 3:,} first, unhooked, sdpa),")):
         r = f[key] / prefill
         lines.append(f"| Opening Inside for {words} of a {context:,}-token context (`engine.inside.inside`, logit lens included) | "
                      f"{f[key]:,.0f} ms = {r:.2f}x the engine's prefill ({prefill:,.0f} ms; bare model "
