@@ -80,7 +80,7 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("nexttoken — watch GPT-2 pick its next token")
         self.resize(1600, 1000)
         self._build_panels()
-        panels = (self.embeddings, self.attention, self.logits, self.kv, self.stages)
+        panels = (self.embeddings, self.attention, self.logits, self.kv)
         plot_views = [v for panel in panels for v in panel.plot_views()]
         for view in plot_views:  # an axis is text: keep it as a pixmap until its range changes
             for item in view.scene().items():

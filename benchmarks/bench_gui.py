@@ -201,7 +201,7 @@ def measure_stages(app, loaded, repeats: int) -> dict[str, float]:
     state = AppState()
     panel = StagesPanel(state)
     panel.resize(1400, 800)
-    panel.show()
+    panel.show()  # shown: a hidden sampling view draws nothing until it is shown
     times = []
     for i in range(repeats + 1):
         settings = SamplingSettings(temperature=0.5 + 0.1 * (i % 5), top_k=50, top_p=0.9, repetition_penalty=1.3, seed=1)

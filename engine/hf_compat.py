@@ -8,6 +8,8 @@ Tested with the range pinned in pyproject.toml.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import torch
 
 
@@ -62,3 +64,15 @@ def copy_prefix(cache, length: int, config):
     for layer, (keys, values) in enumerate(layer_tensors(cache)):
         new.update(keys[:, :, :length], values[:, :, :length], layer)  # update concatenates: a copy
     return new
+
+
+@contextmanager
+def attention(model, implementation: str):
+    """Run ``model`` with another attention implementation inside the ``with`` ("sdpa": faster on CPU,
+    returns no attention weights; "eager": returns them, which hook_pattern needs)."""
+    before = model.config._attn_implementation
+    model.set_attn_implementation(implementation)
+    try:
+        yield
+    finally:
+        model.set_attn_implementation(before)

@@ -2,8 +2,8 @@
 
 A step keeps only what is cheap (engine.session.STEP_HOOKS); everything else is recomputed here by
 one hooked forward pass of the model (the TransformerLens points of ``hooks.HOOK_POINTS``): position
-p alone against a copy of the cached keys and values of positions 0..p-1 when the session's KV cache
-holds them, else positions 0..p. The model is causal, so a position's values do not depend on later
+p alone against the keys and values of positions 0..p-1, copied from the session's KV cache when it
+holds them, else computed by an unhooked pass over those positions. The model is causal, so a position's values do not depend on later
 tokens: either way they equal, to float precision, what the step computed.
 The logit lens (L + 1 products with the LM head) runs here, never inside a timed step.
 """
@@ -24,12 +24,13 @@ LENS_TOP = 10  # logit-lens candidates per depth
 # Points recorded at the position asked for (the pass's last position), every layer. Keys and values
 # of every position come from the pass's KV cache; the scores row from q and those keys.
 _PATH = (
-    "blocks.{L}.hook_resid_pre", "blocks.{L}.ln1.hook_scale", "blocks.{L}.ln1.hook_normalized",
-    "blocks.{L}.ln1.hook_out", "blocks.{L}.attn.hook_q", "blocks.{L}.attn.hook_pattern", "blocks.{L}.attn.hook_z", "blocks.{L}.hook_attn_out",
-    "blocks.{L}.hook_resid_mid", "blocks.{L}.ln2.hook_scale", "blocks.{L}.ln2.hook_normalized",
-    "blocks.{L}.ln2.hook_out", "blocks.{L}.mlp.hook_pre", "blocks.{L}.mlp.hook_post",
-    "blocks.{L}.hook_mlp_out", "blocks.{L}.hook_resid_post",
-    "hook_embed", "hook_pos_embed", "ln_final.hook_scale", "ln_final.hook_normalized", "ln_final.hook_out",
+    "hook_embed", "hook_pos_embed", "blocks.{L}.hook_resid_pre",
+    "blocks.{L}.ln1.hook_scale", "blocks.{L}.ln1.hook_normalized", "blocks.{L}.ln1.hook_out",
+    "blocks.{L}.attn.hook_q", "blocks.{L}.attn.hook_pattern", "blocks.{L}.attn.hook_z",
+    "blocks.{L}.hook_attn_out", "blocks.{L}.hook_resid_mid",
+    "blocks.{L}.ln2.hook_scale", "blocks.{L}.ln2.hook_normalized", "blocks.{L}.ln2.hook_out",
+    "blocks.{L}.mlp.hook_pre", "blocks.{L}.mlp.hook_post", "blocks.{L}.hook_mlp_out", "blocks.{L}.hook_resid_post",
+    "ln_final.hook_scale", "ln_final.hook_normalized", "ln_final.hook_out",
 )
 
 
@@ -114,10 +115,10 @@ def inside(session, step: int | None = None, position: int | None = None, *,
            kv_layers: tuple[int, ...] | None = None, use_cache: bool = True) -> InsideTrace:
     """Everything on the path at ``position`` (default: the step's newest) of ``step`` (default: latest).
 
-    One forward pass, hooked at position p: with ``use_cache`` and a KV cache that holds positions
-    0..p-1, only position p runs, against a copy of those cached keys and values (what a decode step
-    does: tens of milliseconds); otherwise positions 0..p all run (one prefill of p + 1 tokens). The
-    two give the same values to float precision. ``kv_layers`` (default: all) are the layers whose
+    Position p runs as a decode step, hooked, against the keys and values of positions 0..p-1: a
+    copy of the session's KV cache when ``use_cache`` and it holds them (tens of milliseconds), else
+    computed first by an unhooked pass over positions 0..p-1 with sdpa attention (a prefill of p
+    tokens). The two give the same values to float precision. ``kv_layers`` (default: all) are the layers whose
     keys and values of every visible position are included (float32 2 x H x T x dh each).
     """
     s, p, ids, next_id = _resolve(session, step, position)
@@ -127,7 +128,10 @@ def inside(session, step: int | None = None, position: int | None = None, *,
     last = hooks.Keep(rows=slice(-1, None))  # position p is the pass's last position either way
     t0 = perf_counter()
     past = session.kv_prefix(p) if use_cache else None
-    fed = ids[: p + 1] if past is None else ids[p : p + 1]
+    if past is None and p > 0:  # no cache to copy: compute positions 0..p-1's keys and values, unhooked
+        with torch.inference_mode(), hf_compat.attention(model, "sdpa"):
+            _, past = hf_compat.forward(model, torch.from_numpy(ids[:p])[None], None)
+    fed = ids[p : p + 1]
     with torch.inference_mode(), hooks.capture(model, n_layers, {name: last for name in _PATH}) as rec:
         _, cache = hf_compat.forward(model, torch.from_numpy(fed)[None], past)
     layer_kv = hf_compat.layer_tensors(cache)  # every layer's keys and values, positions 0..p

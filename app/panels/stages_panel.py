@@ -19,6 +19,7 @@ from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import QHeaderView, QLabel, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
 
 from .. import theme as th
+from ..guard import guarded
 from ..state import AppState
 
 SHOWN = 12  # candidates in the table (the top by penalised logit, as the candidates panel orders them)
@@ -66,14 +67,28 @@ class StagesPanel(QWidget):
         layout.addWidget(self.draw_caption)
         layout.addWidget(self.draw_view)
         self.stages = None  # the CandidateStages drawn (tests read it)
+        self._dirty = False  # a result arrived while hidden
         state.subscribe(self._on_state_result)
         state.subscribe_theme(self._on_state_theme)
 
     def plot_views(self) -> list[pg.GraphicsView]:
-        return [self.draw_view]
+        return []  # a tab of its own: drawn when shown, not in the overview's turns
 
     # ------------------------------------------------------------ drawing
     def _on_state_result(self, result) -> None:
+        """Draw now if shown; a hidden view costs a step nothing and draws when it is shown."""
+        self._dirty = True
+        if self.isVisible():
+            self._draw(result)
+
+    @guarded
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        super().showEvent(event)
+        if self._dirty and self.state.result is not None:
+            self._draw(self.state.result)
+
+    def _draw(self, result) -> None:
+        self._dirty = False
         trace = result.trace
         if trace is None:
             self.stages = None

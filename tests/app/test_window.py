@@ -193,12 +193,14 @@ def test_typing_a_prompt_retokenizes(window, qtbot):
 def test_projector_mode_enlarges_fonts_and_switches_colour_map(window, qtbot):
     run(qtbot, window, window.step, "step")
     small = window.font().pointSize()
-    window.projector_action.trigger()
-    assert window.state.theme.name == "projector"
+    with qtbot.waitSignal(window.state.themeChanged, timeout=10_000):  # restyled one panel per turn
+        window.projector_action.trigger()
+        assert window.state.theme.name == "projector"
     assert window.font().pointSize() > small
     assert window.attention.colorbar.colorMap().name == "cividis"
-    window.projector_action.trigger()
-    assert window.state.theme.name == "normal"
+    with qtbot.waitSignal(window.state.themeChanged, timeout=10_000):
+        window.projector_action.trigger()
+    assert window.state.theme.name == "normal" and window.font().pointSize() == small
 
 
 def test_generation_stops_when_the_context_is_full(make_window, qtbot, tiny_model):

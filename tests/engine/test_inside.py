@@ -115,7 +115,7 @@ def check_position(trace, ref, model, p):
     assert trace.lens_next_rank.tolist() == [int((row > row[trace.next_id]).sum()) + 1 for row in full]
 
 
-@pytest.mark.parametrize("use_cache", [True, False], ids=["one position against the cache", "whole context"])
+@pytest.mark.parametrize("use_cache", [True, False], ids=["against the session's cache", "without it"])
 def test_inside_equals_the_models_own_modules(loaded, use_cache):
     session = stepped(loaded)
     model = plain_model(loaded)
@@ -129,8 +129,9 @@ def test_inside_equals_the_models_own_modules(loaded, use_cache):
                   for step, position in ((None, None), (0, 3), (2, 1), (1, newest - 2), (0, 0))]
     finally:
         handle.remove()
-    # against the cache only position p runs; without it (or at position 0) positions 0..p
-    assert fed == [1 if use_cache and t.position > 0 else t.position + 1 for t in traces]
+    # against the cache only position p runs; without it positions 0..p-1 first, unhooked
+    expected = [[1] if use_cache or t.position == 0 else [t.position, 1] for t in traces]
+    assert fed == [n for e in expected for n in e]
     for trace, position in zip(traces, (None, 3, 1, newest - 2, 0)):
         p = trace.position
         assert p == (newest if position is None else position)
@@ -303,3 +304,17 @@ def test_gpt2_small_shape(tmp_path):
     r = session.records[-1].end - 1
     for key in ("q", "z", "mlp_post", "resid_mid"):
         np.testing.assert_allclose(arrays[f"{key}_1"], ref[key][:, r].numpy(), atol=ATOL, rtol=1e-5)
+
+
+def test_the_trace_module_imports_only_numpy_and_the_standard_library():
+    """engine/inside_trace.py crosses to the window, whose process must not import torch."""
+    import ast
+    import sys
+    from pathlib import Path
+
+    import engine.inside_trace as module
+
+    tree = ast.parse(Path(module.__file__).read_text())
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 0}
+    assert imported - set(sys.stdlib_module_names) == {"numpy"}
