@@ -14,16 +14,18 @@ from PySide6.QtCore import QSettings, Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
+    QButtonGroup,
     QCheckBox,
     QDoubleSpinBox,
     QFileDialog,
     QGraphicsItem,
+    QHBoxLayout,
     QLabel,
     QMainWindow,
     QProgressDialog,
     QPushButton,
     QSplitter,
-    QTabWidget,
+    QStackedWidget,
     QToolBar,
     QVBoxLayout,
     QWidget,
@@ -163,12 +165,27 @@ class MainWindow(QMainWindow):
         self.inside = InsidePanel(s)
         self.stages = StagesPanel(s)
         self.cache = CachePanel(s)
-        self.views = QTabWidget()
-        for widget, title in zip((rows, self.inside, self.stages, self.cache), VIEWS.values()):
-            self.views.addTab(widget, title)
+        # the views, one at a time, chosen by a row of buttons (Ctrl+1 to Ctrl+4). Not a QTabWidget:
+        # its tab bar re-measured itself on every layout pass a step set off (+10 ms a drawn step).
+        self.views = QStackedWidget()
+        switcher = QHBoxLayout()
+        switcher.setSpacing(2)
+        self.view_buttons = QButtonGroup(self)
+        for index, (widget, (name, title)) in enumerate(zip((rows, self.inside, self.stages, self.cache), VIEWS.items())):
+            self.views.addWidget(widget)
+            button = QPushButton(f"{title}  (Ctrl+{index + 1})")
+            button.setCheckable(True)
+            button.setShortcut(QKeySequence(f"Ctrl+{index + 1}"))
+            button.setToolTip(f"Show the view “{title}” (nexttoken --view {name})")
+            self.view_buttons.addButton(button, index)
+            switcher.addWidget(button)
+        switcher.addStretch(1)
+        self.view_buttons.button(0).setChecked(True)
+        self.view_buttons.idClicked.connect(self.views.setCurrentIndex)
         central = QWidget()
         layout = QVBoxLayout(central)
         layout.setContentsMargins(6, 4, 6, 4)
+        layout.addLayout(switcher)
         layout.addWidget(self.views)
         self.setCentralWidget(central)
 
@@ -298,7 +315,9 @@ class MainWindow(QMainWindow):
 
     def show_view(self, name: str) -> None:
         """Bring view ``name`` (one of VIEWS) to the front; the others stay a tab away."""
-        self.views.setCurrentIndex(list(VIEWS).index(name))
+        index = list(VIEWS).index(name)
+        self.view_buttons.button(index).setChecked(True)
+        self.views.setCurrentIndex(index)
 
     def _can_go_on(self) -> bool:
         return not (self.state.result is not None and self.state.result.stopped)

@@ -23,6 +23,7 @@ from PySide6.QtGui import QColor, QImage
 
 from app import theme as th
 from app.panels.tokens_panel import Chip, TokenStrip
+from app.protocol import Step
 from engine import SamplingSettings, SettingsError, load_model
 from engine.sampling import RANGES
 from tests.conftest import make_tiny_folder
@@ -226,9 +227,12 @@ def test_a_fault_inside_a_step_shows_an_error_and_keeps_the_last_good_step(windo
 
 
 def test_holding_the_step_key_does_not_pile_up_work(window, qtbot, forward_calls):
-    """300 presses of Space, one every 5 ms while the event loop runs: forward passes are far fewer
-    than presses, at most two run after the last press, and the event loop never stalls long."""
-    presses, sent, at_last_press, ticks = 300, [0], [0], []
+    """300 presses of Space, one every 5 ms while the event loop runs: at most one step ever waits
+    behind the one running, at most two run after the last press, and the event loop never stalls
+    long. (Generation must not stop half-way, or the later presses would test nothing: an earlier
+    version of this test bounded the forward passes by a quarter of the presses, which held only
+    because the demo model happened to draw <|endoftext|> after 28 steps.)"""
+    presses, sent, at_last_press, ticks, waiting = 300, [0], [0], [], []
     window.attention.setFocus()  # in the prompt editor, Space types a space
     keys, heartbeat = QTimer(interval=5), QTimer(interval=10)
     heartbeat.timeout.connect(lambda: ticks.append(perf_counter()))
@@ -236,6 +240,7 @@ def test_holding_the_step_key_does_not_pile_up_work(window, qtbot, forward_calls
     def press():
         qtbot.keyPress(window, Qt.Key_Space)
         sent[0] += 1
+        waiting.append(sum(isinstance(r, Step) for r in window.controller._waiting))
         if sent[0] == presses:
             keys.stop()
             qtbot.keyRelease(window, Qt.Key_Space)
@@ -253,7 +258,9 @@ def test_holding_the_step_key_does_not_pile_up_work(window, qtbot, forward_calls
     print(f"\n{presses} presses in {elapsed:.2f} s: {len(forward_calls)} forward passes, "
           f"{len(forward_calls) - at_last_press[0]} after the last press; event-loop gap max {gaps.max():.0f} ms, "
           f"p99 {np.percentile(gaps, 99):.0f} ms")
-    assert len(forward_calls) <= presses // 4
+    assert not window.state.result.stopped  # every press could have asked for a step
+    assert max(waiting) <= 1  # a held key queues one step, never a pile
+    assert len(forward_calls) < presses
     assert len(forward_calls) - at_last_press[0] <= 2
     assert gaps.max() < 500
 
