@@ -421,6 +421,36 @@ def memory_child(folder: str, steps: int) -> dict:
     }
 
 
+def measure_projection_fit(loaded) -> dict[str, float]:
+    """Peak memory (numpy allocations, tracemalloc) and time of fitting the fixed PCA basis on the
+    token embedding matrix: the engine's chunked fit against the former one, which made two float64
+    copies of the whole matrix. Both give the same components (checked)."""
+    import tracemalloc
+
+    from engine.projection import fit
+
+    weight = loaded.model.get_input_embeddings().weight.detach().float().numpy()
+
+    def former(x):  # the fit before issue 11, kept here only to measure it
+        x = np.asarray(x, dtype=np.float64)
+        centered = x - x.mean(axis=0)
+        cov = centered.T @ centered / max(len(x) - 1, 1)
+        values, vectors = np.linalg.eigh(cov)
+        return vectors[:, np.argsort(values)[::-1][:3]].T
+
+    out = {"matrix_mib": weight.nbytes / 2**20}
+    for name, fn in (("chunked", lambda: fit(weight).components), ("former", lambda: former(weight))):
+        tracemalloc.start()
+        t = time.perf_counter()
+        components = fn()
+        out[f"{name}_s"] = time.perf_counter() - t
+        out[f"{name}_peak_mib"] = tracemalloc.get_traced_memory()[1] / 2**20
+        tracemalloc.stop()
+        out[f"{name}_components"] = np.abs(np.asarray(components, dtype=np.float64))
+    out["same"] = bool(np.allclose(out.pop("chunked_components"), out.pop("former_components"), atol=1e-4))
+    return out
+
+
 def measure_memory(folder: Path, steps: int, threads: int) -> dict:
     cmd = [sys.executable, __file__, "--memory-child", str(folder), "--steps", str(steps), "--threads", str(threads)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -430,6 +460,12 @@ def measure_memory(folder: Path, steps: int, threads: int) -> dict:
 # ----------------------------------------------------------------- report
 def mib(n: float) -> str:
     return f"{n / 2**20:,.0f} MiB"
+
+
+def fit_row(f: dict) -> str:
+    return (f"| fitting the fixed PCA basis on the token embeddings ({f['matrix_mib']:.0f} MiB, float32): peak extra memory "
+            f"and time | {f['chunked_peak_mib']:.0f} MiB, {f['chunked_s']:.1f} s (before: {f['former_peak_mib']:.0f} MiB, "
+            f"{f['former_s']:.1f} s; same components: {f['same']}) | |")
 
 
 def report(args, threads: int, decode, prefill, cache_rows, play, memory, sampling_rows, wall_s: float) -> str:
@@ -579,7 +615,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="short run (under a minute): fewer repeats and steps")
     p.add_argument("--threads", type=int, default=0, help=f"torch threads (default: cores - 1 = {app_threads()}, as the app)")
-    p.add_argument("--only", choices=("cache", "sampling", "inside"),
+    p.add_argument("--only", choices=("cache", "sampling", "inside", "fit"),
                    help="run one section and print its table: the KV cache comparison, sampling, or the Inside figures (issue 12)")
     p.add_argument("--memory-child", metavar="FOLDER", help=argparse.SUPPRESS)
     p.add_argument("--steps", type=int, default=0, help=argparse.SUPPRESS)
@@ -600,6 +636,10 @@ def main(argv=None) -> int:
               f"engine attention: {loaded.model.config._attn_implementation}", file=sys.stderr)
         if args.only in ("cache", "sampling"):
             return only_section(args, cfg, loaded, bare, t0)
+        if args.only == "fit":
+            f = measure_projection_fit(loaded)
+            print(fit_row(f))
+            return 0
         decode = {c: measure_decode(loaded, bare, c, cfg["decode_repeats"]) for c in cfg["decode_contexts"]}
         print(f"decode {decode}", file=sys.stderr)
         added = measure_added_recording(loaded, bare, min(cfg["decode_contexts"]), 3 * cfg["decode_repeats"])
@@ -616,11 +656,14 @@ def main(argv=None) -> int:
             print(f"sampling {sampling_rows}", file=sys.stderr)
             play = measure_play(loaded, bare, cfg["play_steps"])
             print(f"play {play}", file=sys.stderr)
+        fit = measure_projection_fit(loaded) if args.only is None else None
+        print(f"projection fit {fit}", file=sys.stderr)
         del loaded, bare
         memory = measure_memory(folder, cfg["memory_steps"], threads)
     wall = time.perf_counter() - t0
     if args.only != "inside":
         print(report(args, threads, decode, prefill, cache_rows, play, memory, sampling_rows, wall))
+        print(fit_row(fit))
         print()
     else:
         print(f"Measured {datetime.date.today().isoformat()}, {os.cpu_count()} cores, torch.set_num_threads({threads}), "
