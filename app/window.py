@@ -165,7 +165,7 @@ class MainWindow(QMainWindow):
         self.inside = InsidePanel(s)
         self.stages = StagesPanel(s)
         self.cache = CachePanel(s)
-        # the views, one at a time, chosen by a row of buttons (Ctrl+1 to Ctrl+4). Not a QTabWidget:
+        # the views, one at a time, chosen by a row of buttons (Alt+1 to Alt+4). Not a QTabWidget:
         # its tab bar re-measured itself on every layout pass a step set off (+10 ms a drawn step).
         self.views = QStackedWidget()
         switcher = QHBoxLayout()
@@ -173,9 +173,9 @@ class MainWindow(QMainWindow):
         self.view_buttons = QButtonGroup(self)
         for index, (widget, (name, title)) in enumerate(zip((rows, self.inside, self.stages, self.cache), VIEWS.items())):
             self.views.addWidget(widget)
-            button = QPushButton(f"{title}  (Ctrl+{index + 1})")
+            button = QPushButton(f"{title}  (Alt+{index + 1})")
             button.setCheckable(True)
-            button.setShortcut(QKeySequence(f"Ctrl+{index + 1}"))
+            button.setShortcut(QKeySequence(f"Alt+{index + 1}"))
             button.setToolTip(f"Show the view “{title}” (nexttoken --view {name})")
             self.view_buttons.addButton(button, index)
             switcher.addWidget(button)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import os
 import subprocess
@@ -11,6 +13,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow  # over 5 s (a child process or a whole app run)
 def test_smoke_test_with_screenshot_prints_json_and_saves_a_png(tmp_path):
     shot = tmp_path / "shot.png"
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen", HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path))

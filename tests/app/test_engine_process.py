@@ -99,6 +99,7 @@ def _steps(qtbot, window, n):
     return [run(qtbot, window, window.step, "step") for _ in range(n)]
 
 
+@pytest.mark.slow  # over 5 s (a child process or a whole app run)
 def test_process_engine_computes_what_the_thread_engine_computes(make_window, process_window, qtbot, demo_model):
     threaded = make_window()
     run(qtbot, threaded, lambda: threaded.load_model(None, loaded=demo_model, prompt=PROMPT), "load")
@@ -114,6 +115,7 @@ def test_process_engine_computes_what_the_thread_engine_computes(make_window, pr
     np.testing.assert_array_equal(process_window.attention.shown, threaded.attention.shown)
 
 
+@pytest.mark.slow  # over 5 s (a child process or a whole app run)
 def test_the_window_process_runs_no_forward_pass(process_window, qtbot, forward_calls):
     results = _steps(qtbot, process_window, 3)
     assert [r.trace.step for r in results] == [0, 1, 2]
@@ -124,6 +126,7 @@ def test_the_window_process_runs_no_forward_pass(process_window, qtbot, forward_
         assert os.getpriority(os.PRIO_PROCESS, child) == os.getpriority(os.PRIO_PROCESS, 0) + engine_process.ENGINE_NICENESS
 
 
+@pytest.mark.slow  # over 5 s (a child process or a whole app run)
 def test_max_speed_play_and_pause(process_window, qtbot):
     w = process_window
     w.max_speed.setChecked(True)
@@ -146,6 +149,7 @@ def test_max_speed_play_and_pause(process_window, qtbot):
     assert steps == list(range(len(steps)))  # in order, none lost
 
 
+@pytest.mark.slow  # over 5 s (a child process or a whole app run)
 def test_a_killed_engine_is_replaced_and_the_model_reloaded(process_window, qtbot):
     w = process_window
     _steps(qtbot, w, 2)
@@ -160,6 +164,7 @@ def test_a_killed_engine_is_replaced_and_the_model_reloaded(process_window, qtbo
     assert after.trace.step == 0
 
 
+@pytest.mark.slow  # over 5 s (a child process or a whole app run)
 def test_closing_mid_play_ends_the_child_promptly(process_window, qtbot):
     w = process_window
     child = w.controller.engine.process

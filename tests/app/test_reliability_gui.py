@@ -226,6 +226,7 @@ def test_a_fault_inside_a_step_shows_an_error_and_keeps_the_last_good_step(windo
     np.testing.assert_array_equal(again.record.logits, good.record.logits)
 
 
+@pytest.mark.slow  # over 5 s (a child process or a whole app run)
 def test_holding_the_step_key_does_not_pile_up_work(window, qtbot, forward_calls):
     """300 presses of Space, one every 5 ms while the event loop runs: at most one step ever waits
     behind the one running, at most two run after the last press, and the event loop never stalls
@@ -319,6 +320,7 @@ sys.exit(code)
 """
 
 
+@pytest.mark.slow  # over 5 s (a child process or a whole app run)
 @pytest.mark.parametrize("mode, engine", [("play", "process"), ("play", "thread"), ("download", "thread")])
 def test_quitting_mid_play_or_mid_download_exits_cleanly(tmp_path, mode, engine):
     """A real process: quit from the menu while Play runs or while a download reports progress.
@@ -350,6 +352,7 @@ print("exit 0", flush=True)
 """
 
 
+@pytest.mark.slow  # over 5 s (a child process or a whole app run)
 def test_a_window_that_is_never_closed_still_stops_its_thread(tmp_path):
     """A script that quits without closing its window: the worker thread is stopped at quit/exit,
     so Qt never aborts with "QThread: Destroyed while thread is still running"."""
