@@ -183,8 +183,7 @@ class CachePanel(QWidget):
                         "this machine: without the cache every step runs the whole sequence again.")
         self.time_caption.setText(summary)
         plot = self.time_view.getPlotItem()
-        plot.setLabel("bottom", "positions in the context")
-        plot.setLabel("left", "forward pass (ms)")
+        th.style_plot(plot, self.state.theme, left="forward pass (ms)", bottom="positions in the context")
         if self._times:  # from 0 on both axes: flat reads flat, growth reads as growth
             plot.setRange(xRange=(0, max(T for _, T in self._times) * 1.05), yRange=(0, max(self._times.values()) * 1.2), padding=0)
 
@@ -192,6 +191,7 @@ class CachePanel(QWidget):
         self.setFont(theme.font())
         for view in (self.keys_view, self.values_view, self.query_view, self.time_view):
             th.style_plot(view.getPlotItem(), theme)
+        self.time_view.getPlotItem().legend.setLabelTextSize(f"{theme.font_pt}pt")
         self._draw_times()
 
 

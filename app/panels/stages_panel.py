@@ -117,13 +117,13 @@ class StagesPanel(QWidget):
         columns = [
             "token (id)",
             "1 · raw logit",
-            f"2 · repetition penalty {s.repetition_penalty:g}",
+            f"2 · repetition penalty {s.repetition_penalty:g}" + (" (off)" if s.repetition_penalty == 1 else ": tokens in the text"),
             "3 · greedy: no temperature" if greedy else f"3 · ÷ temperature {s.temperature:g}",
             "4 · top-k " + ("(off)" if greedy or not s.top_k else str(s.top_k)),
             "5 · softmax: probability",
             "6 · top-p " + ("(off)" if greedy or s.top_p >= 1 else f"{s.top_p:g}: running total"),
             "7 · renormalised",
-            "8 · the draw: its stretch of [0, 1)",
+            "8 · draw: stretch of [0, 1)",
         ]
         self.table.setColumnCount(len(columns))
         self.table.setHorizontalHeaderLabels(columns)
@@ -239,9 +239,9 @@ def _penalty_text(raw: float, after: float, penalised: bool, in_context: bool, p
     if not in_context:
         return f"{after:.3f}"
     if not penalised:
-        return f"{after:.3f} (in the text; penalty off)"
+        return f"{after:.3f} (in text)"
     how = f"÷ {penalty:g}" if raw > 0 else f"× {penalty:g}"
-    return f"{raw:.3f} {how} = {after:.3f} (in the text)"
+    return f"{raw:.3f} {how} = {after:.3f}"
 
 
 def _segment_text(start: float, end: float, u: float, greedy: bool) -> str:
