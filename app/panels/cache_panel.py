@@ -102,6 +102,7 @@ class CachePanel(QWidget):
     @guarded
     def showEvent(self, event) -> None:  # noqa: N802 - Qt's name
         super().showEvent(event)
+        self._draw_times()
         QTimer.singleShot(0, self.refresh)
 
     def _on_state_result(self, result) -> None:
@@ -110,7 +111,8 @@ class CachePanel(QWidget):
         for record in result.records[-1:]:
             if record.step > 0:  # decode steps: one new position each (the prefill ran the prompt)
                 self._times[(record.kv.positions > 0, record.end)] = record.forward_ms
-        self._draw_times()
+        if self.isVisible():  # hidden, a step costs this view nothing: it draws when shown
+            self._draw_times()
         if result.trace is None:
             self._asked = self._shown = None
             self.trace = None
