@@ -82,6 +82,7 @@ def test_bad_input_exits_non_zero_with_one_line(capsys, args, words):
     assert len(err) == 1 and err[0].startswith("error: ") and words in err[0]
 
 
+@pytest.mark.slow  # over 5 s
 def test_module_entry_point_runs_offline():
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     done = subprocess.run(

@@ -63,6 +63,7 @@ def test_hooks_are_removed_after_each_step(loaded):
     assert all(not m._forward_hooks for m in loaded.model.modules())
 
 
+@pytest.mark.slow  # over 5 s
 def test_greedy_steps_equal_generate(loaded):
     steps = 12
     session = Session(loaded, SamplingSettings(greedy=True), max_new_tokens=steps)
@@ -75,6 +76,7 @@ def test_greedy_steps_equal_generate(loaded):
     assert mine == out[0, len(ids):].tolist()
 
 
+@pytest.mark.slow  # over 5 s
 def test_each_decode_step_equals_full_recompute(loaded):
     session = Session(loaded, SamplingSettings(temperature=1.0, seed=7))
     session.set_prompt(PROMPT)

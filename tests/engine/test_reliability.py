@@ -423,6 +423,7 @@ def test_thousand_steps_hold_a_bounded_history(tmp_path, one_thread):
     assert rss_bytes() - rss_start <= grown + 64 * 2**20
 
 
+@pytest.mark.slow  # over 5 s
 def test_looping_play_on_the_demo_model_does_not_leak(demo_model, one_thread):
     """1,000 steps of Play, rewinding to step 0 each time the 256-position window fills, with a
     branch (step back, choose another token, re-sample) every 25 steps: the history never exceeds
