@@ -43,6 +43,10 @@ class Theme:
         f.setBold(bold)
         return f
 
+    def text_px(self, delta: int = 0) -> int:
+        """The height of a line of text in ``font(delta)``, in pixels: the unit of the room a plot needs."""
+        return QFontMetrics(self.font(delta)).height()
+
     def cmap(self) -> pg.ColorMap:
         return pg.colormap.get(self.colormap)
 
@@ -82,6 +86,8 @@ def style_plot(plot: pg.PlotItem, theme: Theme, *, left: str | None = None, bott
         plot.setLabel("left", left, **style)
     if bottom is not None:
         plot.setLabel("bottom", bottom, **style)
+        # pyqtgraph counts 80 % of the title's height: its last pixels were cut off
+        plot.getAxis("bottom").setHeight(theme.text_px(-1) + theme.text_px() + 12)
 
 
 def fix_axis_width(plot: pg.PlotItem, theme: Theme, chars: int, name: str = "left") -> None:
@@ -90,6 +96,32 @@ def fix_axis_width(plot: pg.PlotItem, theme: Theme, chars: int, name: str = "lef
     context): the layout moves and the plot paints again, up to five times a step."""
     sample = QFontMetrics(theme.font(-1)).horizontalAdvance("x" * chars) if chars else 0
     plot.getAxis(name).setWidth(sample + 12)  # + tick marks and spacing
+
+
+def need_area(view: pg.GraphicsView, plot: pg.PlotItem, width: int, height: int, *, beside: int = 0) -> tuple[int, int]:
+    """Give ``plot``'s drawing area (its ViewBox) at least ``width`` x ``height`` pixels: set the
+    minimum size of ``view`` to that plus its axes, title and ``beside`` (a colour bar). Returns the
+    need, which the panel's ``plot_needs()`` reports (tests/app/test_screens.py checks it)."""
+    # an axis title longer than its axis was cut: the area is at least as long as its axes' titles
+    for name, along in (("bottom", 0), ("left", 1)):
+        axis = plot.getAxis(name)
+        if axis.isVisible() and axis.label.isVisible() and axis.labelText:
+            need = int(axis.label.boundingRect().width()) + 6
+            width, height = (max(width, need), height) if along == 0 else (width, max(height, need))
+    w = width + beside + 24  # + the layout's margins and spacing
+    h = height + 12
+    for name in ("left", "right"):
+        axis = plot.getAxis(name)
+        if axis.isVisible():
+            w += max(axis.minimumWidth(), axis.preferredWidth())
+    for name in ("top", "bottom"):
+        axis = plot.getAxis(name)
+        if axis.isVisible():
+            h += max(axis.minimumHeight(), axis.preferredHeight())
+    if plot.titleLabel.isVisible():
+        h += int(plot.titleLabel.preferredHeight())
+    view.setMinimumSize(int(w), int(h))
+    return width, height
 
 
 NICE = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)

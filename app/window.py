@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 import pyqtgraph as pg
-from PySide6.QtCore import QSettings, Qt, Signal
+from PySide6.QtCore import QEvent, QSettings, Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
@@ -18,11 +18,16 @@ from PySide6.QtWidgets import (
     QDoubleSpinBox,
     QFileDialog,
     QGraphicsItem,
+    QGroupBox,
+    QHBoxLayout,
     QLabel,
     QMainWindow,
+    QMessageBox,
     QProgressDialog,
     QPushButton,
-    QSplitter,
+    QSizePolicy,
+    QStyle,
+    QStyleOptionGroupBox,
     QToolBar,
     QVBoxLayout,
     QWidget,
@@ -35,6 +40,7 @@ from . import theme as th
 from .controller import SessionController
 from .guard import guarded
 from .paint_scheduler import PaintScheduler
+from .stage_layout import StageArea
 from .panels.attention_panel import AttentionPanel
 from .panels.embeddings_panel import EmbeddingsPanel
 from .panels.kv_panel import KVPanel, human_bytes
@@ -42,6 +48,7 @@ from .panels.logits_panel import LogitsPanel
 from .panels.sampling_panel import SamplingPanel
 from .panels.tokens_panel import TokensPanel
 from .player import Player
+from .about import about_text
 from .result import SessionResult
 from .state import AppState
 
@@ -49,6 +56,7 @@ log = logging.getLogger(__name__)
 
 GPT2_SMALL = "gpt2"
 PREFERENCE_LAST_MODEL = "model/last"
+PREFERENCE_GEOMETRY = "window/geometry"
 
 
 class MainWindow(QMainWindow):
@@ -71,6 +79,7 @@ class MainWindow(QMainWindow):
         self._loading_source: str | None = None
         self._progress: QProgressDialog | None = None
         self._closed = False
+        self.focused: QWidget | None = None  # the panel shown alone (toggle_focus), or None
 
         self.setWindowTitle("nexttoken — watch GPT-2 pick its next token")
         self.resize(1600, 1000)
@@ -94,10 +103,19 @@ class MainWindow(QMainWindow):
         self.restart_button = QPushButton("Restart the model")
         self.restart_button.clicked.connect(self._on_restart_action_triggered)
         self.restart_button.hide()  # shown once the engine was not restarted by itself
-        self.statusBar().addWidget(self.status_label, 1)
-        self.statusBar().addWidget(self.truncate_button)
-        self.statusBar().addWidget(self.restart_button)
-        self.statusBar().addPermanentWidget(self.model_label)
+        # a line of labels that wrap, under the panels (a QStatusBar's labels do not wrap: a long
+        # message widened the whole window)
+        for label in (self.status_label, self.model_label):
+            label.setWordWrap(True)
+            label.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
+        self.model_label.setAlignment(Qt.AlignRight | Qt.AlignVCenter)
+        bar = QHBoxLayout()
+        bar.setContentsMargins(2, 0, 2, 0)
+        bar.addWidget(self.status_label, 3)
+        bar.addWidget(self.truncate_button)
+        bar.addWidget(self.restart_button)
+        bar.addWidget(self.model_label, 2)
+        self._central_layout.addLayout(bar)
 
         c = self.controller
         c.resultReady.connect(self.painter.submit)
@@ -115,6 +133,7 @@ class MainWindow(QMainWindow):
         self.sampling.set_settings(c.settings)
         self.sampling.settingsChanged.connect(c.set_settings)
         self.state.subscribe_theme(self._on_state_theme)
+        self.state.themeChanged.connect(self._on_state_theme_changed)
         guard.reporter().occurred.connect(self._on_guard_occurred)
         if projector:
             self.projector_action.setChecked(True)  # setChecked does not emit triggered
@@ -130,31 +149,19 @@ class MainWindow(QMainWindow):
         self.logits = LogitsPanel(s)
         self.sampling = SamplingPanel(s)
         self.kv = KVPanel(s)
-
-        middle = QSplitter(Qt.Vertical)
-        middle.addWidget(self.logits)
-        middle.addWidget(self.sampling)
-        middle.setSizes([520, 260])
-        self._middle = middle
-        right = QSplitter(Qt.Vertical)
-        right.addWidget(self.embeddings)
-        right.addWidget(self.kv)
-        right.setSizes([350, 430])
-        columns = QSplitter(Qt.Horizontal)
-        columns.addWidget(self.attention)
-        columns.addWidget(middle)
-        columns.addWidget(right)
-        columns.setSizes([620, 470, 510])
-        self._columns = columns
-        rows = QSplitter(Qt.Vertical)
-        rows.addWidget(self.tokens)
-        rows.addWidget(columns)
-        rows.setSizes([165, 805])
-        rows.setChildrenCollapsible(False)
+        # in the order the model computes; a column's panels one above the other
+        columns = [[self.embeddings, self.attention], [self.logits, self.sampling], [self.kv]]
+        weights = {self.embeddings: 2, self.attention: 3, self.logits: 3, self.sampling: 2, self.kv: 2}
+        self.stages = StageArea(columns, weights)
+        s.topNChanged.connect(lambda _n: self.stages.relayout())  # more rows of candidates: more room
+        for panel in (self.tokens, *self.stages.panels()):
+            panel.installEventFilter(self)  # a double-click on a panel's title focuses it
         central = QWidget()
         layout = QVBoxLayout(central)
         layout.setContentsMargins(6, 4, 6, 4)
-        layout.addWidget(rows)
+        layout.addWidget(self.tokens)
+        layout.addWidget(self.stages, 1)
+        self._central_layout = layout
         self.setCentralWidget(central)
 
     def _build_actions(self) -> None:
@@ -167,8 +174,11 @@ class MainWindow(QMainWindow):
             self.addAction(a)
             return a
 
-        self.step_action = action("Step ▶", self.step, (Qt.Key_Space, Qt.Key_Right), "Run one step: one new token (Space or →)")
-        self.back_action = action("◀ Back", self.back, (Qt.Key_Left,), "Go back one step (←)")
+        # Page Down / Page Up: what a presentation clicker sends
+        self.step_action = action(
+            "Step ▶", self.step, (Qt.Key_Space, Qt.Key_Right, Qt.Key_PageDown), "Run one step: one new token (Space, → or Page Down)"
+        )
+        self.back_action = action("◀ Back", self.back, (Qt.Key_Left, Qt.Key_PageUp), "Go back one step (← or Page Up)")
         self.play_action = action("Play", self.toggle_play, (Qt.Key_P,), "Play or pause (P)")
         self.play_action.setCheckable(True)
         self.reset_action = action("Reset", self.reset, (), "Drop every step, keep the prompt")
@@ -182,6 +192,15 @@ class MainWindow(QMainWindow):
         self.quit_action = action("Quit", self.close, (QKeySequence.Quit,))
         self.projector_action = action("Projector mode (large fonts, high contrast)", self._on_projector_toggled, (Qt.Key_F5,))
         self.projector_action.setCheckable(True)
+        self.full_screen_action = action("Full screen", self._on_full_screen_triggered, (Qt.Key_F11,))
+        self.full_screen_action.setCheckable(True)
+        self.focus_actions = [
+            action(f"Focus: {panel.title()}", lambda _=False, p=panel: self.toggle_focus(p), (f"Ctrl+{i}",),
+                   "Show this panel alone, filling the window (again, or Ctrl+0, or Escape: every panel)")
+            for i, panel in enumerate((self.tokens, *self.stages.panels()), start=1)
+        ]
+        self.unfocus_action = action("Show every panel", lambda: self.toggle_focus(None), ("Ctrl+0", Qt.Key_Escape))
+        self.about_action = action("About nexttoken", self._on_about_action_triggered)
 
     def _build_menus(self) -> None:
         model = self.menuBar().addMenu("&Model")
@@ -197,9 +216,15 @@ class MainWindow(QMainWindow):
         model.addAction(self.quit_action)
         view = self.menuBar().addMenu("&View")
         view.addAction(self.projector_action)
+        view.addAction(self.full_screen_action)
+        view.addSeparator()
+        for a in (*self.focus_actions, self.unfocus_action):
+            view.addAction(a)
         run = self.menuBar().addMenu("&Run")
         for a in (self.step_action, self.back_action, self.play_action, self.reset_action):
             run.addAction(a)
+        help_menu = self.menuBar().addMenu("&Help")
+        help_menu.addAction(self.about_action)
 
     def _build_toolbar(self) -> None:
         bar = QToolBar("Controls")
@@ -358,7 +383,8 @@ class MainWindow(QMainWindow):
 
     def _on_controller_model_loaded(self, info) -> None:
         self._close_progress()
-        self.model_label.setText(f"Model: {info.label}")
+        self.model_label.setText(f"Model: {info.name}" + (" (tiny demo model)" if info.is_demo else ""))
+        self.model_label.setToolTip(info.label)
         if self.remember:
             self.preferences.setValue(PREFERENCE_LAST_MODEL, "" if info.is_demo else (self._loading_source or info.source))
 
@@ -397,11 +423,8 @@ class MainWindow(QMainWindow):
         self.setFont(font)
         self.menuBar().setFont(font)
         self.toolbar.setFont(theme.font(1, bold=True))
-        self.statusBar().setFont(font)
-        # large fonts need a wider middle column and more of it for the candidates' bars
-        projector = theme is th.PROJECTOR
-        self._columns.setSizes([540, 560, 500] if projector else [620, 470, 510])
-        self._middle.setSizes([640, 300] if projector else [520, 260])
+        for label in (self.status_label, self.model_label):
+            label.setFont(font)
 
     def _sync_actions(self) -> None:
         result = self.state.result
@@ -416,6 +439,46 @@ class MainWindow(QMainWindow):
         self.status_label.setText(text)
         log.info("status: %s", text)
 
+    # ------------------------------------------------------------ the view
+    def toggle_focus(self, panel: QWidget | None) -> None:
+        """Show ``panel`` alone, filling the window; the same panel again (or None): every panel."""
+        if panel is None or panel is self.focused:
+            panel = None
+        self.focused = panel
+        self.tokens.setVisible(panel is None or panel is self.tokens)
+        self.stages.setVisible(panel is not self.tokens)
+        self._central_layout.setStretchFactor(self.tokens, 1 if panel is self.tokens else 0)
+        self.tokens.set_expanded(panel is self.tokens)
+        self.stages.focus(None if panel is self.tokens else panel)
+        self.painter.repaint_later()
+
+    @guarded(fallback=False)
+    def eventFilter(self, watched, event) -> bool:
+        """A double-click on a panel's title focuses that panel (and back)."""
+        if event.type() == QEvent.Type.MouseButtonDblClick and isinstance(watched, QGroupBox):
+            option = QStyleOptionGroupBox()
+            watched.initStyleOption(option)
+            title = watched.style().subControlRect(QStyle.CC_GroupBox, option, QStyle.SC_GroupBoxLabel, watched)
+            if title.adjusted(-4, -4, 4, 4).contains(event.position().toPoint()):
+                self.toggle_focus(watched)
+                return True
+        return False
+
+    def _on_full_screen_triggered(self, on: bool) -> None:
+        self.showFullScreen() if on else self.showNormal()
+
+    def _on_state_theme_changed(self, _theme) -> None:
+        self.stages.relayout(force=True)  # other fonts: other minimum sizes, maybe other pages
+
+    def _on_about_action_triggered(self) -> None:
+        info = self.state.result.info.label if self.state.result is not None else "none loaded yet"
+        QMessageBox.about(self, "About nexttoken", about_text(info))
+
+    def restore_geometry(self) -> bool:
+        """Put the window where it was last closed (on that screen, so it stays on the projector)."""
+        saved = self.preferences.value(PREFERENCE_GEOMETRY)
+        return bool(saved) and self.restoreGeometry(saved)
+
     @guarded
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
@@ -424,6 +487,8 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------ closing
     @guarded
     def closeEvent(self, event) -> None:
+        if self.remember and not self._closed:
+            self.preferences.setValue(PREFERENCE_GEOMETRY, self.saveGeometry())
         self._closed = True
         self.pause()
         self.painter.stop()

@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt, Signal
-from PySide6.QtGui import QBrush, QColor
+from PySide6.QtGui import QBrush, QColor, QFontMetrics
 from PySide6.QtWidgets import QGraphicsRectItem, QGroupBox, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
 from engine.tokens import clip
@@ -47,7 +47,8 @@ class AttentionPanel(QGroupBox):
     row marked, and a clickable overview of every layer x head."""
 
     def __init__(self, state: AppState, parent: QWidget | None = None):
-        super().__init__("Attention: where each position looks", parent)
+        super().__init__("3 · Attention: where each position looks", parent)
+        self.short_title = "3 Attention"
         self.state = state
         self.history = AttentionHistory()
         self._pieces: tuple[str, ...] = ()
@@ -104,14 +105,19 @@ class AttentionPanel(QGroupBox):
         self.overview.addItem(self.tile_marker)
         self._mosaic_rgba = np.zeros((0, 0, 4), np.uint8)
         self._lut = np.zeros((256, 4), np.uint8)
-        self.overview_caption = QLabel("All layers × heads (click one to show it above)")
+        self.overview_caption = QLabel("All heads (click one)")
+        self.overview_caption.setWordWrap(True)
 
+        side = QVBoxLayout()  # the overview beside the matrix: the panel fits a 1024 x 720 projector
+        side.addWidget(self.overview_caption)
+        side.addWidget(self.overview_view, 1)
+        plots = QHBoxLayout()
+        plots.addWidget(self.view, 4)
+        plots.addLayout(side, 1)
         layout = QVBoxLayout(self)
         layout.addLayout(controls)
         layout.addWidget(self.caption)  # its own row: beside the spin boxes it wrapped to 7 lines on a projector
-        layout.addWidget(self.view, 5)
-        layout.addWidget(self.overview_caption)
-        layout.addWidget(self.overview_view, 3)
+        layout.addLayout(plots, 1)
 
         state.subscribe(self._on_state_result)
         state.layerChanged.connect(self._on_state_selection)
@@ -119,6 +125,10 @@ class AttentionPanel(QGroupBox):
         state.positionChanged.connect(self._on_state_selection)
         state.subscribe_theme(self._on_state_theme)
         self._on_state_theme(state.theme)
+
+    def plot_needs(self) -> list:
+        """(plot, (width, height)): the drawing area each plot needs to be read."""
+        return self._needs
 
     def plot_views(self) -> list[pg.GraphicsView]:
         """The plot views the window paints, one per event-loop turn after a step."""
@@ -151,7 +161,7 @@ class AttentionPanel(QGroupBox):
                 spin.blockSignals(False)
 
     def _on_state_theme(self, theme: th.Theme) -> None:
-        th.style_plot(self.plot, theme, left="query position (row)", bottom="key position (column)")
+        th.style_plot(self.plot, theme, left="query position", bottom="key position")
         th.style_plot(self.overview, theme, left="layer", bottom="head")
         th.fix_axis_width(self.plot, theme, 15)  # "token piece 1023": 10 characters, a space, the position
         self.colorbar.setColorMap(theme.cmap())
@@ -161,6 +171,12 @@ class AttentionPanel(QGroupBox):
         self.query_row.setPen(theme.pen(th.VERMILION, width=theme.line + 1))
         self.tile_marker.setPen(theme.pen(th.VERMILION, width=theme.line + 1))
         self.caption.setFont(theme.font())
+        px = theme.text_px()
+        bar = 14 + QFontMetrics(theme.font(-1)).horizontalAdvance("0.88") + 2 * theme.text_px() + 16  # the colour bar
+        self._needs = [
+            (self.plot, th.need_area(self.view, self.plot, 8 * px, 6 * px, beside=bar)),
+            (self.overview, th.need_area(self.overview_view, self.overview, 4 * px, 4 * px)),
+        ]
         self._draw_matrix(ticks=True)
         self._draw_overview()
 
@@ -199,8 +215,8 @@ class AttentionPanel(QGroupBox):
         piece = self._pieces[row] if row < len(self._pieces) else ""
         newest = " (the newest query, predicting the next token)" if row == T - 1 else ""
         self.caption.setText(
-            f"Layer {layer}, head {head}: row {row} “{piece}”{newest} is outlined. "
-            "Hatched cells are masked future positions."
+            f"Layer {layer}, head {head}: row {row} “{piece}”{newest} is outlined; "
+            "hatched cells are masked future positions."
         )
         if ticks:
             self._set_ticks(T)

@@ -25,7 +25,8 @@ class EmbeddingsPanel(QGroupBox):
     """Token positions in 2-D at a chosen depth, with the selected token's path through the layers."""
 
     def __init__(self, state: AppState, parent: QWidget | None = None):
-        super().__init__("Embeddings and the residual stream (2-D PCA)", parent)
+        super().__init__("2 · Embeddings: each token as a point (2-D PCA)", parent)
+        self.short_title = "2 Embeddings"
         self.state = state
         self.depth = 0  # 0 = embeddings, i = after block i - 1
         self.slider = QSlider(Qt.Horizontal)
@@ -34,6 +35,7 @@ class EmbeddingsPanel(QGroupBox):
         self.slider.setTickPosition(QSlider.TicksBelow)
         self.slider.valueChanged.connect(self._on_slider_value_changed)
         self.depth_label = QLabel()
+        self.depth_label.setWordWrap(True)
         row = QHBoxLayout()
         row.addWidget(QLabel("Depth"))
         row.addWidget(self.slider, 1)
@@ -66,6 +68,7 @@ class EmbeddingsPanel(QGroupBox):
         self._point_pen = pg.mkPen("w", width=0.8)
         self._drawn = (np.zeros((0, 2), np.float32), -1)  # the points on screen and the prompt length
         self._n_layer = -1
+        self._axis_titles = ("PC 2", "PC 1")
 
         state.subscribe(self._on_state_result)
         state.layerChanged.connect(self._on_state_layer)
@@ -87,9 +90,9 @@ class EmbeddingsPanel(QGroupBox):
             self.slider.blockSignals(False)
             self.depth = self.slider.value()
             ex = result.explained
-            style = {"color": self.state.theme.text, "font-size": f"{self.state.theme.font_pt}pt"}
-            self.plot.setLabel("bottom", f"PC 1 ({ex[0]:.0%} of embedding variance)", **style)
-            self.plot.setLabel("left", f"PC 2 ({ex[1]:.0%})", **style)
+            self._axis_titles = (f"PC 2 ({ex[1]:.0%})", f"PC 1 ({ex[0]:.0%} of embedding variance)")
+            th.style_plot(self.plot, self.state.theme, left=self._axis_titles[0], bottom=self._axis_titles[1])
+            self._fit()
         self._draw(autorange=True)
 
     def _on_state_layer(self, layer: int) -> None:
@@ -112,13 +115,22 @@ class EmbeddingsPanel(QGroupBox):
             self.state.set_position(LATEST if i == T - 1 else i)
 
     def _on_state_theme(self, theme: th.Theme) -> None:
-        th.style_plot(self.plot, theme)
+        th.style_plot(self.plot, theme, left=self._axis_titles[0], bottom=self._axis_titles[1])
         for label in self.labels:
             label.setFont(theme.font(-1))
         self._label_fm = QFontMetrics(theme.font(-1))
         self.depth_label.setFont(theme.font())
         self.caption.setFont(theme.font(-1))
         self._draw(autorange=False)
+        self._fit()
+
+    def _fit(self) -> None:
+        px = self.state.theme.text_px()
+        self._needs = [(self.plot, th.need_area(self.view, self.plot, 10 * px, 5 * px))]
+
+    def plot_needs(self) -> list:
+        """(plot, (width, height)): the drawing area each plot needs to be read."""
+        return self._needs
 
     # ------------------------------------------------------------ drawing
     def _set_points(self, xy: np.ndarray, prompt_len: int) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QSize, Qt
 from PySide6.QtWidgets import QGridLayout, QGroupBox, QProgressBar, QVBoxLayout, QWidget
 
 from .. import theme as th
@@ -43,19 +43,19 @@ class KVPanel(QGroupBox):
     """What the KV cache holds after the current step and how it got there."""
 
     def __init__(self, state: AppState, parent: QWidget | None = None):
-        super().__init__("KV cache: what the model remembers between steps", parent)
+        super().__init__("6 · KV cache: what the model remembers between steps", parent)
+        self.short_title = "6 KV cache"
         self.state = state
         self.capacity = QProgressBar()
         self.capacity.setTextVisible(True)
         self.bytes_label = SteadyLabel()
-        self.timing_label = SteadyLabel()
 
         # one view per plot: the window paints one view per event-loop turn, and the three together
         # were the longest turn of a step
         self.layer_view, self.growth_view, self.time_view = views = [
             pg.PlotWidget(axisItems={"bottom": IntegerAxis("bottom")}, title=title)
             for title in (
-                f"cached per layer: <span style='color:{th.BLUE}'>■ keys</span> <span style='color:{th.ORANGE}'>■ values</span>",
+                "positions cached, per layer",
                 "cache size",
                 f"time per step: <span style='color:{th.VERMILION}'>■ prefill</span> vs "
                 f"<span style='color:{th.SKY}'>■ decode</span>",
@@ -64,13 +64,9 @@ class KVPanel(QGroupBox):
         self.layer_plot, self.growth_plot, self.time_plot = (view.getPlotItem() for view in views)
         plots = QGridLayout()
         plots.setSpacing(2)
-        plots.addWidget(self.layer_view, 0, 0)
-        plots.addWidget(self.growth_view, 0, 1)
-        plots.addWidget(self.time_view, 1, 0, 1, 2)
-        plots.setRowStretch(0, 5)
-        plots.setRowStretch(1, 6)
-        plots.setColumnStretch(0, 3)  # room for the layer plot's title
-        plots.setColumnStretch(1, 2)
+        self._grid = plots
+        self._one_row: bool | None = None
+        self._arrange(one_row=False)
         self._size_unit = ""
         for plot in (self.layer_plot, self.growth_plot, self.time_plot):
             th.fix_plot(plot).showGrid(y=True, alpha=0.25)
@@ -92,7 +88,6 @@ class KVPanel(QGroupBox):
         layout = QVBoxLayout(self)
         layout.addWidget(self.capacity)
         layout.addWidget(self.bytes_label)
-        layout.addWidget(self.timing_label)
         layout.addLayout(plots, 1)
         state.subscribe(self._on_state_result)
         state.subscribe_theme(self._on_state_theme)
@@ -111,7 +106,6 @@ class KVPanel(QGroupBox):
             self.capacity.setValue(0)
             self.capacity.setFormat(f"context window: 0 of {capacity:,} positions cached")
             self.bytes_label.setText("The cache is empty until the prefill runs.")
-            self.timing_label.setText("")
             for bars in (self.key_bars, self.value_bars):
                 bars.setOpts(x=[], height=[])
             self.growth.setData([], [])
@@ -128,7 +122,8 @@ class KVPanel(QGroupBox):
         self.capacity.setValue(min(kv.positions, capacity))
         self.capacity.setFormat(f"context window: {kv.positions:,} of {capacity:,} positions cached ({kv.positions / capacity:.0%})")
         self.bytes_label.setText(
-            f"<b>{human_bytes(kv.total_bytes)}</b> = keys and values: {kv.arithmetic()}"
+            f"<b>{human_bytes(kv.total_bytes)}</b> = <span style='color:{th.BLUE}'>■</span> keys and "
+            f"<span style='color:{th.ORANGE}'>■</span> values: {kv.arithmetic()}"
         )
         steps = np.fromiter((r.step for r in records), np.int64, len(records))
         sizes = np.fromiter((r.kv.total_bytes for r in records), np.float64, len(records))
@@ -161,10 +156,10 @@ class KVPanel(QGroupBox):
         else:
             self.decode_line.hide()
             self.decode_text.setText("")
-        text = f"Time to first token (prefill, {prefill.n_new} positions in one pass): <b>{prefill.forward_ms:.1f} ms</b>"
-        if len(records) > 1:
-            text += f" · per decode step (one position, mean of {len(records) - 1}): <b>{ms[1:].mean():.1f} ms</b>"
-        self.timing_label.setText(text)
+        self.time_plot.setToolTip(
+            f"Time to first token (the prefill, {prefill.n_new} positions in one pass): {prefill.forward_ms:.1f} ms"
+            + (f"; a decode step (one position), mean of {len(records) - 1}: {ms[1:].mean():.1f} ms" if len(records) > 1 else "")
+        )
 
     def _label_growth_axis(self) -> None:
         theme = self.state.theme
@@ -172,7 +167,7 @@ class KVPanel(QGroupBox):
         self.growth_plot.setLabel("left", self._size_unit or "B", **style)
 
     def _on_state_theme(self, theme: th.Theme) -> None:
-        th.style_plot(self.layer_plot, theme, left="positions", bottom="layer")
+        th.style_plot(self.layer_plot, theme, bottom="layer")
         th.style_plot(self.growth_plot, theme, bottom="step")
         th.style_plot(self.time_plot, theme, left="ms", bottom="step (0 = prefill)")
         self._label_growth_axis()
@@ -181,4 +176,65 @@ class KVPanel(QGroupBox):
             plot.setTitle(plot.titleLabel.text, size=f"{theme.font_pt - 1}pt", color=theme.text)
         for text in (self.prefill_text, self.decode_text):
             text.setFont(theme.font(-1, bold=True))
+        px = theme.text_px()
+        self._needs = [
+            (plot, th.need_area(view, plot, w * px, 5 * px // 2))
+            for plot, view, w in ((self.layer_plot, self.layer_view, 8), (self.growth_plot, self.growth_view, 5), (self.time_plot, self.time_view, 12))
+        ]
+
+    def _arrange(self, *, one_row: bool) -> None:
+        """The three plots in one row (a wide, short panel: alone on a projector's page) or the
+        time plot under the other two (a column)."""
+        if one_row == self._one_row:
+            return
+        self._one_row = one_row
+        grid = self._grid
+        for view in (self.layer_view, self.growth_view, self.time_view):
+            grid.removeWidget(view)
+        for i in range(3):
+            grid.setRowStretch(i, 0)
+            grid.setColumnStretch(i, 0)
+        if one_row:
+            grid.addWidget(self.layer_view, 0, 0)
+            grid.addWidget(self.growth_view, 0, 1)
+            grid.addWidget(self.time_view, 0, 2)
+            for column, stretch in enumerate((3, 2, 4)):
+                grid.setColumnStretch(column, stretch)
+        else:
+            grid.addWidget(self.layer_view, 0, 0)
+            grid.addWidget(self.growth_view, 0, 1)
+            grid.addWidget(self.time_view, 1, 0, 1, 2)
+            grid.setRowStretch(0, 5)
+            grid.setRowStretch(1, 6)
+            grid.setColumnStretch(0, 3)
+            grid.setColumnStretch(1, 2)
+
+    def _row_width(self) -> int:
+        """The width the three plots need side by side."""
+        margins = self.layout().contentsMargins() if self.layout() else None
+        side = (margins.left() + margins.right()) if margins else 20
+        return sum(v.minimumWidth() for v in (self.layer_view, self.growth_view, self.time_view)) + 4 + side + 8
+
+    @guarded(fallback=lambda self: QSize())
+    def minimumSizeHint(self) -> QSize:
+        """As narrow as the plots in two rows, as short as the plots in one row: the panel puts
+        them in one row whenever it is wide enough (a short window gives it a page of its own)."""
+        hint = super().minimumSizeHint()
+        tall = max(v.minimumHeight() for v in (self.layer_view, self.growth_view, self.time_view))
+        if not self._one_row:
+            row0 = max(self.layer_view.minimumHeight(), self.growth_view.minimumHeight())
+            hint.setHeight(hint.height() - (row0 + self.time_view.minimumHeight() + 2) + tall)
+        if self._one_row:
+            hint.setWidth(hint.width() - self._row_width() + max(
+                self.layer_view.minimumWidth() + self.growth_view.minimumWidth() + 2, self.time_view.minimumWidth()) + 40)
+        return hint
+
+    @guarded
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._arrange(one_row=self.width() >= self._row_width())
+
+    def plot_needs(self) -> list:
+        """(plot, (width, height)): the drawing area each plot needs to be read."""
+        return self._needs
         self.setFont(theme.font())

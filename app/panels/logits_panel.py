@@ -8,9 +8,12 @@ The bar items are built once; a step only calls ``setOpts``.
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QGroupBox, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
 from engine.tokens import clip
@@ -23,6 +26,11 @@ from ..guard import guarded
 
 PROB_SCALES = (2, 5, 10, 20, 40, 60, 80, 100, 130)  # % : the probability axis's possible widths
 LABEL_CHARS = 10  # a candidate's token text on the axis, cut with "…" beyond: the axis never resizes
+
+
+def _html(text: str) -> str:
+    """``text`` for rich text: a token such as <|endoftext|> must show, not vanish as a tag."""
+    return html.escape(text, quote=False)
 
 
 class _Bars(pg.BarGraphItem):
@@ -43,7 +51,8 @@ class LogitsPanel(QGroupBox):
     tokenChosen = Signal(int)
 
     def __init__(self, state: AppState, parent: QWidget | None = None):
-        super().__init__("Next-token candidates", parent)
+        super().__init__("4 · Logits: the next-token candidates", parent)
+        self.short_title = "4 Candidates"
         self.state = state
         self._ids = np.zeros(0, np.int64)
         self._brushes = (pg.mkBrush(th.ORANGE), pg.mkBrush(th.BLUE), pg.mkBrush(th.GREY))
@@ -59,9 +68,10 @@ class LogitsPanel(QGroupBox):
         self.legend = QLabel(
             f"<span style='color:{th.ORANGE}'>■</span> chosen &nbsp; "
             f"<span style='color:{th.BLUE}'>■</span> can be drawn &nbsp; "
-            f"<span style='color:{th.GREY}'>■</span> removed by top-k / top-p &nbsp; · click a bar to choose it"
+            f"<span style='color:{th.GREY}'>■</span> removed by top-k / top-p"
         )
         self.legend.setWordWrap(True)  # projector fonts: wrap rather than widen the window
+        self.legend.setToolTip("Click a bar to choose that token instead")
 
         # one view per plot: the window paints one view per event-loop turn
         self.logit_view, self.prob_view = pg.PlotWidget(), pg.PlotWidget()
@@ -71,6 +81,8 @@ class LogitsPanel(QGroupBox):
         plots.setSpacing(0)
         plots.addWidget(self.logit_view, 5)
         plots.addWidget(self.prob_view, 4)
+        for view in (self.logit_view, self.prob_view):
+            view.setToolTip("Click a bar to choose that token instead (a branch)")
         for plot in (self.logit_plot, self.prob_plot):
             th.fix_plot(plot).invertY(True)
             plot.showGrid(x=True, alpha=0.25)
@@ -112,17 +124,35 @@ class LogitsPanel(QGroupBox):
     def _on_state_top_n(self, n: int) -> None:
         if self.n_spin.value() != n:
             self.n_spin.setValue(n)
+        self._fit_rows()
         self._draw()
 
     def _on_state_theme(self, theme: th.Theme) -> None:
-        th.style_plot(self.logit_plot, theme, bottom="raw logit (score)")
-        th.style_plot(self.prob_plot, theme, bottom="sampling probability (%)")  # short: fits a projector's font
+        th.style_plot(self.logit_plot, theme, bottom="raw logit")
+        th.style_plot(self.prob_plot, theme, bottom="probability (%)")  # short: fits a projector's font
         th.fix_axis_width(self.logit_plot, theme, LABEL_CHARS + 2)
         th.fix_axis_width(self.prob_plot, theme, 0)
-        for label in self.labels:
-            label.setFont(theme.font(-1))
+        for label in self.labels:  # one size smaller than other plots' text: ten rows fit a 720-pixel projector
+            label.setFont(theme.font(-2))
+        for plot in (self.logit_plot, self.prob_plot):
+            plot.getAxis("left").setTickFont(theme.font(-2))
         self.summary.setFont(theme.font(0))
+        self._fit_rows()
         self._draw()
+
+    def _fit_rows(self) -> None:
+        """Room for every candidate's row at the height of its label, and for the axes."""
+        theme = self.state.theme
+        px = theme.text_px()
+        rows = self.state.top_n * theme.text_px(-2)  # each candidate's row as tall as its label
+        self._needs = [
+            (self.logit_plot, th.need_area(self.logit_view, self.logit_plot, 4 * px, rows)),
+            (self.prob_plot, th.need_area(self.prob_view, self.prob_plot, 5 * px, rows)),
+        ]
+
+    def plot_needs(self) -> list:
+        """(plot, (width, height)): the drawing area each plot needs to be read."""
+        return self._needs
 
     def _on_bars_row_clicked(self, row: int) -> None:
         if 0 <= row < len(self._ids):
@@ -171,6 +201,6 @@ class LogitsPanel(QGroupBox):
             outside = f" — outside the top {n}"
         by = {"user": "chosen by you", "greedy": "greedy", "sampled": "sampled"}[trace.record.chosen_by]
         self.summary.setText(
-            f"Chosen: <b>“{trace.chosen_piece}”</b> ({by}), probability {trace.chosen_prob:.1%}, "
-            f"rank {trace.chosen_rank:,} by raw logit{outside}. Entropy <b>{trace.entropy_bits:.2f} bits</b>."
+            f"Chosen: <b>“{_html(trace.chosen_piece)}”</b> ({by}), p = {trace.chosen_prob:.1%}, "
+            f"rank {trace.chosen_rank:,}{outside}. Entropy <b>{trace.entropy_bits:.2f} bits</b>."
         )

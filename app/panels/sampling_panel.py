@@ -40,7 +40,8 @@ class SamplingPanel(QGroupBox):
     settingsChanged = Signal(object)  # SamplingSettings
 
     def __init__(self, state: AppState, parent: QWidget | None = None):
-        super().__init__("Sampling: how the next token is picked", parent)
+        super().__init__("5 · Sampling: how the next token is picked", parent)
+        self.short_title = "5 Sampling"
         self.state = state
         self.greedy = QRadioButton("Greedy (top token)")
         self.greedy.setToolTip("Always take the token with the highest score")
@@ -103,6 +104,9 @@ class SamplingPanel(QGroupBox):
         state.subscribe_theme(self._on_state_theme)
         self._shown: SamplingSettings | None = None
         self._sync_enabled()
+
+    def plot_needs(self) -> list:
+        return []  # no plots
 
     # ------------------------------------------------------------ settings
     def settings(self) -> SamplingSettings:

@@ -66,6 +66,7 @@ class TokenStrip(QWidget):
     """All tokens as chips in reading order, wrapped to the width; hover for details, click to select."""
 
     positionClicked = Signal(int)  # a token position, or LATEST for the "next" chip
+    heightChanged = Signal(int)  # the chips took more or fewer rows
 
     PAD_X, PAD_Y, GAP = 6, 3, 4
 
@@ -123,7 +124,12 @@ class TokenStrip(QWidget):
         height = (self.rects[-1].bottom() + 1 + self.GAP) if self.rects else self._chip_h + 2 * self.GAP
         if height != self.height():
             self.setFixedHeight(height)
+            self.heightChanged.emit(height)
         self.update()
+
+    def rows_height(self, rows: int) -> int:
+        """The height ``rows`` rows of chips take."""
+        return rows * (self._chip_h + self.GAP) + self.GAP
 
     @guarded
     def resizeEvent(self, event) -> None:
@@ -219,34 +225,35 @@ class TokensPanel(QGroupBox):
     promptEdited = Signal(str)
 
     def __init__(self, state: AppState, parent: QWidget | None = None):
-        super().__init__("Prompt and tokens", parent)
+        super().__init__("1 · Prompt and tokens", parent)
+        self.short_title = "1 Tokens"
         self.state = state
+        self.expanded = False  # focused: the chips take all the height there is
         self.editor = QPlainTextEdit()
         self.editor.setPlaceholderText("Type a prompt; it is split into tokens as you type.")
         self.editor.setTabChangesFocus(True)
         self.counts = QLabel("0 tokens · 0 characters")
         self.counts.setAlignment(Qt.AlignRight | Qt.AlignVCenter)
-        self.legend = QLabel(
-            f"<span style='background:{th.PROMPT_CHIP}'>&nbsp;prompt&nbsp;</span> "
-            f"<span style='background:{th.GENERATED_CHIP}'>&nbsp;generated&nbsp;</span> "
-            "<span style='border:1px dashed #E69F00'>&nbsp;next (dashed)&nbsp;</span> · ␣ = space, ↵ = newline"
-        )
+        self.counts.setWordWrap(True)
+        self.counts.setToolTip("Blue chips: the prompt; orange: generated; dashed: the token just chosen, not yet read. ␣ = space, ↵ = newline")
         self.strip = TokenStrip()
         self.scroll = QScrollArea()
         self.scroll.setWidget(self.strip)
         self.scroll.setWidgetResizable(True)
         self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.strip.heightChanged.connect(self._fit_scroll)
+        self.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Maximum)  # no empty space below the chips
 
         top = QHBoxLayout()
         top.addWidget(self.editor, 1)
         side = QVBoxLayout()
         side.addWidget(self.counts)
-        side.addWidget(self.legend)
         side.addStretch(1)
         top.addLayout(side)
         layout = QVBoxLayout(self)
         layout.addLayout(top)
         layout.addWidget(self.scroll, 1)
+        layout.setContentsMargins(6, 2, 6, 4)
 
         self._debounce = QTimer(self, singleShot=True, interval=450)
         self._debounce.timeout.connect(self._on_debounce_timeout)
@@ -257,6 +264,9 @@ class TokensPanel(QGroupBox):
         state.subscribe_theme(self._on_state_theme)
         self._on_state_theme(state.theme)
         self._prompt_text = ""
+
+    def plot_needs(self) -> list:
+        return []  # no plots
 
     # ------------------------------------------------------------- editing
     def prompt(self) -> str:
@@ -287,7 +297,11 @@ class TokensPanel(QGroupBox):
         n_gen = len(result.records) if result is not None else 0
         chars = len(self.editor.toPlainText())
         gen = f" + {n_gen} generated" if n_gen else ""
-        self.counts.setText(f"<b>{n_prompt}</b> prompt tokens{gen} · <b>{chars}</b> characters")
+        gen = f" + <span style='background:{th.GENERATED_CHIP}'>&nbsp;<b>{n_gen}</b> generated&nbsp;</span>" if n_gen else ""
+        self.counts.setText(
+            f"<span style='background:{th.PROMPT_CHIP}'>&nbsp;<b>{n_prompt}</b> prompt tokens&nbsp;</span>{gen}"
+            f" · <b>{chars}</b> characters · ␣ = space"
+        )
 
     # -------------------------------------------------------------- state
     def _on_state_result(self, result) -> None:
@@ -315,6 +329,25 @@ class TokensPanel(QGroupBox):
 
     def _on_state_theme(self, theme: th.Theme) -> None:
         self.editor.setFont(theme.font(1))
-        self.editor.setFixedHeight(int(QFontMetrics(theme.font(1)).height() * 3.2))
+        self.editor.setFixedHeight(int(QFontMetrics(theme.font(1)).height() * 1.6) + 8)  # a line; the chips show all
+        self.setFont(theme.font())
+        self.counts.setMinimumWidth(QFontMetrics(theme.font()).horizontalAdvance("x" * 28))
         self.strip.set_theme(theme)
+        self._fit_scroll()
+
+    def set_expanded(self, expanded: bool) -> None:
+        """Focused (True): the chips take all the height there is; else as many rows as they need,
+        up to three, and a scroll bar beyond."""
+        self.expanded = expanded
+        self.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Preferred if expanded else QSizePolicy.Maximum)
+        self._fit_scroll()
+
+    def _fit_scroll(self, *_args) -> None:
+        frame = 2 * self.scroll.frameWidth()
+        if self.expanded:
+            self.scroll.setMinimumHeight(self.strip.rows_height(1) + frame)
+            self.scroll.setMaximumHeight(16777215)
+            return
+        rows = min(max(self.strip.height(), self.strip.rows_height(1)), self.strip.rows_height(3))
+        self.scroll.setFixedHeight(rows + frame)
 

@@ -193,7 +193,8 @@ def test_typing_a_prompt_retokenizes(window, qtbot):
 def test_projector_mode_enlarges_fonts_and_switches_colour_map(window, qtbot):
     run(qtbot, window, window.step, "step")
     small = window.font().pointSize()
-    window.projector_action.trigger()
+    with qtbot.waitSignal(window.state.themeChanged):  # the restyle runs over event-loop turns
+        window.projector_action.trigger()
     assert window.state.theme.name == "projector"
     assert window.font().pointSize() > small
     assert window.attention.colorbar.colorMap().name == "cividis"
