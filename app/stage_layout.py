@@ -102,6 +102,8 @@ class StageArea(QWidget):
             if len(pages) > 1:  # the tab bar takes a line: plan again for the room under it
                 pages = plan_pages(self.columns, width, height - self.tabs.tabBar().sizeHint().height())
         if pages == self.pages and not force:
+            for splitter in self._splitters:  # a panel that needs more room now (new axis titles) gets it
+                splitter.setSizes(splitter.sizes())
             return
         current = self.tabs.currentWidget()
         front = next((p for page in self.pages for c in page for p in c if current is not None and current.isAncestorOf(p)), None)

@@ -127,6 +127,7 @@ class MainWindow(QMainWindow):
         c.engineStopped.connect(self._on_controller_engine_stopped)
         self.painter.resultStarted.connect(self._on_painter_result_started)
         self.painter.resultApplied.connect(self.resultApplied)
+        self.painter.resultApplied.connect(self._on_painter_result_applied)
         self.player.playingChanged.connect(self._on_player_playing_changed)
         self.tokens.promptEdited.connect(c.set_prompt)
         self.logits.tokenChosen.connect(self._on_logits_token_chosen)
@@ -312,6 +313,10 @@ class MainWindow(QMainWindow):
         if result.stopped:
             self.pause()
         self._sync_actions()
+
+    def _on_painter_result_applied(self, result: SessionResult) -> None:
+        if result.kind == "load":  # a model's own axis titles: the panels may need other room
+            self.stages.relayout()
 
     def _on_controller_error(self, kind: str, message: str) -> None:
         self.pause()

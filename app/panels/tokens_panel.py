@@ -331,7 +331,7 @@ class TokensPanel(QGroupBox):
         self.editor.setFont(theme.font(1))
         self.editor.setFixedHeight(int(QFontMetrics(theme.font(1)).height() * 1.6) + 8)  # a line; the chips show all
         self.setFont(theme.font())
-        self.counts.setMinimumWidth(QFontMetrics(theme.font()).horizontalAdvance("x" * 28))
+        self.counts.setMinimumWidth(QFontMetrics(theme.font()).horizontalAdvance("x" * 40))
         self.strip.set_theme(theme)
         self._fit_scroll()
 

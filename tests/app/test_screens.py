@@ -65,6 +65,9 @@ def window_problems(window, qtbot) -> list[str]:
         qtbot.wait(10)
         for panel in (window.tokens, *(p for column in stages.pages[page] for p in column)):
             assert panel.isVisible(), panel.short_title
+            need = panel.minimumSizeHint()
+            if panel.width() < need.width() or panel.height() < need.height():  # squeezed: its widgets overlap
+                problems.append(f"{panel.short_title}: {panel.size().toTuple()} < its minimum {need.toTuple()}")
             problems += plot_problems(panel)
             problems += [p for label in panel.findChildren(QLabel) if label.isVisible() for p in label_problems(label)]
     problems += [p for label in (window.status_label, window.model_label) for p in label_problems(label)]
