@@ -87,7 +87,10 @@ def style_plot(plot: pg.PlotItem, theme: Theme, *, left: str | None = None, bott
     if bottom is not None:
         plot.setLabel("bottom", bottom, **style)
         # pyqtgraph counts 80 % of the title's height: its last pixels were cut off
-        plot.getAxis("bottom").setHeight(theme.text_px(-1) + theme.text_px() + 12)
+        axis = plot.getAxis("bottom")  # ticks, their spacing, then the title's box (with its margins)
+        axis.setHeight(theme.text_px(-1) + int(axis.label.boundingRect().height()) + 4)
+        # pyqtgraph hangs the title's box 5 px below the axis: keep those pixels inside the view
+        plot.layout.setContentsMargins(1, 1, 1, 7)
 
 
 def fix_axis_width(plot: pg.PlotItem, theme: Theme, chars: int, name: str = "left") -> None:

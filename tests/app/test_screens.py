@@ -49,6 +49,10 @@ def plot_problems(panel) -> list[str]:
                 length = axis.geometry().height() if name == "left" else axis.geometry().width()
                 if text > length:
                     problems.append(f"{panel.short_title}: {name} axis title {axis.labelText!r} {text:.0f} px > {length:.0f} px")
+                view = plot.scene().views()[0]
+                box = axis.label.sceneBoundingRect()
+                if box.bottom() > view.viewport().height() + 0.5 or box.right() > view.viewport().width() + 0.5:
+                    problems.append(f"{panel.short_title}: {name} axis title {axis.labelText!r} ends outside its view")
         if plot.titleLabel.isVisible() and plot.titleLabel.text:
             text = plot.titleLabel.item.boundingRect().width()
             if text > plot.geometry().width():
