@@ -166,6 +166,7 @@ class AttentionPanel(QGroupBox):
         th.fix_axis_width(self.plot, theme, 15)  # "token piece 1023": 10 characters, a space, the position
         self.colorbar.setColorMap(theme.cmap())
         self.colorbar.axis.setTickFont(theme.font(-1))
+        self.colorbar.axis.setLabel("attention weight", color=theme.text, **{"font-size": f"{theme.font_pt - 1}pt"})
         self._lut = (theme.cmap().getLookupTable(0.0, 1.0, 256, alpha=True)).astype(np.uint8)
         self._rgba_of = None  # new colours: colour every row again
         self.query_row.setPen(theme.pen(th.VERMILION, width=theme.line + 1))

@@ -70,6 +70,8 @@ class EmbeddingsPanel(QGroupBox):
         self._n_layer = -1
         self._axis_titles = ("PC 2", "PC 1")
 
+        # another size: other labels fit without overlapping
+        self.plot.getViewBox().sigResized.connect(self._on_box_resized)
         state.subscribe(self._on_state_result)
         state.layerChanged.connect(self._on_state_layer)
         state.positionChanged.connect(self._on_state_position)
@@ -94,6 +96,10 @@ class EmbeddingsPanel(QGroupBox):
             th.style_plot(self.plot, self.state.theme, left=self._axis_titles[0], bottom=self._axis_titles[1])
             self._fit()
         self._draw(autorange=True)
+
+    def _on_box_resized(self, _box) -> None:
+        if self.state.result is not None:
+            self._draw(autorange=False)
 
     def _on_state_layer(self, layer: int) -> None:
         if self.depth != layer + 1:

@@ -103,6 +103,8 @@ class LogitsPanel(QGroupBox):
         layout.addLayout(plots, 1)
         layout.addWidget(self.legend)
 
+        # another width: other room for the labels right of the bars
+        self.prob_plot.getViewBox().sigResized.connect(self._on_prob_box_resized)
         state.subscribe(self._on_state_result)
         state.topNChanged.connect(self._on_state_top_n)
         state.subscribe_theme(self._on_state_theme)
@@ -120,6 +122,10 @@ class LogitsPanel(QGroupBox):
     # -------------------------------------------------------------- state
     def _on_state_result(self, _result) -> None:
         self._draw()
+
+    def _on_prob_box_resized(self, _box) -> None:
+        if self.state.result is not None:
+            self._draw()
 
     def _on_state_top_n(self, n: int) -> None:
         if self.n_spin.value() != n:
@@ -185,8 +191,12 @@ class LogitsPanel(QGroupBox):
         self.logit_plot.getAxis("left").setTicks([[(i, f"{clip(trace.candidate_pieces[i], LABEL_CHARS)}  ") for i in range(n)]])
         self.logit_plot.setYRange(-0.6, n - 0.4, padding=0)
         top = float(probs.max()) if n else 1.0
-        # a few fixed scales: the axis (and every label on it) is redrawn only when the scale changes
-        self.prob_plot.setXRange(0, next(s for s in PROB_SCALES if s >= top * 1.3), padding=0)
+        # a few fixed scales: the axis (and every label on it) is redrawn only when the scale changes;
+        # the scale leaves room right of the longest bar for its label ("100.0%") at this width
+        width = max(self.prob_plot.getViewBox().width(), 1.0)
+        label = QFontMetrics(self.state.theme.font(-2)).horizontalAdvance("100.0%") + 12
+        room = top * width / max(width - label, width * 0.2)
+        self.prob_plot.setXRange(0, next((s for s in PROB_SCALES if s >= room), PROB_SCALES[-1]), padding=0)
         lo, hi = float(min(logits.min(), 0)), float(max(logits.max(), 0))
         # rounded out to nice values: the axis (and its labels) repaints only when they change
         lo, hi = (-th.nice_ceil(-lo) if lo < 0 else 0.0), (th.nice_ceil(hi * 1.05) if hi > 0 else 0.0)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyqtgraph as pg
 import pytest
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QImage
@@ -53,11 +54,37 @@ def plot_problems(panel) -> list[str]:
                 box = axis.label.sceneBoundingRect()
                 if box.bottom() > view.viewport().height() + 0.5 or box.right() > view.viewport().width() + 0.5:
                     problems.append(f"{panel.short_title}: {name} axis title {axis.labelText!r} ends outside its view")
+        texts = [item for item in plot.items if isinstance(item, pg.TextItem) and item.isVisible() and item.toPlainText()]
+        for text in texts:
+            text.updateTransform(force=True)  # pyqtgraph places a TextItem when it paints: place it now
+        boxes = [(t.toPlainText(), _ink_box(t)) for t in texts]
+        for i, (a, box) in enumerate(boxes):
+            problems += [f"{panel.short_title}: {a!r} overlaps {b!r}" for b, other in boxes[i + 1 :] if box.intersects(other)]
+            inside = plot.getViewBox().sceneBoundingRect().adjusted(-1, -1, 1, 1)
+            if not inside.contains(box):
+                problems.append(f"{panel.short_title}: {a!r} sticks out of its plot {box.getRect()} {inside.getRect()}")
         if plot.titleLabel.isVisible() and plot.titleLabel.text:
             text = plot.titleLabel.item.boundingRect().width()
             if text > plot.geometry().width():
                 problems.append(f"{panel.short_title}: title {text:.0f} px > plot {plot.geometry().width():.0f} px")
     return problems
+
+
+def _ink_box(text: pg.TextItem):
+    """Where ``text``'s lines are drawn, in scene pixels (its box less the document's margins)."""
+    item = text.textItem
+    m = item.document().documentMargin()
+    return item.mapRectToScene(item.boundingRect().adjusted(m, m, -m, -m))
+
+
+def settle(window, qtbot) -> None:
+    """Wait until the window has laid out and painted what it shows (pyqtgraph places its text
+    items as it paints)."""
+    qtbot.waitUntil(lambda: window.painter._turns is None, timeout=5_000)
+    qtbot.wait(5)
+    for view in window.painter.views:
+        if view.isVisible():
+            view.repaint()
 
 
 def window_problems(window, qtbot) -> list[str]:
@@ -66,7 +93,7 @@ def window_problems(window, qtbot) -> list[str]:
     stages = window.stages
     for page in range(stages.tabs.count()):
         stages.tabs.setCurrentIndex(page)
-        qtbot.wait(10)
+        settle(window, qtbot)
         for panel in (window.tokens, *(p for column in stages.pages[page] for p in column)):
             assert panel.isVisible(), panel.short_title
             need = panel.minimumSizeHint()
@@ -87,7 +114,8 @@ def test_every_plot_and_label_has_room_at_every_size(window, qtbot, projector):
     problems = []
     for size in SIZES:
         window.resize(*size)
-        qtbot.wait(30)
+        qtbot.wait(10)
+        settle(window, qtbot)
         if window.size().toTuple() != size: problems.append(f"{size}: window {window.size().toTuple()}")  # no minimum size forces a larger window
         problems += [f"{size}: {p}" for p in window_problems(window, qtbot)]
         # the chips take the rows they need and no more: no empty band under them
