@@ -111,6 +111,8 @@ def need_area(view: pg.GraphicsView, plot: pg.PlotItem, width: int, height: int,
         if axis.isVisible() and axis.label.isVisible() and axis.labelText:
             need = int(axis.label.boundingRect().width()) + 6
             width, height = (max(width, need), height) if along == 0 else (width, max(height, need))
+    if plot.titleLabel.isVisible() and plot.titleLabel.text:  # a title wider than the plot was cut
+        width = max(width, int(plot.titleLabel.item.boundingRect().width()) + 6)
     w = width + beside + 24  # + the layout's margins and spacing
     h = height + 12
     for name in ("left", "right"):

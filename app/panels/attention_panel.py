@@ -88,7 +88,7 @@ class AttentionPanel(QGroupBox):
         self._rgba_of: tuple[int, int] | None = None  # the layer and head it holds
         self.shown = np.zeros((0, 0), np.float32)  # the attention weights the image shows
         # the colour bar explains the colours; the image is coloured here, not by the bar's levels
-        self.colorbar = pg.ColorBarItem(values=(0, 1), limits=(0, 1), interactive=False, width=14, label="attention weight")
+        self.colorbar = pg.ColorBarItem(values=(0, 1), limits=(0, 1), interactive=False, width=14)
         self.plot.layout.addItem(self.colorbar, 2, 5)  # right of the plot, where insert_in puts it
         self.plot.layout.setColumnFixedWidth(4, 5)
 

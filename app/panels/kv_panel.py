@@ -236,7 +236,8 @@ class KVPanel(QGroupBox):
     @guarded
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
-        self._arrange(one_row=self.width() >= self._row_width())
+        # one row only in a wide, short panel: in a tall column the plots would be thin slivers
+        self._arrange(one_row=self.width() >= self._row_width() and self.width() > 1.5 * self.height())
 
     def plot_needs(self) -> list:
         """(plot, (width, height)): the drawing area each plot needs to be read."""

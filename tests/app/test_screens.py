@@ -64,9 +64,10 @@ def plot_problems(panel) -> list[str]:
             if not inside.contains(box):
                 problems.append(f"{panel.short_title}: {a!r} sticks out of its plot {box.getRect()} {inside.getRect()}")
         if plot.titleLabel.isVisible() and plot.titleLabel.text:
-            text = plot.titleLabel.item.boundingRect().width()
-            if text > plot.geometry().width():
-                problems.append(f"{panel.short_title}: title {text:.0f} px > plot {plot.geometry().width():.0f} px")
+            view = plot.scene().views()[0]
+            box = plot.titleLabel.item.sceneBoundingRect()
+            if box.left() < -0.5 or box.right() > view.viewport().width() + 0.5:
+                problems.append(f"{panel.short_title}: title {plot.titleLabel.text[:30]!r} is cut by its view")
     return problems
 
 
