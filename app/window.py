@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine import paths
+from engine.defaults import truncation_keeps
 
 from . import guard
 from . import theme as th
@@ -80,6 +81,7 @@ class MainWindow(QMainWindow):
         self._progress: QProgressDialog | None = None
         self._closed = False
         self.focused: QWidget | None = None  # the panel shown alone (toggle_focus), or None
+        self.prompt_refused = ""  # why the editor's prompt cannot run (Step is off meanwhile), or ""
 
         self.setWindowTitle("nexttoken — watch GPT-2 pick its next token")
         self.resize(1600, 1000)
@@ -106,15 +108,16 @@ class MainWindow(QMainWindow):
         # a line of labels that wrap, under the panels (a QStatusBar's labels do not wrap: a long
         # message widened the whole window)
         for label in (self.status_label, self.model_label):
+            label.setTextFormat(Qt.PlainText)  # token text such as <|endoftext|> is text, not a tag
             label.setWordWrap(True)
             label.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
         self.model_label.setAlignment(Qt.AlignRight | Qt.AlignVCenter)
         bar = QHBoxLayout()
         bar.setContentsMargins(2, 0, 2, 0)
-        bar.addWidget(self.status_label, 3)
+        bar.addWidget(self.status_label, 1)
         bar.addWidget(self.truncate_button)
         bar.addWidget(self.restart_button)
-        bar.addWidget(self.model_label, 2)
+        bar.addWidget(self.model_label, 1)
         self._central_layout.addLayout(bar)
 
         c = self.controller
@@ -129,7 +132,7 @@ class MainWindow(QMainWindow):
         self.painter.resultApplied.connect(self.resultApplied)
         self.painter.resultApplied.connect(self._on_painter_result_applied)
         self.player.playingChanged.connect(self._on_player_playing_changed)
-        self.tokens.promptEdited.connect(c.set_prompt)
+        self.tokens.promptEdited.connect(self._on_tokens_prompt_edited)
         self.logits.tokenChosen.connect(self._on_logits_token_chosen)
         self.sampling.set_settings(c.settings)
         self.sampling.settingsChanged.connect(c.set_settings)
@@ -159,7 +162,8 @@ class MainWindow(QMainWindow):
             panel.installEventFilter(self)  # a double-click on a panel's title focuses it
         central = QWidget()
         layout = QVBoxLayout(central)
-        layout.setContentsMargins(6, 4, 6, 4)
+        layout.setContentsMargins(6, 2, 6, 2)
+        layout.setSpacing(4)
         layout.addWidget(self.tokens)
         layout.addWidget(self.stages, 1)
         self._central_layout = layout
@@ -266,6 +270,9 @@ class MainWindow(QMainWindow):
         self.controller.load(source, loaded=loaded, fallback=fallback, prompt=prompt or self.tokens.prompt())
 
     def step(self) -> None:
+        if self.prompt_refused:  # the chips show another prompt than the editor: never run it silently
+            self._set_status(self.prompt_refused, error=True)
+            return
         if self.state.result is not None and self.state.result.stopped:
             self._set_status(self.state.result.trace.stop_message if self.state.result.trace else "Stopped.")
             return
@@ -305,9 +312,19 @@ class MainWindow(QMainWindow):
         return not (self.state.result is not None and self.state.result.stopped)
 
     # ------------------------------------------------------------ results
+    def _on_tokens_prompt_edited(self, text: str) -> None:
+        if not text.strip():
+            self.pause()
+            self.prompt_refused = "The prompt is empty: type some text; Step then runs it (the tokens shown are of the last prompt that ran)."
+            self._set_status(self.prompt_refused, error=True)
+            self._sync_actions()
+            return
+        self.controller.set_prompt(text)
+
     def _on_painter_result_started(self, result: SessionResult) -> None:
         if result.kind in ("load", "prompt"):
             self.truncate_button.hide()
+            self.prompt_refused = ""
         if result.message:
             self._set_status(result.message)
         if result.stopped:
@@ -321,14 +338,19 @@ class MainWindow(QMainWindow):
     def _on_controller_error(self, kind: str, message: str) -> None:
         self.pause()
         if kind == "prompt_too_long" and self.state.result is not None:
-            self.truncate_button.setText(f"Keep only the last {self.state.result.info.n_positions:,} tokens")
+            keep = truncation_keeps(self.state.result.info.n_positions)
+            self.truncate_button.setText(f"Keep only the last {keep:,} tokens")
             self.truncate_button.show()
+        if kind in ("prompt_too_long", "prompt"):  # the editor shows a prompt that cannot run: say so, no Step
+            self.prompt_refused = f"{message} Step is off until the prompt can run."
+            message = self.prompt_refused
         if kind == "load":
             self._close_progress()
             prior = self.state.result
             if prior is not None:
                 message += f" Still using {prior.info.name}."
         self._set_status(message, error=True)
+        self._sync_actions()
         self.errorShown.emit(message)
 
     def _on_controller_engine_restarted(self, why: str) -> None:
@@ -388,8 +410,15 @@ class MainWindow(QMainWindow):
 
     def _on_controller_model_loaded(self, info) -> None:
         self._close_progress()
-        self.model_label.setText(f"Model: {info.name}" + (" (tiny demo model)" if info.is_demo else ""))
-        self.model_label.setToolTip(info.label)
+        if info.is_demo:  # one calm line: what this model is for, and how to get a real one
+            self.model_label.setText("Tiny demo model: it writes word salad. Real text: Model → GPT-2 small")
+            self.model_label.setToolTip(
+                f"{info.label}. GPT-2 small (124M) downloads once (about 550 MB) from the Model menu; for a "
+                "classroom without a network, build the installer with packaging/build.py --model-dir to bundle it."
+            )
+        else:
+            self.model_label.setText(f"Model: {info.name}")
+            self.model_label.setToolTip(info.label)
         if self.remember:
             self.preferences.setValue(PREFERENCE_LAST_MODEL, "" if info.is_demo else (self._loading_source or info.source))
 
@@ -427,15 +456,16 @@ class MainWindow(QMainWindow):
         font = theme.font()
         self.setFont(font)
         self.menuBar().setFont(font)
-        self.toolbar.setFont(theme.font(1, bold=True))
+        self.toolbar.setFont(theme.font(0, bold=True))
         for label in (self.status_label, self.model_label):
-            label.setFont(font)
+            label.setFont(theme.font(-1))
 
     def _sync_actions(self) -> None:
         result = self.state.result
         has = result is not None
-        self.step_action.setEnabled(has and not result.stopped)
-        self.play_action.setEnabled(has and not result.stopped)
+        runs = has and not result.stopped and not self.prompt_refused
+        self.step_action.setEnabled(runs)
+        self.play_action.setEnabled(runs)
         self.back_action.setEnabled(has and result.trace is not None)
         self.reset_action.setEnabled(has and result.trace is not None)
 

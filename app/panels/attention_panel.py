@@ -58,6 +58,7 @@ class AttentionPanel(QGroupBox):
         self.layer_spin.valueChanged.connect(state.set_layer)
         self.head_spin.valueChanged.connect(state.set_head)
         self.caption = SteadyLabel()
+        self.caption.setTextFormat(Qt.PlainText)  # it quotes token text
         controls = QHBoxLayout()
         controls.addWidget(QLabel("Layer"))
         controls.addWidget(self.layer_spin)

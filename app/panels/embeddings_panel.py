@@ -58,6 +58,7 @@ class EmbeddingsPanel(QGroupBox):
         for label in self.labels:
             self.plot.addItem(label)
         self.caption = SteadyLabel()
+        self.caption.setTextFormat(Qt.PlainText)  # it quotes token text
 
         layout = QVBoxLayout(self)
         layout.addLayout(row)

@@ -99,6 +99,8 @@ class LogitsPanel(QGroupBox):
             self.prob_plot.addItem(label)
 
         layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 4, 6, 4)  # ten rows of candidates fit a 1280 x 720 projector
+        layout.setSpacing(4)
         layout.addLayout(head)
         layout.addLayout(plots, 1)
         layout.addWidget(self.legend)

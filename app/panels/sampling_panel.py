@@ -9,7 +9,7 @@ the step on screen was drawn with other settings (after Back, say), a line says 
 
 from __future__ import annotations
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QRegularExpressionValidator
 from PySide6.QtWidgets import (
     QButtonGroup,
@@ -32,6 +32,8 @@ from .. import theme as th
 from ..state import AppState
 
 TOP_P_MIN = 0.01  # top-p must be greater than 0
+CONTROL_NAMES = {"temperature": "Temperature", "top_k": "Top-k", "top_p": "Top-p", "repetition_penalty": "Repetition penalty", "seed": "Seed"}
+"""Each setting's control, as its label reads (an error names the control, not the field)."""
 
 
 class SamplingPanel(QGroupBox):
@@ -73,6 +75,7 @@ class SamplingPanel(QGroupBox):
         self.new_seed = QPushButton("New draw")
         self.new_seed.setToolTip("Add one to the seed: draw the current step again.")
         self.error = QLabel()
+        self.error.setTextFormat(Qt.PlainText)
         self.error.setStyleSheet(f"color: {th.VERMILION}")
         self.drawn_with = QLabel()  # shown when the step on screen was drawn with other settings
         self.drawn_with.setWordWrap(True)
@@ -147,8 +150,8 @@ class SamplingPanel(QGroupBox):
         self._sync_enabled()
         try:
             settings = self.settings()
-        except SettingsError as exc:
-            self.error.setText(str(exc))
+        except SettingsError as exc:  # named as the control shows it
+            self.error.setText(exc.naming(CONTROL_NAMES.get(exc.setting, exc.setting)))
             return
         self.error.setText("")
         if settings != self._shown:

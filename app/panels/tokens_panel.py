@@ -287,7 +287,7 @@ class TokensPanel(QGroupBox):
 
     def _on_debounce_timeout(self) -> None:
         text = self.editor.toPlainText()
-        if text and text != self._prompt_text:
+        if text != self._prompt_text:  # empty too: the window says why it does not run
             self._prompt_text = text
             self.promptEdited.emit(text)
 

@@ -14,7 +14,7 @@ from .helpers import assert_image_shows, run
 
 
 def test_launch_shows_the_demo_model_and_prompt_tokens(window):
-    assert "tiny demo model" in window.model_label.text()
+    assert "Tiny demo model" in window.model_label.text() and "GPT-2 small" in window.model_label.text()
     assert "Loaded" in window.status_label.text()
     chips = window.tokens.strip.chips
     assert [c.piece for c in chips] == ["The", "␣cat", "␣sat", "␣on", "␣the"]
@@ -149,7 +149,7 @@ def test_a_bad_model_folder_shows_an_error_and_the_old_model_still_steps(window,
     assert "config.json" in blocker.args[0]
     assert "config.json" in window.status_label.text()
     assert "Still using gpt2-tiny-demo" in window.status_label.text()
-    assert "tiny demo model" in window.model_label.text()
+    assert "Tiny demo model" in window.model_label.text() and "GPT-2 small" in window.model_label.text()
     result = run(qtbot, window, window.step, "step")
     assert result.info.is_demo and result.trace.step == 0
 

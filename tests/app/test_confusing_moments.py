@@ -1,0 +1,43 @@
+"""Moments a new user found confusing (issue 14): token text that vanished as a tag, a prompt in the
+editor that was not the one Step ran."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QTextDocument
+
+from .helpers import run
+
+END_OF_TEXT = 50256
+
+
+def shown(label) -> str:
+    """The text a label shows, as a person reads it (rich text rendered)."""
+    if label.textFormat() == Qt.PlainText:
+        return label.text()
+    doc = QTextDocument()
+    doc.setHtml(label.text())
+    return doc.toPlainText()
+
+
+def test_end_of_text_chosen_shows_as_its_text_everywhere(window, qtbot):
+    run(qtbot, window, window.step, "step")
+    chose = run(qtbot, window, lambda: window.logits.tokenChosen.emit(END_OF_TEXT), "choose")
+    piece = chose.trace.chosen_piece
+    assert "endoftext" in piece and "<" in piece
+    assert f"“{piece}”" in shown(window.logits.summary)  # was “” : the piece read as an HTML tag
+    assert piece in shown(window.status_label)
+
+
+def test_an_empty_prompt_says_why_and_step_waits_for_one(window, qtbot):
+    run(qtbot, window, window.step, "step")
+    with qtbot.waitSignal(window.tokens.promptEdited, timeout=5_000):
+        window.tokens.editor.setPlainText("")
+    assert "The prompt is empty" in window.status_label.text()
+    assert not window.step_action.isEnabled() and not window.play_action.isEnabled()
+    window.step()  # a key press that slipped through: it says why, and runs nothing
+    assert "The prompt is empty" in window.status_label.text()
+    result = run(qtbot, window, lambda: window.tokens.editor.setPlainText("Hello world"), "prompt")
+    assert [c.piece for c in window.tokens.strip.chips] == ["Hello", "␣world"] and result.trace is None
+    assert window.step_action.isEnabled()
+    run(qtbot, window, window.step, "step")
