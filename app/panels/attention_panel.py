@@ -22,6 +22,7 @@ from engine.tokens import clip
 from .. import theme as th
 from ..history import AttentionHistory, buffer_size
 from ..state import LATEST, AppState
+from .empty_note import EmptyNote
 from .steady_label import SteadyLabel
 from ..guard import guarded
 
@@ -115,6 +116,7 @@ class AttentionPanel(QGroupBox):
         plots = QHBoxLayout()
         plots.addWidget(self.view, 4)
         plots.addLayout(side, 1)
+        self.empty_notes = [EmptyNote(self.view), EmptyNote(self.overview_view, "")]
         layout = QVBoxLayout(self)
         layout.addLayout(controls)
         layout.addWidget(self.caption)  # its own row: beside the spin boxes it wrapped to 7 lines on a projector
@@ -197,6 +199,8 @@ class AttentionPanel(QGroupBox):
     # ------------------------------------------------------------ drawing
     def _draw_matrix(self, *, ticks: bool) -> None:
         T = self.history.length
+        for note in self.empty_notes:
+            note.setVisible(T == 0)
         if T == 0:
             self.image.clear()
             self.shown = np.zeros((0, 0), np.float32)

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QGroupBox, QHBoxLayout, QLabel, QSlider, QVBoxLayo
 
 from .. import theme as th
 from ..state import LATEST, AppState
+from .empty_note import EmptyNote
 from .steady_label import SteadyLabel
 
 MAX_LABELS = 16
@@ -58,6 +59,7 @@ class EmbeddingsPanel(QGroupBox):
         for label in self.labels:
             self.plot.addItem(label)
         self.caption = SteadyLabel()
+        self.empty_note = EmptyNote(self.view)
         self.caption.setTextFormat(Qt.PlainText)  # it quotes token text
 
         layout = QVBoxLayout(self)
@@ -177,6 +179,7 @@ class EmbeddingsPanel(QGroupBox):
         result = self.state.result
         depth = self.depth
         self.depth_label.setText("embeddings (token + position)" if depth == 0 else f"after block {depth - 1}")
+        self.empty_note.setVisible(result is None or result.points.shape[1] == 0)
         if result is None or result.points.shape[1] == 0:
             self._set_points(np.zeros((0, 2), np.float32), 0)
             self.path.setData([], [])

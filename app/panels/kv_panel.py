@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QGridLayout, QGroupBox, QProgressBar, QVBoxLayout,
 
 from .. import theme as th
 from ..state import AppState
+from .empty_note import EmptyNote
 from .steady_label import SteadyLabel
 from ..guard import guarded
 
@@ -86,6 +87,7 @@ class KVPanel(QGroupBox):
         for item in (self.prefill_text, self.decode_line, self.decode_text):
             self.time_plot.addItem(item)
 
+        self.empty_notes = [EmptyNote(self.layer_view), EmptyNote(self.growth_view, ""), EmptyNote(self.time_view, "")]
         layout = QVBoxLayout(self)
         layout.addWidget(self.capacity)
         layout.addWidget(self.bytes_label)
@@ -103,6 +105,8 @@ class KVPanel(QGroupBox):
         records = result.records
         capacity = int(result.info.n_positions)
         self.capacity.setRange(0, capacity)
+        for note in self.empty_notes:
+            note.setVisible(not records)
         if not records:
             self.capacity.setValue(0)
             self.capacity.setFormat(f"context window: 0 of {capacity:,} positions cached")

@@ -21,6 +21,7 @@ from engine.trace import N_CANDIDATES
 
 from .. import theme as th
 from ..state import AppState
+from .empty_note import EmptyNote
 from .steady_label import SteadyLabel
 from ..guard import guarded
 
@@ -98,6 +99,7 @@ class LogitsPanel(QGroupBox):
         for label in self.labels:
             self.prob_plot.addItem(label)
 
+        self.empty_notes = [EmptyNote(self.logit_view), EmptyNote(self.prob_view, "")]
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 4, 6, 4)  # ten rows of candidates fit a 1280 x 720 projector
         layout.setSpacing(4)
@@ -170,6 +172,8 @@ class LogitsPanel(QGroupBox):
     def _draw(self) -> None:
         result = self.state.result
         trace = None if result is None else result.trace
+        for note in self.empty_notes:
+            note.setVisible(trace is None)
         if trace is None:
             self._ids = np.zeros(0, np.int64)
             for bars in (self.logit_bars, self.prob_bars):

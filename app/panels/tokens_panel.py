@@ -244,8 +244,17 @@ class TokensPanel(QGroupBox):
         self.strip.heightChanged.connect(self._fit_scroll)
         self.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Maximum)  # no empty space below the chips
 
+        # the whole text so far as a sentence, the newest token marked
+        self.sentence = QLabel()
+        self.sentence.setWordWrap(True)
+        self.sentence.setTextFormat(Qt.RichText)
+        self.sentence.setToolTip("The text so far: the prompt and every generated token; the newest one is marked")
+        self.sentence.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
+        self._sentence = ("", "")  # the text before the newest token, the newest token
+
         top = QHBoxLayout()
-        top.addWidget(self.editor, 1)
+        top.addWidget(self.editor, 2)
+        top.addWidget(self.sentence, 3)
         side = QVBoxLayout()
         side.addWidget(self.counts)
         side.addStretch(1)
@@ -318,6 +327,12 @@ class TokensPanel(QGroupBox):
             self.set_prompt_text(result.prompt_text if result.kind == "load" else self.prompt())
         self.strip.set_chips(chips, self._selected_index())
         self._update_counts()
+        before = b"".join(piece_bytes(c.piece) for c in chips[:-1]).decode("utf-8", "replace")
+        newest = b"".join(piece_bytes(c.piece) for c in chips[-1:]).decode("utf-8", "replace") if trace is not None else ""
+        if trace is None:
+            before = b"".join(piece_bytes(c.piece) for c in chips).decode("utf-8", "replace")
+        self._sentence = (before, newest)
+        self._show_sentence()
         if self.state.position == LATEST and chips:
             self.scroll.ensureVisible(0, self.strip.rects[-1].bottom(), 0, 4)
 
@@ -329,11 +344,30 @@ class TokensPanel(QGroupBox):
 
     def _on_state_theme(self, theme: th.Theme) -> None:
         self.editor.setFont(theme.font(1))
+        self.sentence.setFont(theme.font(1))
+        self.sentence.setMaximumHeight(2 * theme.text_px(1) + 6)
         self.editor.setFixedHeight(int(QFontMetrics(theme.font(1)).height() * 1.6) + 8)  # a line; the chips show all
         self.setFont(theme.font())
         self.counts.setMinimumWidth(QFontMetrics(theme.font()).horizontalAdvance("x" * 40))
         self.strip.set_theme(theme)
         self._fit_scroll()
+
+    def _show_sentence(self) -> None:
+        """The text so far in two lines at most: its end, the newest token marked."""
+        before, newest = self._sentence
+        fm = QFontMetrics(self.sentence.font())
+        room = max(40, int(self.sentence.width() * 1.6) - fm.horizontalAdvance(newest))
+        shown = fm.elidedText(" ".join(before.split("\n")), Qt.ElideLeft, room)
+        mark = (
+            f"<span style='background:{th.GENERATED_CHIP}; text-decoration: underline'><b>{_html(newest)}</b></span>"
+            if newest else ""
+        )
+        self.sentence.setText(f"{_html(shown)}{mark}" if before or newest else "")
+
+    @guarded
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._show_sentence()
 
     def set_expanded(self, expanded: bool) -> None:
         """Focused (True): the chips take all the height there is; else as many rows as they need,

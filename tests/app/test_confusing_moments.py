@@ -41,3 +41,24 @@ def test_an_empty_prompt_says_why_and_step_waits_for_one(window, qtbot):
     assert [c.piece for c in window.tokens.strip.chips] == ["Hello", "␣world"] and result.trace is None
     assert window.step_action.isEnabled()
     run(qtbot, window, window.step, "step")
+
+
+def test_before_the_first_step_plots_say_what_to_do_and_then_give_way(window, qtbot):
+    notes = [*window.attention.empty_notes, window.embeddings.empty_note, *window.logits.empty_notes, *window.kv.empty_notes]
+    assert all(note.isVisible() for note in notes)  # no axes from -1 to 1 before anything ran
+    assert "Press Space" in window.logits.empty_notes[0].text()
+    view = window.kv.time_view
+    assert window.kv.empty_notes[2].geometry() == view.rect()  # covers the whole plot
+    run(qtbot, window, window.step, "step")
+    assert not any(note.isVisible() for note in notes)
+    run(qtbot, window, window.reset, "reset")
+    assert all(note.isVisible() for note in notes)
+
+
+def test_the_text_so_far_reads_as_a_sentence_with_the_newest_token_marked(window, qtbot):
+    assert shown(window.tokens.sentence) == "The cat sat on the"
+    result = run(qtbot, window, window.step, "step")
+    newest = result.trace.chosen_piece.replace("␣", " ")
+    text = shown(window.tokens.sentence)
+    assert text == "The cat sat on the" + newest
+    assert f"<b>{newest}</b>" in window.tokens.sentence.text()  # marked
