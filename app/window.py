@@ -11,7 +11,7 @@ import logging
 
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, QSettings, Qt, Signal
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtGui import QAction, QCursor, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
     QCheckBox,
@@ -50,6 +50,8 @@ from .panels.sampling_panel import SamplingPanel
 from .panels.tokens_panel import TokensPanel
 from .player import Player
 from .about import about_text
+from .help import panel_help
+from .help_dialog import HelpButton, HelpDialog
 from .result import SessionResult
 from .state import AppState
 
@@ -158,8 +160,15 @@ class MainWindow(QMainWindow):
         weights = {self.embeddings: 2, self.attention: 3, self.logits: 3, self.sampling: 2, self.kv: 2}
         self.stages = StageArea(columns, weights)
         s.topNChanged.connect(lambda _n: self.stages.relayout())  # more rows of candidates: more room
+        self.help_keys = {
+            self.tokens: "tokens", self.embeddings: "embeddings", self.attention: "attention",
+            self.logits: "logits", self.sampling: "sampling", self.kv: "kv",
+        }
+        self.help_buttons = {}
         for panel in (self.tokens, *self.stages.panels()):
             panel.installEventFilter(self)  # a double-click on a panel's title focuses it
+            self.help_buttons[panel] = HelpButton(panel, lambda _=False, p=panel: self.show_help(p))
+        self._help: HelpDialog | None = None
         central = QWidget()
         layout = QVBoxLayout(central)
         layout.setContentsMargins(6, 2, 6, 2)
@@ -206,6 +215,11 @@ class MainWindow(QMainWindow):
         ]
         self.unfocus_action = action("Show every panel", lambda: self.toggle_focus(None), ("Ctrl+0", Qt.Key_Escape))
         self.about_action = action("About nexttoken", self._on_about_action_triggered)
+        self.help_action = action(
+            "What am I looking at?", self._on_help_action_triggered, (Qt.Key_F1,),
+            "Explain the panel under the mouse (or with the keyboard focus), with its current numbers (F1)",
+        )
+        self.glossary_action = action("Glossary", lambda: self.show_help(None))
 
     def _build_menus(self) -> None:
         model = self.menuBar().addMenu("&Model")
@@ -229,6 +243,9 @@ class MainWindow(QMainWindow):
         for a in (self.step_action, self.back_action, self.play_action, self.reset_action):
             run.addAction(a)
         help_menu = self.menuBar().addMenu("&Help")
+        help_menu.addAction(self.help_action)
+        help_menu.addAction(self.glossary_action)
+        help_menu.addSeparator()
         help_menu.addAction(self.about_action)
 
     def _build_toolbar(self) -> None:
@@ -498,6 +515,27 @@ class MainWindow(QMainWindow):
                 self.toggle_focus(watched)
                 return True
         return False
+
+    def show_help(self, panel: QWidget | None) -> None:
+        """Explain ``panel`` with the current numbers (None: the glossary)."""
+        if self._help is None:
+            self._help = HelpDialog(self)
+        if panel is None:
+            self._help.show_glossary()
+        else:
+            title, text = panel_help(self.help_keys[panel], self.state.result, self.state.layer, self.state.head)
+            self._help.show_text(title, text)
+
+    def _on_help_action_triggered(self) -> None:
+        """F1: the panel under the mouse, else the one holding the keyboard focus, else the first shown."""
+        for widget in (QApplication.widgetAt(QCursor.pos()), QApplication.focusWidget()):
+            while widget is not None and widget not in self.help_keys:
+                widget = widget.parentWidget()
+            if widget is not None:
+                self.show_help(widget)
+                return
+        shown = [p for p in self.help_keys if p.isVisible()]
+        self.show_help(shown[0] if shown else self.tokens)
 
     def _on_full_screen_triggered(self, on: bool) -> None:
         self.showFullScreen() if on else self.showNormal()
