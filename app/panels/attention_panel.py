@@ -166,7 +166,7 @@ class AttentionPanel(QGroupBox):
     def _on_state_theme(self, theme: th.Theme) -> None:
         th.style_plot(self.plot, theme, left="query position", bottom="key position")
         th.style_plot(self.overview, theme, left="layer", bottom="head")
-        th.fix_axis_width(self.plot, theme, 15)  # "token piece 1023": 10 characters, a space, the position
+        th.fix_axis_width(self.plot, theme, 13)  # "token pi… 1023": 8 characters, a space, the position
         self.colorbar.setColorMap(theme.cmap())
         self.colorbar.axis.setTickFont(theme.font(-1))
         self.colorbar.axis.setLabel("attention weight", color=theme.text, **{"font-size": f"{theme.font_pt - 1}pt"})
@@ -178,7 +178,7 @@ class AttentionPanel(QGroupBox):
         px = theme.text_px()
         bar = 14 + QFontMetrics(theme.font(-1)).horizontalAdvance("0.88") + 2 * theme.text_px() + 16  # the colour bar
         self._needs = [
-            (self.plot, th.need_area(self.view, self.plot, 8 * px, 6 * px, beside=bar)),
+            (self.plot, th.need_area(self.view, self.plot, 6 * px, 6 * px, beside=bar)),
             (self.overview, th.need_area(self.overview_view, self.overview, 4 * px, 4 * px)),
         ]
         self._draw_matrix(ticks=True)
@@ -249,7 +249,7 @@ class AttentionPanel(QGroupBox):
         pieces = self._pieces[:T]
         finest_x, finest_y = _nice_step(T / (width / 4)), _nice_step(T / (height / 4))  # tick marks >= 4 px apart
         self.plot.getAxis("bottom").setTicks(_tick_levels(step_x, len(pieces), lambda i: clip(pieces[i], 8), finest=finest_x))
-        self.plot.getAxis("left").setTicks(_tick_levels(step_y, len(pieces), lambda i: f"{clip(pieces[i], 10)} {i}", finest=finest_y))
+        self.plot.getAxis("left").setTicks(_tick_levels(step_y, len(pieces), lambda i: f"{clip(pieces[i], 8)} {i}", finest=finest_y))
 
     def _draw_overview(self) -> None:
         L, H = self.history.shape

@@ -232,9 +232,9 @@ class KVPanel(QGroupBox):
         if not self._one_row:
             row0 = max(self.layer_view.minimumHeight(), self.growth_view.minimumHeight())
             hint.setHeight(hint.height() - (row0 + self.time_view.minimumHeight() + 2) + tall)
-        if self._one_row:
-            hint.setWidth(hint.width() - self._row_width() + max(
-                self.layer_view.minimumWidth() + self.growth_view.minimumWidth() + 2, self.time_view.minimumWidth()) + 40)
+        m = self.layout().contentsMargins()
+        two_rows = max(self.layer_view.minimumWidth() + self.growth_view.minimumWidth() + 2, self.time_view.minimumWidth())
+        hint.setWidth(max(self.capacity.minimumSizeHint().width(), two_rows) + m.left() + m.right())
         return hint
 
     @guarded

@@ -9,6 +9,7 @@ The bar items are built once; a step only calls ``setOpts``.
 from __future__ import annotations
 
 import html
+import math
 
 import numpy as np
 import pyqtgraph as pg
@@ -138,7 +139,7 @@ class LogitsPanel(QGroupBox):
         self._draw()
 
     def _on_state_theme(self, theme: th.Theme) -> None:
-        th.style_plot(self.logit_plot, theme, bottom="raw logit")
+        th.style_plot(self.logit_plot, theme, bottom="logit (from lowest)")
         th.style_plot(self.prob_plot, theme, bottom="probability (%)")  # short: fits a projector's font
         th.fix_axis_width(self.logit_plot, theme, LABEL_CHARS + 2)
         th.fix_axis_width(self.prob_plot, theme, 0)
@@ -192,7 +193,12 @@ class LogitsPanel(QGroupBox):
         rows = np.arange(n)
         chosen, can, removed = self._brushes
         brushes = [chosen if t == trace.chosen else (can if k else removed) for t, k in zip(ids.tolist(), kept.tolist())]
-        self.logit_bars.setOpts(x0=np.minimum(logits, 0), y=rows, width=np.abs(logits), brushes=brushes, pen=None)
+        # bars from just below the lowest logit shown, not from 0: adding one number to every logit
+        # changes nothing, so a bar twice as long as another must not look twice as likely
+        lo, hi = float(logits.min()), float(logits.max())
+        span = max(hi - lo, 0.5)
+        base, end = math.floor(lo - 0.15 * span), math.ceil(hi + 0.05 * span)
+        self.logit_bars.setOpts(x0=np.full(n, base), y=rows, width=logits - base, brushes=brushes, pen=None)
         self.prob_bars.setOpts(x0=np.zeros(n), y=rows, width=probs, brushes=brushes, pen=None)
         self.logit_plot.getAxis("left").setTicks([[(i, f"{clip(trace.candidate_pieces[i], LABEL_CHARS)}  ") for i in range(n)]])
         self.logit_plot.setYRange(-0.6, n - 0.4, padding=0)
@@ -203,10 +209,8 @@ class LogitsPanel(QGroupBox):
         label = QFontMetrics(self.state.theme.font(-2)).horizontalAdvance("100.0%") + 12
         room = top * width / max(width - label, width * 0.2)
         self.prob_plot.setXRange(0, next((s for s in PROB_SCALES if s >= room), PROB_SCALES[-1]), padding=0)
-        lo, hi = float(min(logits.min(), 0)), float(max(logits.max(), 0))
-        # rounded out to nice values: the axis (and its labels) repaints only when they change
-        lo, hi = (-th.nice_ceil(-lo) if lo < 0 else 0.0), (th.nice_ceil(hi * 1.05) if hi > 0 else 0.0)
-        self.logit_plot.setXRange(lo, max(hi, lo + 1e-3), padding=0.02)
+        # whole numbers: the axis (and its labels) repaints only when they change
+        self.logit_plot.setXRange(base, end, padding=0)
         for i, label in enumerate(self.labels):  # hidden labels cost nothing to paint; empty ones do
             if i < n:
                 label.setText(f"{probs[i]:.1f}%" if kept[i] else "removed", color=th.DARK if kept[i] else "#7A7A7A")

@@ -62,3 +62,17 @@ def test_the_text_so_far_reads_as_a_sentence_with_the_newest_token_marked(window
     text = shown(window.tokens.sentence)
     assert text == "The cat sat on the" + newest
     assert f"<b>{newest}</b>" in window.tokens.sentence.text()  # marked
+
+
+def test_raw_logit_bars_start_at_the_lowest_shown_not_at_zero(window, qtbot):
+    import numpy as np
+
+    result = run(qtbot, window, window.step, "step")
+    ids = window.logits.bar_ids()
+    logits = result.trace.record.logits[ids]
+    opts = window.logits.logit_bars.opts
+    base = np.asarray(opts["x0"])
+    assert (base == base[0]).all() and base[0] < logits.min() and logits.min() - base[0] <= 0.5 * (logits.max() - logits.min()) + 1
+    np.testing.assert_allclose(base + np.asarray(opts["width"]), logits, rtol=1e-6)  # each bar ends at its logit
+    (lo, _hi), _ = window.logits.logit_plot.getViewBox().viewRange()
+    assert lo == base[0]  # the axis starts where the bars do: its numbers are the real logits
