@@ -1,7 +1,8 @@
 """Colours, fonts and colour maps: the normal look and projector mode.
 
 Colours come from the Okabe-Ito palette and the maps are viridis / cividis, all readable with the
-common kinds of colour blindness.
+common kinds of colour blindness. The palette below (PROMPT, GENERATED, CHOSEN, SELECTED, KEYS,
+VALUES, PREFILL, DECODE…) is the one place that says which colour means what.
 """
 
 from __future__ import annotations
@@ -20,6 +21,25 @@ SKY = "#56B4E9"
 GREEN = "#009E73"
 GREY = "#B8B8B8"
 DARK = "#202020"
+
+PURPLE = "#CC79A7"
+YELLOW = "#F0E442"
+
+# The palette: one colour means one thing in every panel. Okabe-Ito colours, told apart with the
+# common kinds of colour blindness and on a washed-out projector (tests/app/test_palette.py checks
+# the pairs that share a view after simulating both).
+PROMPT = BLUE  # prompt tokens (points; chips in PROMPT_CHIP, its pale tint)
+GENERATED = ORANGE  # generated tokens (points; chips in GENERATED_CHIP)
+CHOSEN = ORANGE  # the token chosen at this step: it becomes the newest generated token
+SELECTED = "#000000"  # the selected position: its outline, its path through the layers, its label
+KEYS = GREEN  # cached keys
+VALUES = YELLOW  # cached values (bars drawn with a dark outline: yellow on white needs one)
+PREFILL = PURPLE  # the prefill step
+DECODE = SKY  # decode steps
+CANDIDATE = "#4F6D8A"  # a candidate that can be drawn (not chosen): a quiet slate
+REMOVED = "#D0D0D0"  # a candidate top-k / top-p removed
+NEUTRAL = "#111111"  # lines that mean no role (the cache's growth, a mean): near the text colour
+ERROR = "#B3261E"  # error messages (text)
 
 PROMPT_CHIP = "#D6EAF8"  # prompt tokens: pale blue
 GENERATED_CHIP = "#FCE5C0"  # generated tokens: pale orange

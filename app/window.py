@@ -487,7 +487,7 @@ class MainWindow(QMainWindow):
         self.reset_action.setEnabled(has and result.trace is not None)
 
     def _set_status(self, text: str, *, error: bool = False) -> None:
-        self.status_label.setStyleSheet(f"color: {th.VERMILION}; font-weight: bold" if error else "")
+        self.status_label.setStyleSheet(f"color: {th.ERROR}; font-weight: bold" if error else "")
         self.status_label.setText(text)
         log.info("status: %s", text)
 

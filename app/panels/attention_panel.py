@@ -172,8 +172,8 @@ class AttentionPanel(QGroupBox):
         self.colorbar.axis.setLabel("attention weight", color=theme.text, **{"font-size": f"{theme.font_pt - 1}pt"})
         self._lut = (theme.cmap().getLookupTable(0.0, 1.0, 256, alpha=True)).astype(np.uint8)
         self._rgba_of = None  # new colours: colour every row again
-        self.query_row.setPen(theme.pen(th.VERMILION, width=theme.line + 1))
-        self.tile_marker.setPen(theme.pen(th.VERMILION, width=theme.line + 1))
+        self.query_row.setPen(theme.pen(th.SELECTED, width=theme.line + 1))
+        self.tile_marker.setPen(theme.pen(th.SELECTED, width=theme.line + 1))
         self.caption.setFont(theme.font())
         px = theme.text_px()
         bar = 14 + QFontMetrics(theme.font(-1)).horizontalAdvance("0.88") + 2 * theme.text_px() + 16  # the colour bar

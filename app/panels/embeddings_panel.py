@@ -47,10 +47,10 @@ class EmbeddingsPanel(QGroupBox):
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
         self.plot.showGrid(x=True, y=True, alpha=0.2)
-        self.path = self.plot.plot([], [], pen=pg.mkPen(th.VERMILION, width=2, style=Qt.DashLine))
-        self.path_points = pg.ScatterPlotItem(size=7, brush=pg.mkBrush(th.VERMILION), pen=None)
+        self.path = self.plot.plot([], [], pen=pg.mkPen(th.SELECTED, width=2, style=Qt.DashLine))
+        self.path_points = pg.ScatterPlotItem(size=7, brush=pg.mkBrush(th.SELECTED), pen=None)
         self.points = pg.ScatterPlotItem(size=11, hoverable=True, tip=None)
-        self.selected = pg.ScatterPlotItem(size=20, brush=None, pen=pg.mkPen(th.DARK, width=2.5))
+        self.selected = pg.ScatterPlotItem(size=20, brush=None, pen=pg.mkPen(th.SELECTED, width=2.5))
         self.plot.addItem(self.path_points)
         self.plot.addItem(self.points)
         self.plot.addItem(self.selected)
@@ -66,8 +66,8 @@ class EmbeddingsPanel(QGroupBox):
         layout.addLayout(row)
         layout.addWidget(self.view, 1)
         layout.addWidget(self.caption)
-        self._brush_prompt = pg.mkBrush(th.BLUE)
-        self._brush_generated = pg.mkBrush(th.ORANGE)
+        self._brush_prompt = pg.mkBrush(th.PROMPT)
+        self._brush_generated = pg.mkBrush(th.GENERATED)
         self._point_pen = pg.mkPen("w", width=0.8)
         self._drawn = (np.zeros((0, 2), np.float32), -1)  # the points on screen and the prompt length
         self._n_layer = -1
@@ -216,7 +216,7 @@ class EmbeddingsPanel(QGroupBox):
         for label, i in zip(self.labels, shown + [None] * MAX_LABELS):
             label.setVisible(i is not None)  # hidden labels cost nothing to paint; empty ones do
             if i is not None:
-                label.setText(pieces[i] if i < len(pieces) else "", color=th.VERMILION if i == sel else th.DARK)
+                label.setText(pieces[i] if i < len(pieces) else "", color=th.SELECTED if i == sel else th.DARK)
                 label.setPos(float(xy[i, 0]), float(xy[i, 1]))
         where = "its embedding" if depth == 0 else f"the residual stream after block {depth - 1}"
         piece = pieces[sel] if sel < len(pieces) else ""

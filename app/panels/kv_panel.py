@@ -59,8 +59,8 @@ class KVPanel(QGroupBox):
             for title in (
                 "positions cached, per layer",
                 "cache size",
-                f"time per step: <span style='color:{th.VERMILION}'>■ prefill</span> vs "
-                f"<span style='color:{th.SKY}'>■ decode</span> (dashed: mean)",
+                f"time per step: <span style='color:{th.PREFILL}'>■ prefill</span> vs "
+                f"<span style='color:{th.DECODE}'>■ decode</span> (dashed: mean)",
             )
         ]
         self.layer_plot, self.growth_plot, self.time_plot = (view.getPlotItem() for view in views)
@@ -72,18 +72,18 @@ class KVPanel(QGroupBox):
         self._size_unit = ""
         for plot in (self.layer_plot, self.growth_plot, self.time_plot):
             th.fix_plot(plot).showGrid(y=True, alpha=0.25)
-        self.key_bars = pg.BarGraphItem(x=[], height=[], width=0.38, brush=th.BLUE, pen=None)
-        self.value_bars = pg.BarGraphItem(x=[], height=[], width=0.38, brush=th.ORANGE, pen=None)
+        self.key_bars = pg.BarGraphItem(x=[], height=[], width=0.38, brush=th.KEYS, pen=None)
+        self.value_bars = pg.BarGraphItem(x=[], height=[], width=0.38, brush=th.VALUES, pen=pg.mkPen(th.DARK, width=1))
         self.layer_plot.addItem(self.key_bars)
         self.layer_plot.addItem(self.value_bars)
-        self.growth = self.growth_plot.plot([], [], pen=pg.mkPen(th.BLUE, width=2), symbol="o", symbolSize=5, symbolBrush=th.BLUE)
-        self._prefill_brush, self._decode_brush = pg.mkBrush(th.VERMILION), pg.mkBrush(th.SKY)
+        self.growth = self.growth_plot.plot([], [], pen=pg.mkPen(th.NEUTRAL, width=2), symbol="o", symbolSize=5, symbolBrush=th.NEUTRAL)
+        self._prefill_brush, self._decode_brush = pg.mkBrush(th.PREFILL), pg.mkBrush(th.DECODE)
         self.time_bars = pg.BarGraphItem(x=[], height=[], width=0.7, brushes=[], pen=None)
         self.time_plot.addItem(self.time_bars)
         # both labels hang in the headroom above the tallest bar: top left and top right
-        self.prefill_text = pg.TextItem(anchor=(0, 0), color=th.VERMILION)
-        self.decode_line = pg.InfiniteLine(angle=0, movable=False, pen=pg.mkPen(th.BLUE, width=1.5, style=Qt.DashLine))
-        self.decode_text = pg.TextItem(anchor=(1, 0), color=th.BLUE)
+        self.prefill_text = pg.TextItem(anchor=(0, 0), color=th.PREFILL)
+        self.decode_line = pg.InfiniteLine(angle=0, movable=False, pen=pg.mkPen(th.NEUTRAL, width=1.5, style=Qt.DashLine))
+        self.decode_text = pg.TextItem(anchor=(1, 0), color=th.NEUTRAL)
         for item in (self.prefill_text, self.decode_line, self.decode_text):
             self.time_plot.addItem(item)
 
@@ -127,8 +127,8 @@ class KVPanel(QGroupBox):
         self.capacity.setValue(min(kv.positions, capacity))
         self.capacity.setFormat(f"context window: {kv.positions:,} of {capacity:,} positions cached ({kv.positions / capacity:.0%})")
         self.bytes_label.setText(
-            f"<b>{human_bytes(kv.total_bytes)}</b> = <span style='color:{th.BLUE}'>■</span> keys and "
-            f"<span style='color:{th.ORANGE}'>■</span> values: {kv.arithmetic()}"
+            f"<b>{human_bytes(kv.total_bytes)}</b> = <span style='color:{th.KEYS}'>■</span> keys and "
+            f"<span style='color:{th.VALUES}'>■</span> values: {kv.arithmetic()}"
         )
         steps = np.fromiter((r.step for r in records), np.int64, len(records))
         sizes = np.fromiter((r.kv.total_bytes for r in records), np.float64, len(records))

@@ -57,7 +57,7 @@ class LogitsPanel(QGroupBox):
         self.short_title = "4 Candidates"
         self.state = state
         self._ids = np.zeros(0, np.int64)
-        self._brushes = (pg.mkBrush(th.ORANGE), pg.mkBrush(th.BLUE), pg.mkBrush(th.GREY))
+        self._brushes = (pg.mkBrush(th.CHOSEN), pg.mkBrush(th.CANDIDATE), pg.mkBrush(th.REMOVED))
         self.n_spin = QSpinBox()
         self.n_spin.setRange(1, N_CANDIDATES)
         self.n_spin.setValue(state.top_n)
@@ -68,9 +68,9 @@ class LogitsPanel(QGroupBox):
         head.addWidget(QLabel("Show top"))
         head.addWidget(self.n_spin)
         self.legend = QLabel(
-            f"<span style='color:{th.ORANGE}'>■</span> chosen &nbsp; "
-            f"<span style='color:{th.BLUE}'>■</span> can be drawn &nbsp; "
-            f"<span style='color:{th.GREY}'>■</span> removed by top-k / top-p"
+            f"<span style='color:{th.CHOSEN}'>■</span> chosen &nbsp; "
+            f"<span style='color:{th.CANDIDATE}'>■</span> can be drawn &nbsp; "
+            f"<span style='color:{th.REMOVED}'>■</span> removed by top-k / top-p"
         )
         self.legend.setWordWrap(True)  # projector fonts: wrap rather than widen the window
         self.legend.setToolTip("Click a bar to choose that token instead")

@@ -76,7 +76,7 @@ class SamplingPanel(QGroupBox):
         self.new_seed.setToolTip("Add one to the seed: draw the current step again.")
         self.error = QLabel()
         self.error.setTextFormat(Qt.PlainText)
-        self.error.setStyleSheet(f"color: {th.VERMILION}")
+        self.error.setStyleSheet(f"color: {th.ERROR}")
         self.drawn_with = QLabel()  # shown when the step on screen was drawn with other settings
         self.drawn_with.setWordWrap(True)
         self.drawn_with.hide()

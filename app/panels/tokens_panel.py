@@ -167,7 +167,7 @@ class TokenStrip(QWidget):
                 break
             chip = self.chips[i]
             selected = i == self.selected
-            pen = QPen(QColor(th.DARK if selected else ("#E69F00" if chip.kind == "next" else "#8A8A8A")))
+            pen = QPen(QColor(th.SELECTED if selected else (th.CHOSEN if chip.kind == "next" else "#8A8A8A")))
             pen.setWidthF(3 if selected else (2 if chip.kind == "next" else 1))
             if chip.kind == "next":
                 pen.setStyle(Qt.DashLine)
