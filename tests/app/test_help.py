@@ -3,7 +3,8 @@ texts in one resource file."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, QUrl
+from PySide6.QtCore import QPoint, Qt, QUrl
+from PySide6.QtGui import QCursor
 
 from app.help import texts
 
@@ -41,8 +42,14 @@ def test_every_panel_has_a_question_mark_that_explains_it_with_current_numbers(w
 
 def test_f1_explains_the_panel_with_the_keyboard_focus_and_links_to_the_glossary(window, qtbot):
     run(qtbot, window, window.step, "step")
+    QCursor.setPos(window.mapToGlobal(QPoint(-200, -200)))  # the mouse away: the keyboard focus decides
     window.sampling.temperature.setFocus()
     qtbot.keyClick(window, Qt.Key_F1)
     assert "temperature 1 divides the scores" in window._help.browser.toPlainText()
+    panel = window.embeddings  # top left: on the offscreen platform's 800 x 800 screen
+    window._help.close()  # it may lie over the panel
+    QCursor.setPos(panel.mapToGlobal(panel.rect().center()))  # the mouse over a panel: that panel
+    qtbot.keyClick(window, Qt.Key_F1)
+    assert "Slide Depth" in window._help.browser.toPlainText()
     window._help.browser.anchorClicked.emit(QUrl("glossary"))  # the link under every explanation
     assert "residual stream" in window._help.browser.toPlainText()

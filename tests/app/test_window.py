@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QPointF, Qt
 
+from app import theme as th
 from app.panels.kv_panel import human_bytes
 
 from .helpers import assert_image_shows, run
@@ -122,7 +123,7 @@ def test_settings_change_the_distribution_without_a_forward_pass(window, qtbot, 
     assert top.trace.distribution.kept.sum() == 3
     # bars beyond the third are greyed: removed by top-k
     brushes = window.logits.prob_bars.opts["brushes"]
-    assert brushes[5].color().name().lower() == "#b8b8b8"
+    assert brushes[5].color().name().lower() == th.REMOVED.lower()  # removed by top-k
     greedy = run(qtbot, window, lambda: window.sampling.greedy.setChecked(True), "resample")
     assert greedy.trace.chosen == int(np.argmax(greedy.trace.distribution.after_penalty))
     assert len(forward_calls) == 1
