@@ -13,6 +13,7 @@ import argparse
 import gc
 import json
 import logging
+import re
 import sys
 from time import perf_counter
 
@@ -21,13 +22,42 @@ from .views import VIEWS
 log = logging.getLogger("app")
 
 
+MIN_SIZE = (1024, 700)  # the smallest window every panel has room in (tests/app/test_screens.py)
+
+
+def window_size(text: str) -> tuple[int, int]:
+    """``--size WxH``: a window size of at least MIN_SIZE."""
+    found = re.fullmatch(r"\s*(\d{1,5})\s*[xX×]\s*(\d{1,5})\s*", text)
+    if not found:
+        raise argparse.ArgumentTypeError(f"expected WIDTHxHEIGHT in pixels, such as 1366x768, not {text!r}")
+    w, h = int(found.group(1)), int(found.group(2))
+    if w < MIN_SIZE[0] or h < MIN_SIZE[1]:
+        raise argparse.ArgumentTypeError(
+            f"{w}x{h} is smaller than the smallest supported window, {MIN_SIZE[0]}x{MIN_SIZE[1]}"
+        )
+    return w, h
+
+
+def steps_count(text: str) -> int:
+    """``--steps N``: a whole number, 0 or more."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of steps, not {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {n}")
+    return n
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    from .about import version_text
+
     p = argparse.ArgumentParser(
         prog="nexttoken", description="Watch a GPT-2 model produce its next token, step by step.", allow_abbrev=False
     )
     p.add_argument("--model", default=None, help="model folder or hub id such as gpt2 (default: the last used, else the tiny demo)")
     p.add_argument("--prompt", default="", help="prompt to start with")
-    p.add_argument("--steps", type=int, default=0, help="steps to run at start (with --screenshot: before the picture)")
+    p.add_argument("--steps", type=steps_count, default=0, help="steps to run at start (with --screenshot: before the picture)")
     p.add_argument("--screenshot", metavar="FILE.png", help="save a PNG of the window after --steps steps, then exit")
     p.add_argument("--projector", action="store_true", help="large fonts and high contrast for a projector")
     p.add_argument("--view", choices=tuple(VIEWS), default="main",
@@ -37,9 +67,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--smoke-test", action="store_true", help="load the bundled model, step 3 tokens, print JSON, exit")
     p.add_argument("--engine", choices=("process", "thread"), default="process",
                    help="where the model runs: a child process (default: the window never waits for it) or a thread of the window's process")
-    p.add_argument("--width", type=int, default=1600, help=argparse.SUPPRESS)
-    p.add_argument("--height", type=int, default=1000, help=argparse.SUPPRESS)
+    p.add_argument("--size", type=window_size, metavar="WxH",
+                   help=f"window size in pixels, such as 1366x768 (at least {MIN_SIZE[0]}x{MIN_SIZE[1]}; default: "
+                        "where the window was last, else 1600x1000 or the screen); --screenshot saves exactly that")
+    p.add_argument("--version", action="version", version=version_text())
     return p.parse_args(argv)
+
+
+def default_size(app, scripted: bool) -> tuple[int, int]:
+    """1600 x 1000, or what the screen has room for (a script's screenshot: always 1600 x 1000)."""
+    if scripted or app.primaryScreen() is None:
+        return 1600, 1000
+    room = app.primaryScreen().availableGeometry()
+    return max(MIN_SIZE[0], min(1600, room.width())), max(MIN_SIZE[1], min(1000, room.height() - 40))
 
 
 def _say(text: str, stream=None) -> None:
@@ -210,7 +250,10 @@ def main(argv: list[str] | None = None) -> int:
 
     scripted = bool(args.screenshot or args.smoke_test)
     window = MainWindow(projector=args.projector, remember=not args.smoke_test, engine=args.engine)
-    window.resize(args.width, args.height)
+    if args.size is not None:
+        window.resize(*args.size)
+    elif scripted or not window.restore_geometry():
+        window.resize(*default_size(app, scripted))
     exit_code = [0]
 
     def done(code: int) -> None:

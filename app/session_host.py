@@ -189,7 +189,10 @@ class SessionHost:
         self.session, self._points = session, PointCache()  # only now: a failed load keeps the old one
         seconds = perf_counter() - t0
         if kept < whole:  # never cut silently
-            note += f"The prompt was cut to its last {kept:,} of its {whole:,} tokens: {loaded.info.name} reads at most {kept:,}. "
+            note += (
+                f"The prompt was cut to its last {kept:,} of its {whole:,} tokens: {loaded.info.name} reads at most "
+                f"{loaded.info.n_positions:,}, and {loaded.info.n_positions - kept:,} stay free to generate. "
+            )
         return self._result(request, f"{note}Loaded {loaded.info.label} in {seconds:.1f} s.")
 
     def _report_progress(self, done: int, total: int) -> None:
@@ -213,9 +216,10 @@ class SessionHost:
             raise
         session.settings = request.settings
         what = f"{len(ids)} tokens"
-        if truncate and len(ids) == session.info.n_positions:
+        if truncate:
             whole = len(session.loaded.tokenizer.encode(text))
-            what = f"cut to its last {len(ids):,} of {whole:,} tokens (the most the model reads)" if whole > len(ids) else what
+            free = session.info.n_positions - len(ids)
+            what = f"cut to its last {len(ids):,} of {whole:,} tokens ({free:,} stay free to generate)" if whole > len(ids) else what
         return self._result(request, f"Prompt: {what}. Press Step (Space) to run the prefill.")
 
     def _step(self, request: p.Request) -> SessionResult:

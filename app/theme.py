@@ -1,7 +1,8 @@
 """Colours, fonts and colour maps: the normal look and projector mode.
 
 Colours come from the Okabe-Ito palette and the maps are viridis / cividis, all readable with the
-common kinds of colour blindness.
+common kinds of colour blindness. The palette below (PROMPT, GENERATED, CHOSEN, SELECTED, KEYS,
+VALUES, PREFILL, DECODE…) is the one place that says which colour means what.
 """
 
 from __future__ import annotations
@@ -20,6 +21,25 @@ SKY = "#56B4E9"
 GREEN = "#009E73"
 GREY = "#B8B8B8"
 DARK = "#202020"
+
+PURPLE = "#CC79A7"
+YELLOW = "#F0E442"
+
+# The palette: one colour means one thing in every panel. Okabe-Ito colours, told apart with the
+# common kinds of colour blindness and on a washed-out projector (tests/app/test_palette.py checks
+# the pairs that share a view after simulating both).
+PROMPT = BLUE  # prompt tokens (points; chips in PROMPT_CHIP, its pale tint)
+GENERATED = ORANGE  # generated tokens (points; chips in GENERATED_CHIP)
+CHOSEN = ORANGE  # the token chosen at this step: it becomes the newest generated token
+SELECTED = "#000000"  # the selected position: its outline, its path through the layers, its label
+KEYS = GREEN  # cached keys
+VALUES = YELLOW  # cached values (bars drawn with a dark outline: yellow on white needs one)
+PREFILL = PURPLE  # the prefill step
+DECODE = SKY  # decode steps
+CANDIDATE = "#4F6D8A"  # a candidate that can be drawn (not chosen): a quiet slate
+REMOVED = "#D0D0D0"  # a candidate top-k / top-p removed
+NEUTRAL = "#111111"  # lines that mean no role (the cache's growth, a mean): near the text colour
+ERROR = "#B3261E"  # error messages (text)
 
 PROMPT_CHIP = "#D6EAF8"  # prompt tokens: pale blue
 GENERATED_CHIP = "#FCE5C0"  # generated tokens: pale orange
@@ -42,6 +62,10 @@ class Theme:
         f.setPointSize(max(6, self.font_pt + delta))
         f.setBold(bold)
         return f
+
+    def text_px(self, delta: int = 0) -> int:
+        """The height of a line of text in ``font(delta)``, in pixels: the unit of the room a plot needs."""
+        return QFontMetrics(self.font(delta)).height()
 
     def cmap(self) -> pg.ColorMap:
         return pg.colormap.get(self.colormap)
@@ -82,6 +106,11 @@ def style_plot(plot: pg.PlotItem, theme: Theme, *, left: str | None = None, bott
         plot.setLabel("left", left, **style)
     if bottom is not None:
         plot.setLabel("bottom", bottom, **style)
+        # pyqtgraph counts 80 % of the title's height: its last pixels were cut off
+        axis = plot.getAxis("bottom")  # ticks, their spacing, then the title's box (with its margins)
+        axis.setHeight(theme.text_px(-1) + int(axis.label.boundingRect().height()) + 4)
+        # pyqtgraph hangs the title's box 5 px below the axis: keep those pixels inside the view
+        plot.layout.setContentsMargins(1, 1, 1, 7)
 
 
 def fix_axis_width(plot: pg.PlotItem, theme: Theme, chars: int, name: str = "left") -> None:
@@ -90,6 +119,34 @@ def fix_axis_width(plot: pg.PlotItem, theme: Theme, chars: int, name: str = "lef
     context): the layout moves and the plot paints again, up to five times a step."""
     sample = QFontMetrics(theme.font(-1)).horizontalAdvance("x" * chars) if chars else 0
     plot.getAxis(name).setWidth(sample + 12)  # + tick marks and spacing
+
+
+def need_area(view: pg.GraphicsView, plot: pg.PlotItem, width: int, height: int, *, beside: int = 0) -> tuple[int, int]:
+    """Give ``plot``'s drawing area (its ViewBox) at least ``width`` x ``height`` pixels: set the
+    minimum size of ``view`` to that plus its axes, title and ``beside`` (a colour bar). Returns the
+    need, which the panel's ``plot_needs()`` reports (tests/app/test_screens.py checks it)."""
+    # an axis title longer than its axis was cut: the area is at least as long as its axes' titles
+    for name, along in (("bottom", 0), ("left", 1)):
+        axis = plot.getAxis(name)
+        if axis.isVisible() and axis.label.isVisible() and axis.labelText:
+            need = int(axis.label.boundingRect().width()) + 6
+            width, height = (max(width, need), height) if along == 0 else (width, max(height, need))
+    if plot.titleLabel.isVisible() and plot.titleLabel.text:  # a title wider than the plot was cut
+        width = max(width, int(plot.titleLabel.item.boundingRect().width()) + 6)
+    w = width + beside + 24  # + the layout's margins and spacing
+    h = height + 12
+    for name in ("left", "right"):
+        axis = plot.getAxis(name)
+        if axis.isVisible():
+            w += max(axis.minimumWidth(), axis.preferredWidth())
+    for name in ("top", "bottom"):
+        axis = plot.getAxis(name)
+        if axis.isVisible():
+            h += max(axis.minimumHeight(), axis.preferredHeight())
+    if plot.titleLabel.isVisible():
+        h += int(plot.titleLabel.preferredHeight())
+    view.setMinimumSize(int(w), int(h))
+    return width, height
 
 
 NICE = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)

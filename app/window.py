@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 
 import pyqtgraph as pg
-from PySide6.QtCore import QSettings, Qt, Signal
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtCore import QEvent, QSettings, Qt, Signal
+from PySide6.QtGui import QAction, QCursor, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
     QButtonGroup,
@@ -19,25 +19,32 @@ from PySide6.QtWidgets import (
     QDoubleSpinBox,
     QFileDialog,
     QGraphicsItem,
+    QGroupBox,
     QHBoxLayout,
     QLabel,
     QMainWindow,
+    QMessageBox,
     QProgressDialog,
     QPushButton,
     QSplitter,
     QStackedWidget,
+    QSizePolicy,
+    QStyle,
+    QStyleOptionGroupBox,
     QToolBar,
     QVBoxLayout,
     QWidget,
 )
 
 from engine import paths
+from engine.defaults import truncation_keeps
 
 from . import guard
 from . import theme as th
 from .controller import SessionController
 from .guard import guarded
 from .paint_scheduler import PaintScheduler
+from .stage_layout import StageArea
 from .panels.attention_panel import AttentionPanel
 from .panels.embeddings_panel import EmbeddingsPanel
 from .panels.cache_panel import CachePanel
@@ -48,6 +55,9 @@ from .panels.sampling_panel import SamplingPanel
 from .panels.stages_panel import StagesPanel
 from .panels.tokens_panel import TokensPanel
 from .player import Player
+from .about import about_text
+from .help import panel_help
+from .help_dialog import HelpButton, HelpDialog
 from .result import SessionResult
 from .state import AppState
 from .views import VIEWS
@@ -56,6 +66,7 @@ log = logging.getLogger(__name__)
 
 GPT2_SMALL = "gpt2"
 PREFERENCE_LAST_MODEL = "model/last"
+PREFERENCE_GEOMETRY = "window/geometry"
 
 
 class MainWindow(QMainWindow):
@@ -78,6 +89,8 @@ class MainWindow(QMainWindow):
         self._loading_source: str | None = None
         self._progress: QProgressDialog | None = None
         self._closed = False
+        self.focused: QWidget | None = None  # the panel shown alone (toggle_focus), or None
+        self.prompt_refused = ""  # why the editor's prompt cannot run (Step is off meanwhile), or ""
 
         self.setWindowTitle("nexttoken — watch GPT-2 pick its next token")
         self.resize(1600, 1000)
@@ -102,10 +115,20 @@ class MainWindow(QMainWindow):
         self.restart_button = QPushButton("Restart the model")
         self.restart_button.clicked.connect(self._on_restart_action_triggered)
         self.restart_button.hide()  # shown once the engine was not restarted by itself
-        self.statusBar().addWidget(self.status_label, 1)
-        self.statusBar().addWidget(self.truncate_button)
-        self.statusBar().addWidget(self.restart_button)
-        self.statusBar().addPermanentWidget(self.model_label)
+        # a line of labels that wrap, under the panels (a QStatusBar's labels do not wrap: a long
+        # message widened the whole window)
+        for label in (self.status_label, self.model_label):
+            label.setTextFormat(Qt.PlainText)  # token text such as <|endoftext|> is text, not a tag
+            label.setWordWrap(True)
+            label.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
+        self.model_label.setAlignment(Qt.AlignRight | Qt.AlignVCenter)
+        bar = QHBoxLayout()
+        bar.setContentsMargins(8, 0, 8, 0)
+        bar.addWidget(self.status_label, 1)
+        bar.addWidget(self.truncate_button)
+        bar.addWidget(self.restart_button)
+        bar.addWidget(self.model_label, 1)
+        self._outer_layout.addLayout(bar)
 
         c = self.controller
         c.resultReady.connect(self.painter.submit)
@@ -117,15 +140,17 @@ class MainWindow(QMainWindow):
         c.engineStopped.connect(self._on_controller_engine_stopped)
         self.painter.resultStarted.connect(self._on_painter_result_started)
         self.painter.resultApplied.connect(self.resultApplied)
+        self.painter.resultApplied.connect(self._on_painter_result_applied)
         self.player.playingChanged.connect(self._on_player_playing_changed)
-        self.tokens.promptEdited.connect(c.set_prompt)
+        self.tokens.promptEdited.connect(self._on_tokens_prompt_edited)
         self.logits.tokenChosen.connect(self._on_logits_token_chosen)
         self.inside.inspectRequested.connect(c.inspect)
-        self.cache.inspectRequested.connect(c.inspect)
+        self.cache_view.inspectRequested.connect(c.inspect)
         c.insideReady.connect(self._on_controller_inside_ready)
         self.sampling.set_settings(c.settings)
         self.sampling.settingsChanged.connect(c.set_settings)
         self.state.subscribe_theme(self._on_state_theme)
+        self.state.themeChanged.connect(self._on_state_theme_changed)
         guard.reporter().occurred.connect(self._on_guard_occurred)
         if projector:
             self.projector_action.setChecked(True)  # setChecked does not emit triggered
@@ -141,37 +166,40 @@ class MainWindow(QMainWindow):
         self.logits = LogitsPanel(s)
         self.sampling = SamplingPanel(s)
         self.kv = KVPanel(s)
-
-        middle = QSplitter(Qt.Vertical)
-        middle.addWidget(self.logits)
-        middle.addWidget(self.sampling)
-        middle.setSizes([520, 260])
-        self._middle = middle
-        right = QSplitter(Qt.Vertical)
-        right.addWidget(self.embeddings)
-        right.addWidget(self.kv)
-        right.setSizes([350, 430])
-        columns = QSplitter(Qt.Horizontal)
-        columns.addWidget(self.attention)
-        columns.addWidget(middle)
-        columns.addWidget(right)
-        columns.setSizes([620, 470, 510])
-        self._columns = columns
-        rows = QSplitter(Qt.Vertical)
-        rows.addWidget(self.tokens)
-        rows.addWidget(columns)
-        rows.setSizes([165, 805])
-        rows.setChildrenCollapsible(False)
+        # in the order the model computes; a column's panels one above the other
+        columns = [[self.embeddings, self.attention], [self.logits, self.sampling], [self.kv]]
+        weights = {self.embeddings: 2, self.attention: 3, self.logits: 3, self.sampling: 2, self.kv: 2}
+        self.stages = StageArea(columns, weights)
+        s.topNChanged.connect(lambda _n: self.stages.relayout())  # more rows of candidates: more room
+        self.help_keys = {
+            self.tokens: "tokens", self.embeddings: "embeddings", self.attention: "attention",
+            self.logits: "logits", self.sampling: "sampling", self.kv: "kv",
+        }
+        self.help_buttons = {}
+        for panel in (self.tokens, *self.stages.panels()):
+            panel.installEventFilter(self)  # a double-click on a panel's title focuses it
+            self.help_buttons[panel] = HelpButton(panel, lambda _=False, p=panel: self.show_help(p))
+        self._help: HelpDialog | None = None
+        central = QWidget()
+        layout = QVBoxLayout(central)
+        layout.setContentsMargins(6, 2, 6, 2)
+        layout.setSpacing(4)
+        layout.addWidget(self.tokens)
+        layout.addWidget(self.stages, 1)
+        self._central_layout = layout
+        overview = central
         self.inside = InsidePanel(s)
-        self.stages = StagesPanel(s)
-        self.cache = CachePanel(s)
+        self.sampling_view = StagesPanel(s)
+        self.cache_view = CachePanel(s)
         # the views, one at a time, chosen by a row of buttons (Alt+1 to Alt+4). Not a QTabWidget:
         # its tab bar re-measured itself on every layout pass a step set off (+10 ms a drawn step).
         self.views = QStackedWidget()
         switcher = QHBoxLayout()
+        switcher.setContentsMargins(6, 0, 6, 0)
         switcher.setSpacing(2)
         self.view_buttons = QButtonGroup(self)
-        for index, (widget, (name, title)) in enumerate(zip((rows, self.inside, self.stages, self.cache), VIEWS.items())):
+        pages = (overview, self.inside, self.sampling_view, self.cache_view)
+        for index, (widget, (name, title)) in enumerate(zip(pages, VIEWS.items())):
             self.views.addWidget(widget)
             button = QPushButton(f"{title}  (Alt+{index + 1})")
             button.setCheckable(True)
@@ -183,10 +211,12 @@ class MainWindow(QMainWindow):
         self.view_buttons.button(0).setChecked(True)
         self.view_buttons.idClicked.connect(self.views.setCurrentIndex)
         central = QWidget()
-        layout = QVBoxLayout(central)
-        layout.setContentsMargins(6, 4, 6, 4)
-        layout.addLayout(switcher)
-        layout.addWidget(self.views)
+        outer = QVBoxLayout(central)
+        outer.setContentsMargins(0, 2, 0, 2)
+        outer.setSpacing(2)
+        outer.addLayout(switcher)
+        outer.addWidget(self.views, 1)
+        self._outer_layout = outer  # the views, then the status line under all of them
         self.setCentralWidget(central)
 
     def _build_actions(self) -> None:
@@ -199,8 +229,11 @@ class MainWindow(QMainWindow):
             self.addAction(a)
             return a
 
-        self.step_action = action("Step ▶", self.step, (Qt.Key_Space, Qt.Key_Right), "Run one step: one new token (Space or →)")
-        self.back_action = action("◀ Back", self.back, (Qt.Key_Left,), "Go back one step (←)")
+        # Page Down / Page Up: what a presentation clicker sends
+        self.step_action = action(
+            "Step ▶", self.step, (Qt.Key_Space, Qt.Key_Right, Qt.Key_PageDown), "Run one step: one new token (Space, → or Page Down)"
+        )
+        self.back_action = action("◀ Back", self.back, (Qt.Key_Left, Qt.Key_PageUp), "Go back one step (← or Page Up)")
         self.play_action = action("Play", self.toggle_play, (Qt.Key_P,), "Play or pause (P)")
         self.play_action.setCheckable(True)
         self.reset_action = action("Reset", self.reset, (), "Drop every step, keep the prompt")
@@ -218,6 +251,20 @@ class MainWindow(QMainWindow):
         self.no_cache_action.setCheckable(True)
         self.projector_action = action("Projector mode (large fonts, high contrast)", self._on_projector_toggled, (Qt.Key_F5,))
         self.projector_action.setCheckable(True)
+        self.full_screen_action = action("Full screen", self._on_full_screen_triggered, (Qt.Key_F11,))
+        self.full_screen_action.setCheckable(True)
+        self.focus_actions = [
+            action(f"Focus: {panel.title()}", lambda _=False, p=panel: self.toggle_focus(p), (f"Ctrl+{i}",),
+                   "Show this panel alone, filling the window (again, or Ctrl+0, or Escape: every panel)")
+            for i, panel in enumerate((self.tokens, *self.stages.panels()), start=1)
+        ]
+        self.unfocus_action = action("Show every panel", lambda: self.toggle_focus(None), ("Ctrl+0", Qt.Key_Escape))
+        self.about_action = action("About nexttoken", self._on_about_action_triggered)
+        self.help_action = action(
+            "What am I looking at?", self._on_help_action_triggered, (Qt.Key_F1,),
+            "Explain the panel under the mouse (or with the keyboard focus), with its current numbers (F1)",
+        )
+        self.glossary_action = action("Glossary", lambda: self.show_help(None))
 
     def _build_menus(self) -> None:
         model = self.menuBar().addMenu("&Model")
@@ -233,11 +280,20 @@ class MainWindow(QMainWindow):
         model.addAction(self.quit_action)
         view = self.menuBar().addMenu("&View")
         view.addAction(self.projector_action)
+        view.addAction(self.full_screen_action)
+        view.addSeparator()
+        for a in (*self.focus_actions, self.unfocus_action):
+            view.addAction(a)
         run = self.menuBar().addMenu("&Run")
         for a in (self.step_action, self.back_action, self.play_action, self.reset_action):
             run.addAction(a)
         run.addSeparator()
         run.addAction(self.no_cache_action)
+        help_menu = self.menuBar().addMenu("&Help")
+        help_menu.addAction(self.help_action)
+        help_menu.addAction(self.glossary_action)
+        help_menu.addSeparator()
+        help_menu.addAction(self.about_action)
 
     def _build_toolbar(self) -> None:
         bar = QToolBar("Controls")
@@ -278,6 +334,9 @@ class MainWindow(QMainWindow):
         self.controller.load(source, loaded=loaded, fallback=fallback, prompt=prompt or self.tokens.prompt())
 
     def step(self) -> None:
+        if self.prompt_refused:  # the chips show another prompt than the editor: never run it silently
+            self._set_status(self.prompt_refused, error=True)
+            return
         if self.state.result is not None and self.state.result.stopped:
             self._set_status(self.state.result.trace.stop_message if self.state.result.trace else "Stopped.")
             return
@@ -323,26 +382,45 @@ class MainWindow(QMainWindow):
         return not (self.state.result is not None and self.state.result.stopped)
 
     # ------------------------------------------------------------ results
+    def _on_tokens_prompt_edited(self, text: str) -> None:
+        if not text.strip():
+            self.pause()
+            self.prompt_refused = "The prompt is empty: type some text; Step then runs it (the tokens shown are of the last prompt that ran)."
+            self._set_status(self.prompt_refused, error=True)
+            self._sync_actions()
+            return
+        self.controller.set_prompt(text)
+
     def _on_painter_result_started(self, result: SessionResult) -> None:
         if result.kind in ("load", "prompt"):
             self.truncate_button.hide()
+            self.prompt_refused = ""
         if result.message:
             self._set_status(result.message)
         if result.stopped:
             self.pause()
         self._sync_actions()
 
+    def _on_painter_result_applied(self, result: SessionResult) -> None:
+        if result.kind == "load":  # a model's own axis titles: the panels may need other room
+            self.stages.relayout()
+
     def _on_controller_error(self, kind: str, message: str) -> None:
         self.pause()
         if kind == "prompt_too_long" and self.state.result is not None:
-            self.truncate_button.setText(f"Keep only the last {self.state.result.info.n_positions:,} tokens")
+            keep = truncation_keeps(self.state.result.info.n_positions)
+            self.truncate_button.setText(f"Keep only the last {keep:,} tokens")
             self.truncate_button.show()
+        if kind in ("prompt_too_long", "prompt"):  # the editor shows a prompt that cannot run: say so, no Step
+            self.prompt_refused = f"{message} Step is off until the prompt can run."
+            message = self.prompt_refused
         if kind == "load":
             self._close_progress()
             prior = self.state.result
             if prior is not None:
                 message += f" Still using {prior.info.name}."
         self._set_status(message, error=True)
+        self._sync_actions()
         self.errorShown.emit(message)
 
     def _on_controller_engine_restarted(self, why: str) -> None:
@@ -376,8 +454,8 @@ class MainWindow(QMainWindow):
     def _on_controller_inside_ready(self, answer) -> None:
         if self.inside.wants(answer.trace):
             self.inside.show_inside(answer.trace, answer.pieces)
-        if self.cache.wants(answer.trace):
-            self.cache.show_inside(answer.trace)
+        if self.cache_view.wants(answer.trace):
+            self.cache_view.show_inside(answer.trace)
 
     def _on_no_cache_toggled(self, on: bool) -> None:
         self.controller.set_use_cache(not on)
@@ -411,7 +489,15 @@ class MainWindow(QMainWindow):
 
     def _on_controller_model_loaded(self, info) -> None:
         self._close_progress()
-        self.model_label.setText(f"Model: {info.label}")
+        if info.is_demo:  # one calm line: what this model is for, and how to get a real one
+            self.model_label.setText("Tiny demo model: it writes word salad. Real text: Model → GPT-2 small")
+            self.model_label.setToolTip(
+                f"{info.label}. GPT-2 small (124M) downloads once (about 550 MB) from the Model menu; for a "
+                "classroom without a network, build the installer with packaging/build.py --model-dir to bundle it."
+            )
+        else:
+            self.model_label.setText(f"Model: {info.name}")
+            self.model_label.setToolTip(info.label)
         if self.remember:
             self.preferences.setValue(PREFERENCE_LAST_MODEL, "" if info.is_demo else (self._loading_source or info.source))
 
@@ -449,25 +535,84 @@ class MainWindow(QMainWindow):
         font = theme.font()
         self.setFont(font)
         self.menuBar().setFont(font)
-        self.toolbar.setFont(theme.font(1, bold=True))
-        self.statusBar().setFont(font)
-        # large fonts need a wider middle column and more of it for the candidates' bars
-        projector = theme is th.PROJECTOR
-        self._columns.setSizes([540, 560, 500] if projector else [620, 470, 510])
-        self._middle.setSizes([640, 300] if projector else [520, 260])
+        self.toolbar.setFont(theme.font(0, bold=True))
+        for label in (self.status_label, self.model_label):
+            label.setFont(theme.font(-1))
 
     def _sync_actions(self) -> None:
         result = self.state.result
         has = result is not None
-        self.step_action.setEnabled(has and not result.stopped)
-        self.play_action.setEnabled(has and not result.stopped)
+        runs = has and not result.stopped and not self.prompt_refused
+        self.step_action.setEnabled(runs)
+        self.play_action.setEnabled(runs)
         self.back_action.setEnabled(has and result.trace is not None)
         self.reset_action.setEnabled(has and result.trace is not None)
 
     def _set_status(self, text: str, *, error: bool = False) -> None:
-        self.status_label.setStyleSheet(f"color: {th.VERMILION}; font-weight: bold" if error else "")
+        self.status_label.setStyleSheet(f"color: {th.ERROR}; font-weight: bold" if error else "")
         self.status_label.setText(text)
         log.info("status: %s", text)
+
+    # ------------------------------------------------------------ the view
+    def toggle_focus(self, panel: QWidget | None) -> None:
+        """Show ``panel`` alone, filling the window; the same panel again (or None): every panel."""
+        if panel is None or panel is self.focused:
+            panel = None
+        self.focused = panel
+        self.tokens.setVisible(panel is None or panel is self.tokens)
+        self.stages.setVisible(panel is not self.tokens)
+        self._central_layout.setStretchFactor(self.tokens, 1 if panel is self.tokens else 0)
+        self.tokens.set_expanded(panel is self.tokens)
+        self.stages.focus(None if panel is self.tokens else panel)
+        self.painter.repaint_later()
+
+    @guarded(fallback=False)
+    def eventFilter(self, watched, event) -> bool:
+        """A double-click on a panel's title focuses that panel (and back)."""
+        if event.type() == QEvent.Type.MouseButtonDblClick and isinstance(watched, QGroupBox):
+            option = QStyleOptionGroupBox()
+            watched.initStyleOption(option)
+            title = watched.style().subControlRect(QStyle.CC_GroupBox, option, QStyle.SC_GroupBoxLabel, watched)
+            if title.adjusted(-4, -4, 4, 4).contains(event.position().toPoint()):
+                self.toggle_focus(watched)
+                return True
+        return False
+
+    def show_help(self, panel: QWidget | None) -> None:
+        """Explain ``panel`` with the current numbers (None: the glossary)."""
+        if self._help is None:
+            self._help = HelpDialog(self)
+        if panel is None:
+            self._help.show_glossary()
+        else:
+            title, text = panel_help(self.help_keys[panel], self.state.result, self.state.layer, self.state.head)
+            self._help.show_text(title, text)
+
+    def _on_help_action_triggered(self) -> None:
+        """F1: the panel under the mouse, else the one holding the keyboard focus, else the first shown."""
+        for widget in (QApplication.widgetAt(QCursor.pos()), QApplication.focusWidget()):
+            while widget is not None and widget not in self.help_keys:
+                widget = widget.parentWidget()
+            if widget is not None:
+                self.show_help(widget)
+                return
+        shown = [p for p in self.help_keys if p.isVisible()]
+        self.show_help(shown[0] if shown else self.tokens)
+
+    def _on_full_screen_triggered(self, on: bool) -> None:
+        self.showFullScreen() if on else self.showNormal()
+
+    def _on_state_theme_changed(self, _theme) -> None:
+        self.stages.relayout(force=True)  # other fonts: other minimum sizes, maybe other pages
+
+    def _on_about_action_triggered(self) -> None:
+        info = self.state.result.info.label if self.state.result is not None else "none loaded yet"
+        QMessageBox.about(self, "About nexttoken", about_text(info))
+
+    def restore_geometry(self) -> bool:
+        """Put the window where it was last closed (on that screen, so it stays on the projector)."""
+        saved = self.preferences.value(PREFERENCE_GEOMETRY)
+        return bool(saved) and self.restoreGeometry(saved)
 
     @guarded
     def resizeEvent(self, event) -> None:
@@ -477,6 +622,8 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------ closing
     @guarded
     def closeEvent(self, event) -> None:
+        if self.remember and not self._closed:
+            self.preferences.setValue(PREFERENCE_GEOMETRY, self.saveGeometry())
         self._closed = True
         self.pause()
         self.painter.stop()

@@ -8,7 +8,7 @@ import math
 import sys
 
 from .defaults import DEFAULT_PROMPT, DEFAULT_SETTINGS
-from .errors import GenerationStopped, NextTokenError
+from .errors import GenerationStopped, NextTokenError, SettingsError
 from .tokens import clip
 
 
@@ -30,7 +30,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=d.seed, help=f"seed for sampling (default: {d.seed})")
     p.add_argument("--no-cache", action="store_true",
                    help="run the whole sequence through the model at every step, as a model without a KV cache must")
-    p.add_argument("--truncate", action="store_true", help="keep the last tokens of a prompt longer than the context")
+    p.add_argument("--truncate", action="store_true", help="keep the last tokens of a prompt longer than the context, leaving a quarter of it (or 32 tokens) to generate")
     p.add_argument("--json", action="store_true", help="print one JSON object per step instead of a table")
     p.add_argument("--export", metavar="FILE.npz", help="save the session (see README, 'Session files')")
     return p.parse_args(argv)
@@ -40,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         return run(args)
+    except SettingsError as exc:  # named as the flag that set it
+        print(f"error: {exc.naming('--' + exc.setting.replace('_', '-'))}", file=sys.stderr)
+        return 2
     except NextTokenError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -60,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     if args.steps < 1:
-        raise NextTokenError(f"--steps must be at least 1 (got {args.steps}).")
+        raise NextTokenError(f"--steps must be at least 1 (got {args.steps}).")  # before the model loads
     session = Session(load_model(args.model), settings, max_new_tokens=args.steps, use_cache=not args.no_cache)
     session.set_prompt(args.prompt, truncate=args.truncate)
     if not args.json:

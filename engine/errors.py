@@ -17,7 +17,18 @@ class PromptError(NextTokenError):
 
 
 class SettingsError(NextTokenError, ValueError):
-    """A sampling setting is out of its allowed range."""
+    """A sampling setting is out of its allowed range. ``setting`` is its field name (``top_p``) and
+    ``rule`` what it must be, so that a front end can name its own flag or control instead."""
+
+    def __init__(self, message: str, setting: str = "", rule: str = "", value=None):
+        super().__init__(message)
+        self.setting, self.rule, self.value = setting, rule, value
+
+    def naming(self, name: str) -> str:
+        """The message with the setting called ``name`` (``--top-p``, ``Top-p``)."""
+        if not self.setting:
+            return str(self)
+        return f"{name} must be {self.rule} (got {self.value!r})"
 
 
 class SessionError(NextTokenError):

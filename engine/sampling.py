@@ -82,7 +82,8 @@ def validate(s: SamplingSettings) -> None:
     """Raise SettingsError naming the allowed range of the first bad setting."""
 
     def bad(name: str, rule: str):
-        raise SettingsError(f"{name.replace('_', ' ')} must be {rule} (got {getattr(s, name)!r})")
+        value = getattr(s, name)
+        raise SettingsError(f"{name.replace('_', ' ')} must be {rule} (got {value!r})", name, rule, value)
 
     if not isinstance(s.greedy, (bool, np.bool_)):
         bad("greedy", "true or false")

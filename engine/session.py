@@ -13,6 +13,7 @@ import torch
 
 from . import hf_compat, hooks, sampling
 from .memory import release_freed_memory
+from .defaults import truncation_keeps
 from .errors import GenerationStopped, PromptError, SessionError
 from .loading import LoadedModel
 from .projection import Projection
@@ -162,7 +163,7 @@ class Session:
     # ---------------------------------------------------------------- prompt
     def set_prompt(self, text: str, *, truncate: bool = False) -> list[int]:
         """Tokenize ``text`` and start over. A prompt longer than the context window is an error,
-        unless ``truncate`` keeps its last tokens that fit."""
+        unless ``truncate`` keeps its last ``truncation_keeps(n_positions)`` tokens (room to generate)."""
         if not isinstance(text, str):
             raise PromptError("The prompt must be text.")
         if not text:
@@ -170,12 +171,14 @@ class Session:
         ids = self.loaded.tokenizer.encode(text)
         capacity = self.info.n_positions
         if len(ids) > capacity:
+            keep = truncation_keeps(capacity)
             if not truncate:
                 raise PromptError(
                     f"The prompt is {len(ids):,} tokens long but {self.info.name} reads at most "
-                    f"{capacity:,} tokens. Shorten it, or choose to keep only its last {capacity:,} tokens."
+                    f"{capacity:,} tokens. Shorten it, or choose to keep only its last {keep:,} tokens "
+                    f"(room to generate {capacity - keep:,})."
                 )
-            ids = ids[-capacity:]
+            ids = ids[-keep:]
         self._prompt_ids = ids
         self.reset()
         return list(ids)

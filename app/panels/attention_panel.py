@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt, Signal
-from PySide6.QtGui import QBrush, QColor
+from PySide6.QtGui import QBrush, QColor, QFontMetrics
 from PySide6.QtWidgets import QGraphicsRectItem, QGroupBox, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
 from engine.tokens import clip
@@ -22,6 +22,7 @@ from engine.tokens import clip
 from .. import theme as th
 from ..history import AttentionHistory, buffer_size
 from ..state import LATEST, AppState
+from .empty_note import EmptyNote
 from .steady_label import SteadyLabel
 from ..guard import guarded
 
@@ -47,7 +48,8 @@ class AttentionPanel(QGroupBox):
     row marked, and a clickable overview of every layer x head."""
 
     def __init__(self, state: AppState, parent: QWidget | None = None):
-        super().__init__("Attention: where each position looks", parent)
+        super().__init__("3 · Attention: where each position looks", parent)
+        self.short_title = "3 Attention"
         self.state = state
         self.history = AttentionHistory()
         self._pieces: tuple[str, ...] = ()
@@ -57,6 +59,7 @@ class AttentionPanel(QGroupBox):
         self.layer_spin.valueChanged.connect(state.set_layer)
         self.head_spin.valueChanged.connect(state.set_head)
         self.caption = SteadyLabel()
+        self.caption.setTextFormat(Qt.PlainText)  # it quotes token text
         controls = QHBoxLayout()
         controls.addWidget(QLabel("Layer"))
         controls.addWidget(self.layer_spin)
@@ -87,7 +90,7 @@ class AttentionPanel(QGroupBox):
         self._rgba_of: tuple[int, int] | None = None  # the layer and head it holds
         self.shown = np.zeros((0, 0), np.float32)  # the attention weights the image shows
         # the colour bar explains the colours; the image is coloured here, not by the bar's levels
-        self.colorbar = pg.ColorBarItem(values=(0, 1), limits=(0, 1), interactive=False, width=14, label="attention weight")
+        self.colorbar = pg.ColorBarItem(values=(0, 1), limits=(0, 1), interactive=False, width=14)
         self.plot.layout.addItem(self.colorbar, 2, 5)  # right of the plot, where insert_in puts it
         self.plot.layout.setColumnFixedWidth(4, 5)
 
@@ -104,14 +107,20 @@ class AttentionPanel(QGroupBox):
         self.overview.addItem(self.tile_marker)
         self._mosaic_rgba = np.zeros((0, 0, 4), np.uint8)
         self._lut = np.zeros((256, 4), np.uint8)
-        self.overview_caption = QLabel("All layers × heads (click one to show it above)")
+        self.overview_caption = QLabel("All heads (click one)")
+        self.overview_caption.setWordWrap(True)
 
+        side = QVBoxLayout()  # the overview beside the matrix: the panel fits a 1024 x 720 projector
+        side.addWidget(self.overview_caption)
+        side.addWidget(self.overview_view, 1)
+        plots = QHBoxLayout()
+        plots.addWidget(self.view, 4)
+        plots.addLayout(side, 1)
+        self.empty_notes = [EmptyNote(self.view), EmptyNote(self.overview_view, "")]
         layout = QVBoxLayout(self)
         layout.addLayout(controls)
         layout.addWidget(self.caption)  # its own row: beside the spin boxes it wrapped to 7 lines on a projector
-        layout.addWidget(self.view, 5)
-        layout.addWidget(self.overview_caption)
-        layout.addWidget(self.overview_view, 3)
+        layout.addLayout(plots, 1)
 
         state.subscribe(self._on_state_result)
         state.layerChanged.connect(self._on_state_selection)
@@ -119,6 +128,10 @@ class AttentionPanel(QGroupBox):
         state.positionChanged.connect(self._on_state_selection)
         state.subscribe_theme(self._on_state_theme)
         self._on_state_theme(state.theme)
+
+    def plot_needs(self) -> list:
+        """(plot, (width, height)): the drawing area each plot needs to be read."""
+        return self._needs
 
     def plot_views(self) -> list[pg.GraphicsView]:
         """The plot views the window paints, one per event-loop turn after a step."""
@@ -151,16 +164,23 @@ class AttentionPanel(QGroupBox):
                 spin.blockSignals(False)
 
     def _on_state_theme(self, theme: th.Theme) -> None:
-        th.style_plot(self.plot, theme, left="query position (row)", bottom="key position (column)")
+        th.style_plot(self.plot, theme, left="query position", bottom="key position")
         th.style_plot(self.overview, theme, left="layer", bottom="head")
-        th.fix_axis_width(self.plot, theme, 15)  # "token piece 1023": 10 characters, a space, the position
+        th.fix_axis_width(self.plot, theme, 13)  # "token pi… 1023": 8 characters, a space, the position
         self.colorbar.setColorMap(theme.cmap())
         self.colorbar.axis.setTickFont(theme.font(-1))
+        self.colorbar.axis.setLabel("attention weight", color=theme.text, **{"font-size": f"{theme.font_pt - 1}pt"})
         self._lut = (theme.cmap().getLookupTable(0.0, 1.0, 256, alpha=True)).astype(np.uint8)
         self._rgba_of = None  # new colours: colour every row again
-        self.query_row.setPen(theme.pen(th.VERMILION, width=theme.line + 1))
-        self.tile_marker.setPen(theme.pen(th.VERMILION, width=theme.line + 1))
+        self.query_row.setPen(theme.pen(th.SELECTED, width=theme.line + 1))
+        self.tile_marker.setPen(theme.pen(th.SELECTED, width=theme.line + 1))
         self.caption.setFont(theme.font())
+        px = theme.text_px()
+        bar = 14 + QFontMetrics(theme.font(-1)).horizontalAdvance("0.88") + 2 * theme.text_px() + 16  # the colour bar
+        self._needs = [
+            (self.plot, th.need_area(self.view, self.plot, 6 * px, 6 * px, beside=bar)),
+            (self.overview, th.need_area(self.overview_view, self.overview, 4 * px, 4 * px)),
+        ]
         self._draw_matrix(ticks=True)
         self._draw_overview()
 
@@ -179,6 +199,8 @@ class AttentionPanel(QGroupBox):
     # ------------------------------------------------------------ drawing
     def _draw_matrix(self, *, ticks: bool) -> None:
         T = self.history.length
+        for note in self.empty_notes:
+            note.setVisible(T == 0)
         if T == 0:
             self.image.clear()
             self.shown = np.zeros((0, 0), np.float32)
@@ -199,8 +221,8 @@ class AttentionPanel(QGroupBox):
         piece = self._pieces[row] if row < len(self._pieces) else ""
         newest = " (the newest query, predicting the next token)" if row == T - 1 else ""
         self.caption.setText(
-            f"Layer {layer}, head {head}: row {row} “{piece}”{newest} is outlined. "
-            "Hatched cells are masked future positions."
+            f"Layer {layer}, head {head}: row {row} “{piece}”{newest} is outlined; "
+            "hatched cells are masked future positions."
         )
         if ticks:
             self._set_ticks(T)
@@ -227,7 +249,7 @@ class AttentionPanel(QGroupBox):
         pieces = self._pieces[:T]
         finest_x, finest_y = _nice_step(T / (width / 4)), _nice_step(T / (height / 4))  # tick marks >= 4 px apart
         self.plot.getAxis("bottom").setTicks(_tick_levels(step_x, len(pieces), lambda i: clip(pieces[i], 8), finest=finest_x))
-        self.plot.getAxis("left").setTicks(_tick_levels(step_y, len(pieces), lambda i: f"{clip(pieces[i], 10)} {i}", finest=finest_y))
+        self.plot.getAxis("left").setTicks(_tick_levels(step_y, len(pieces), lambda i: f"{clip(pieces[i], 8)} {i}", finest=finest_y))
 
     def _draw_overview(self) -> None:
         L, H = self.history.shape

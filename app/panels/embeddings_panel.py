@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QGroupBox, QHBoxLayout, QLabel, QSlider, QVBoxLayo
 
 from .. import theme as th
 from ..state import LATEST, AppState
+from .empty_note import EmptyNote
 from .steady_label import SteadyLabel
 
 MAX_LABELS = 16
@@ -25,7 +26,8 @@ class EmbeddingsPanel(QGroupBox):
     """Token positions in 2-D at a chosen depth, with the selected token's path through the layers."""
 
     def __init__(self, state: AppState, parent: QWidget | None = None):
-        super().__init__("Embeddings and the residual stream (2-D PCA)", parent)
+        super().__init__("2 · Embeddings: each token as a point (2-D PCA)", parent)
+        self.short_title = "2 Embeddings"
         self.state = state
         self.depth = 0  # 0 = embeddings, i = after block i - 1
         self.slider = QSlider(Qt.Horizontal)
@@ -34,6 +36,7 @@ class EmbeddingsPanel(QGroupBox):
         self.slider.setTickPosition(QSlider.TicksBelow)
         self.slider.valueChanged.connect(self._on_slider_value_changed)
         self.depth_label = QLabel()
+        self.depth_label.setWordWrap(True)
         row = QHBoxLayout()
         row.addWidget(QLabel("Depth"))
         row.addWidget(self.slider, 1)
@@ -44,10 +47,10 @@ class EmbeddingsPanel(QGroupBox):
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()
         self.plot.showGrid(x=True, y=True, alpha=0.2)
-        self.path = self.plot.plot([], [], pen=pg.mkPen(th.VERMILION, width=2, style=Qt.DashLine))
-        self.path_points = pg.ScatterPlotItem(size=7, brush=pg.mkBrush(th.VERMILION), pen=None)
+        self.path = self.plot.plot([], [], pen=pg.mkPen(th.SELECTED, width=2, style=Qt.DashLine))
+        self.path_points = pg.ScatterPlotItem(size=7, brush=pg.mkBrush(th.SELECTED), pen=None)
         self.points = pg.ScatterPlotItem(size=11, hoverable=True, tip=None)
-        self.selected = pg.ScatterPlotItem(size=20, brush=None, pen=pg.mkPen(th.DARK, width=2.5))
+        self.selected = pg.ScatterPlotItem(size=20, brush=None, pen=pg.mkPen(th.SELECTED, width=2.5))
         self.plot.addItem(self.path_points)
         self.plot.addItem(self.points)
         self.plot.addItem(self.selected)
@@ -56,17 +59,22 @@ class EmbeddingsPanel(QGroupBox):
         for label in self.labels:
             self.plot.addItem(label)
         self.caption = SteadyLabel()
+        self.empty_note = EmptyNote(self.view)
+        self.caption.setTextFormat(Qt.PlainText)  # it quotes token text
 
         layout = QVBoxLayout(self)
         layout.addLayout(row)
         layout.addWidget(self.view, 1)
         layout.addWidget(self.caption)
-        self._brush_prompt = pg.mkBrush(th.BLUE)
-        self._brush_generated = pg.mkBrush(th.ORANGE)
+        self._brush_prompt = pg.mkBrush(th.PROMPT)
+        self._brush_generated = pg.mkBrush(th.GENERATED)
         self._point_pen = pg.mkPen("w", width=0.8)
         self._drawn = (np.zeros((0, 2), np.float32), -1)  # the points on screen and the prompt length
         self._n_layer = -1
+        self._axis_titles = ("PC 2", "PC 1")
 
+        # another size: other labels fit without overlapping
+        self.plot.getViewBox().sigResized.connect(self._on_box_resized)
         state.subscribe(self._on_state_result)
         state.layerChanged.connect(self._on_state_layer)
         state.positionChanged.connect(self._on_state_position)
@@ -87,10 +95,14 @@ class EmbeddingsPanel(QGroupBox):
             self.slider.blockSignals(False)
             self.depth = self.slider.value()
             ex = result.explained
-            style = {"color": self.state.theme.text, "font-size": f"{self.state.theme.font_pt}pt"}
-            self.plot.setLabel("bottom", f"PC 1 ({ex[0]:.0%} of embedding variance)", **style)
-            self.plot.setLabel("left", f"PC 2 ({ex[1]:.0%})", **style)
+            self._axis_titles = (f"PC 2 ({ex[1]:.0%})", f"PC 1 ({ex[0]:.0%} of embedding variance)")
+            th.style_plot(self.plot, self.state.theme, left=self._axis_titles[0], bottom=self._axis_titles[1])
+            self._fit()
         self._draw(autorange=True)
+
+    def _on_box_resized(self, _box) -> None:
+        if self.state.result is not None:
+            self._draw(autorange=False)
 
     def _on_state_layer(self, layer: int) -> None:
         if self.depth != layer + 1:
@@ -112,13 +124,22 @@ class EmbeddingsPanel(QGroupBox):
             self.state.set_position(LATEST if i == T - 1 else i)
 
     def _on_state_theme(self, theme: th.Theme) -> None:
-        th.style_plot(self.plot, theme)
+        th.style_plot(self.plot, theme, left=self._axis_titles[0], bottom=self._axis_titles[1])
         for label in self.labels:
             label.setFont(theme.font(-1))
         self._label_fm = QFontMetrics(theme.font(-1))
         self.depth_label.setFont(theme.font())
         self.caption.setFont(theme.font(-1))
         self._draw(autorange=False)
+        self._fit()
+
+    def _fit(self) -> None:
+        px = self.state.theme.text_px()
+        self._needs = [(self.plot, th.need_area(self.view, self.plot, 10 * px, 5 * px))]
+
+    def plot_needs(self) -> list:
+        """(plot, (width, height)): the drawing area each plot needs to be read."""
+        return self._needs
 
     # ------------------------------------------------------------ drawing
     def _set_points(self, xy: np.ndarray, prompt_len: int) -> None:
@@ -158,6 +179,7 @@ class EmbeddingsPanel(QGroupBox):
         result = self.state.result
         depth = self.depth
         self.depth_label.setText("embeddings (token + position)" if depth == 0 else f"after block {depth - 1}")
+        self.empty_note.setVisible(result is None or result.points.shape[1] == 0)
         if result is None or result.points.shape[1] == 0:
             self._set_points(np.zeros((0, 2), np.float32), 0)
             self.path.setData([], [])
@@ -194,7 +216,7 @@ class EmbeddingsPanel(QGroupBox):
         for label, i in zip(self.labels, shown + [None] * MAX_LABELS):
             label.setVisible(i is not None)  # hidden labels cost nothing to paint; empty ones do
             if i is not None:
-                label.setText(pieces[i] if i < len(pieces) else "", color=th.VERMILION if i == sel else th.DARK)
+                label.setText(pieces[i] if i < len(pieces) else "", color=th.SELECTED if i == sel else th.DARK)
                 label.setPos(float(xy[i, 0]), float(xy[i, 1]))
         where = "its embedding" if depth == 0 else f"the residual stream after block {depth - 1}"
         piece = pieces[sel] if sel < len(pieces) else ""

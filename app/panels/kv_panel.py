@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QSize, Qt
+from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QGridLayout, QGroupBox, QProgressBar, QVBoxLayout, QWidget
 
 from .. import theme as th
 from ..state import AppState
+from .empty_note import EmptyNote
 from .steady_label import SteadyLabel
 from ..guard import guarded
 
@@ -43,56 +45,52 @@ class KVPanel(QGroupBox):
     """What the KV cache holds after the current step and how it got there."""
 
     def __init__(self, state: AppState, parent: QWidget | None = None):
-        super().__init__("KV cache: what the model remembers between steps", parent)
+        super().__init__("6 · KV cache: what the model remembers between steps", parent)
+        self.short_title = "6 KV cache"
         self.state = state
         self.capacity = QProgressBar()
         self.capacity.setTextVisible(True)
         self.bytes_label = SteadyLabel()
-        self.timing_label = SteadyLabel()
 
         # one view per plot: the window paints one view per event-loop turn, and the three together
         # were the longest turn of a step
         self.layer_view, self.growth_view, self.time_view = views = [
             pg.PlotWidget(axisItems={"bottom": IntegerAxis("bottom")}, title=title)
             for title in (
-                f"cached per layer: <span style='color:{th.BLUE}'>■ keys</span> <span style='color:{th.ORANGE}'>■ values</span>",
+                "positions cached, per layer",
                 "cache size",
-                f"time per step: <span style='color:{th.VERMILION}'>■ prefill</span> vs "
-                f"<span style='color:{th.SKY}'>■ decode</span>",
+                f"time per step: <span style='color:{th.PREFILL}'>■ prefill</span> vs "
+                f"<span style='color:{th.DECODE}'>■ decode</span> (dashed: mean)",
             )
         ]
         self.layer_plot, self.growth_plot, self.time_plot = (view.getPlotItem() for view in views)
         plots = QGridLayout()
         plots.setSpacing(2)
-        plots.addWidget(self.layer_view, 0, 0)
-        plots.addWidget(self.growth_view, 0, 1)
-        plots.addWidget(self.time_view, 1, 0, 1, 2)
-        plots.setRowStretch(0, 5)
-        plots.setRowStretch(1, 6)
-        plots.setColumnStretch(0, 3)  # room for the layer plot's title
-        plots.setColumnStretch(1, 2)
+        self._grid = plots
+        self._one_row: bool | None = None
+        self._arrange(one_row=False)
         self._size_unit = ""
         for plot in (self.layer_plot, self.growth_plot, self.time_plot):
             th.fix_plot(plot).showGrid(y=True, alpha=0.25)
-        self.key_bars = pg.BarGraphItem(x=[], height=[], width=0.38, brush=th.BLUE, pen=None)
-        self.value_bars = pg.BarGraphItem(x=[], height=[], width=0.38, brush=th.ORANGE, pen=None)
+        self.key_bars = pg.BarGraphItem(x=[], height=[], width=0.38, brush=th.KEYS, pen=None)
+        self.value_bars = pg.BarGraphItem(x=[], height=[], width=0.38, brush=th.VALUES, pen=pg.mkPen(th.DARK, width=1))
         self.layer_plot.addItem(self.key_bars)
         self.layer_plot.addItem(self.value_bars)
-        self.growth = self.growth_plot.plot([], [], pen=pg.mkPen(th.BLUE, width=2), symbol="o", symbolSize=5, symbolBrush=th.BLUE)
-        self._prefill_brush, self._decode_brush = pg.mkBrush(th.VERMILION), pg.mkBrush(th.SKY)
+        self.growth = self.growth_plot.plot([], [], pen=pg.mkPen(th.NEUTRAL, width=2), symbol="o", symbolSize=5, symbolBrush=th.NEUTRAL)
+        self._prefill_brush, self._decode_brush = pg.mkBrush(th.PREFILL), pg.mkBrush(th.DECODE)
         self.time_bars = pg.BarGraphItem(x=[], height=[], width=0.7, brushes=[], pen=None)
         self.time_plot.addItem(self.time_bars)
         # both labels hang in the headroom above the tallest bar: top left and top right
-        self.prefill_text = pg.TextItem(anchor=(0, 0), color=th.VERMILION)
-        self.decode_line = pg.InfiniteLine(angle=0, movable=False, pen=pg.mkPen(th.BLUE, width=1.5, style=Qt.DashLine))
-        self.decode_text = pg.TextItem(anchor=(1, 0), color=th.BLUE)
+        self.prefill_text = pg.TextItem(anchor=(0, 0), color=th.PREFILL)
+        self.decode_line = pg.InfiniteLine(angle=0, movable=False, pen=pg.mkPen(th.NEUTRAL, width=1.5, style=Qt.DashLine))
+        self.decode_text = pg.TextItem(anchor=(1, 0), color=th.NEUTRAL)
         for item in (self.prefill_text, self.decode_line, self.decode_text):
             self.time_plot.addItem(item)
 
+        self.empty_notes = [EmptyNote(self.layer_view), EmptyNote(self.growth_view, ""), EmptyNote(self.time_view, "")]
         layout = QVBoxLayout(self)
         layout.addWidget(self.capacity)
         layout.addWidget(self.bytes_label)
-        layout.addWidget(self.timing_label)
         layout.addLayout(plots, 1)
         state.subscribe(self._on_state_result)
         state.subscribe_theme(self._on_state_theme)
@@ -107,11 +105,12 @@ class KVPanel(QGroupBox):
         records = result.records
         capacity = int(result.info.n_positions)
         self.capacity.setRange(0, capacity)
+        for note in self.empty_notes:
+            note.setVisible(not records)
         if not records:
             self.capacity.setValue(0)
             self.capacity.setFormat(f"context window: 0 of {capacity:,} positions cached")
             self.bytes_label.setText("The cache is empty until the prefill runs.")
-            self.timing_label.setText("")
             for bars in (self.key_bars, self.value_bars):
                 bars.setOpts(x=[], height=[])
             self.growth.setData([], [])
@@ -128,7 +127,8 @@ class KVPanel(QGroupBox):
         self.capacity.setValue(min(kv.positions, capacity))
         self.capacity.setFormat(f"context window: {kv.positions:,} of {capacity:,} positions cached ({kv.positions / capacity:.0%})")
         self.bytes_label.setText(
-            f"<b>{human_bytes(kv.total_bytes)}</b> = keys and values: {kv.arithmetic()}"
+            f"<b>{human_bytes(kv.total_bytes)}</b> = <span style='color:{th.KEYS}'>■</span> keys and "
+            f"<span style='color:{th.VALUES}'>■</span> values: {kv.arithmetic()}"
         )
         steps = np.fromiter((r.step for r in records), np.int64, len(records))
         sizes = np.fromiter((r.kv.total_bytes for r in records), np.float64, len(records))
@@ -156,15 +156,15 @@ class KVPanel(QGroupBox):
             mean = float(ms[1:].mean())
             self.decode_line.setValue(mean)
             self.decode_line.show()
-            self.decode_text.setText(f"decode: {mean:.0f} ms (mean, dashed)")
+            self.decode_text.setText(f"decode: {mean:.0f} ms (mean)")
             self.decode_text.setPos(last + 0.6, top)
         else:
             self.decode_line.hide()
             self.decode_text.setText("")
-        text = f"Time to first token (prefill, {prefill.n_new} positions in one pass): <b>{prefill.forward_ms:.1f} ms</b>"
-        if len(records) > 1:
-            text += f" · per decode step (one position, mean of {len(records) - 1}): <b>{ms[1:].mean():.1f} ms</b>"
-        self.timing_label.setText(text)
+        self.time_plot.setToolTip(
+            f"Time to first token (the prefill, {prefill.n_new} positions in one pass): {prefill.forward_ms:.1f} ms"
+            + (f"; a decode step (one position), mean of {len(records) - 1}: {ms[1:].mean():.1f} ms" if len(records) > 1 else "")
+        )
 
     def _label_growth_axis(self) -> None:
         theme = self.state.theme
@@ -172,7 +172,7 @@ class KVPanel(QGroupBox):
         self.growth_plot.setLabel("left", self._size_unit or "B", **style)
 
     def _on_state_theme(self, theme: th.Theme) -> None:
-        th.style_plot(self.layer_plot, theme, left="positions", bottom="layer")
+        th.style_plot(self.layer_plot, theme, bottom="layer")
         th.style_plot(self.growth_plot, theme, bottom="step")
         th.style_plot(self.time_plot, theme, left="ms", bottom="step (0 = prefill)")
         self._label_growth_axis()
@@ -181,4 +181,69 @@ class KVPanel(QGroupBox):
             plot.setTitle(plot.titleLabel.text, size=f"{theme.font_pt - 1}pt", color=theme.text)
         for text in (self.prefill_text, self.decode_text):
             text.setFont(theme.font(-1, bold=True))
+        px = theme.text_px()
+        self._needs = [
+            (plot, th.need_area(view, plot, w * px, 5 * px // 2))
+            for plot, view, w in ((self.layer_plot, self.layer_view, 8), (self.growth_plot, self.growth_view, 5))
+        ]
+        bold = QFontMetrics(theme.font(-1, bold=True))  # the prefill and decode labels side by side
+        texts = bold.horizontalAdvance("prefill: 9999 ms") + bold.horizontalAdvance("decode: 999 ms (mean)") + 2 * px
+        self._needs.append((self.time_plot, th.need_area(self.time_view, self.time_plot, max(12 * px, texts), 5 * px // 2)))
+
+    def _arrange(self, *, one_row: bool) -> None:
+        """The three plots in one row (a wide, short panel: alone on a projector's page) or the
+        time plot under the other two (a column)."""
+        if one_row == self._one_row:
+            return
+        self._one_row = one_row
+        grid = self._grid
+        for view in (self.layer_view, self.growth_view, self.time_view):
+            grid.removeWidget(view)
+        for i in range(3):
+            grid.setRowStretch(i, 0)
+            grid.setColumnStretch(i, 0)
+        if one_row:
+            grid.addWidget(self.layer_view, 0, 0)
+            grid.addWidget(self.growth_view, 0, 1)
+            grid.addWidget(self.time_view, 0, 2)
+            for column, stretch in enumerate((3, 2, 4)):
+                grid.setColumnStretch(column, stretch)
+        else:
+            grid.addWidget(self.layer_view, 0, 0)
+            grid.addWidget(self.growth_view, 0, 1)
+            grid.addWidget(self.time_view, 1, 0, 1, 2)
+            grid.setRowStretch(0, 5)
+            grid.setRowStretch(1, 6)
+            grid.setColumnStretch(0, 3)
+            grid.setColumnStretch(1, 2)
+
+    def _row_width(self) -> int:
+        """The width the three plots need side by side."""
+        margins = self.layout().contentsMargins() if self.layout() else None
+        side = (margins.left() + margins.right()) if margins else 20
+        return sum(v.minimumWidth() for v in (self.layer_view, self.growth_view, self.time_view)) + 4 + side + 8
+
+    @guarded(fallback=lambda self: QSize())
+    def minimumSizeHint(self) -> QSize:
+        """As narrow as the plots in two rows, as short as the plots in one row: the panel puts
+        them in one row whenever it is wide enough (a short window gives it a page of its own)."""
+        hint = super().minimumSizeHint()
+        tall = max(v.minimumHeight() for v in (self.layer_view, self.growth_view, self.time_view))
+        if not self._one_row:
+            row0 = max(self.layer_view.minimumHeight(), self.growth_view.minimumHeight())
+            hint.setHeight(hint.height() - (row0 + self.time_view.minimumHeight() + 2) + tall)
+        m = self.layout().contentsMargins()
+        two_rows = max(self.layer_view.minimumWidth() + self.growth_view.minimumWidth() + 2, self.time_view.minimumWidth())
+        hint.setWidth(max(self.capacity.minimumSizeHint().width(), two_rows) + m.left() + m.right())
+        return hint
+
+    @guarded
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        # one row only in a wide, short panel: in a tall column the plots would be thin slivers
+        self._arrange(one_row=self.width() >= self._row_width() and self.width() > 1.5 * self.height())
+
+    def plot_needs(self) -> list:
+        """(plot, (width, height)): the drawing area each plot needs to be read."""
+        return self._needs
         self.setFont(theme.font())

@@ -8,9 +8,13 @@ The bar items are built once; a step only calls ``setOpts``.
 
 from __future__ import annotations
 
+import html
+import math
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QGroupBox, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
 
 from engine.tokens import clip
@@ -18,11 +22,17 @@ from engine.trace import N_CANDIDATES
 
 from .. import theme as th
 from ..state import AppState
+from .empty_note import EmptyNote
 from .steady_label import SteadyLabel
 from ..guard import guarded
 
 PROB_SCALES = (2, 5, 10, 20, 40, 60, 80, 100, 130)  # % : the probability axis's possible widths
 LABEL_CHARS = 10  # a candidate's token text on the axis, cut with "…" beyond: the axis never resizes
+
+
+def _html(text: str) -> str:
+    """``text`` for rich text: a token such as <|endoftext|> must show, not vanish as a tag."""
+    return html.escape(text, quote=False)
 
 
 class _Bars(pg.BarGraphItem):
@@ -43,10 +53,11 @@ class LogitsPanel(QGroupBox):
     tokenChosen = Signal(int)
 
     def __init__(self, state: AppState, parent: QWidget | None = None):
-        super().__init__("Next-token candidates", parent)
+        super().__init__("4 · Logits: the next-token candidates", parent)
+        self.short_title = "4 Candidates"
         self.state = state
         self._ids = np.zeros(0, np.int64)
-        self._brushes = (pg.mkBrush(th.ORANGE), pg.mkBrush(th.BLUE), pg.mkBrush(th.GREY))
+        self._brushes = (pg.mkBrush(th.CHOSEN), pg.mkBrush(th.CANDIDATE), pg.mkBrush(th.REMOVED))
         self.n_spin = QSpinBox()
         self.n_spin.setRange(1, N_CANDIDATES)
         self.n_spin.setValue(state.top_n)
@@ -57,11 +68,12 @@ class LogitsPanel(QGroupBox):
         head.addWidget(QLabel("Show top"))
         head.addWidget(self.n_spin)
         self.legend = QLabel(
-            f"<span style='color:{th.ORANGE}'>■</span> chosen &nbsp; "
-            f"<span style='color:{th.BLUE}'>■</span> can be drawn &nbsp; "
-            f"<span style='color:{th.GREY}'>■</span> removed by top-k / top-p &nbsp; · click a bar to choose it"
+            f"<span style='color:{th.CHOSEN}'>■</span> chosen &nbsp; "
+            f"<span style='color:{th.CANDIDATE}'>■</span> can be drawn &nbsp; "
+            f"<span style='color:{th.REMOVED}'>■</span> removed by top-k / top-p"
         )
         self.legend.setWordWrap(True)  # projector fonts: wrap rather than widen the window
+        self.legend.setToolTip("Click a bar to choose that token instead")
 
         # one view per plot: the window paints one view per event-loop turn
         self.logit_view, self.prob_view = pg.PlotWidget(), pg.PlotWidget()
@@ -71,6 +83,8 @@ class LogitsPanel(QGroupBox):
         plots.setSpacing(0)
         plots.addWidget(self.logit_view, 5)
         plots.addWidget(self.prob_view, 4)
+        for view in (self.logit_view, self.prob_view):
+            view.setToolTip("Click a bar to choose that token instead (a branch)")
         for plot in (self.logit_plot, self.prob_plot):
             th.fix_plot(plot).invertY(True)
             plot.showGrid(x=True, alpha=0.25)
@@ -86,11 +100,16 @@ class LogitsPanel(QGroupBox):
         for label in self.labels:
             self.prob_plot.addItem(label)
 
+        self.empty_notes = [EmptyNote(self.logit_view), EmptyNote(self.prob_view, "")]
         layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 4, 6, 4)  # ten rows of candidates fit a 1280 x 720 projector
+        layout.setSpacing(4)
         layout.addLayout(head)
         layout.addLayout(plots, 1)
         layout.addWidget(self.legend)
 
+        # another width: other room for the labels right of the bars
+        self.prob_plot.getViewBox().sigResized.connect(self._on_prob_box_resized)
         state.subscribe(self._on_state_result)
         state.topNChanged.connect(self._on_state_top_n)
         state.subscribe_theme(self._on_state_theme)
@@ -109,20 +128,42 @@ class LogitsPanel(QGroupBox):
     def _on_state_result(self, _result) -> None:
         self._draw()
 
+    def _on_prob_box_resized(self, _box) -> None:
+        if self.state.result is not None:
+            self._draw()
+
     def _on_state_top_n(self, n: int) -> None:
         if self.n_spin.value() != n:
             self.n_spin.setValue(n)
+        self._fit_rows()
         self._draw()
 
     def _on_state_theme(self, theme: th.Theme) -> None:
-        th.style_plot(self.logit_plot, theme, bottom="raw logit (score)")
-        th.style_plot(self.prob_plot, theme, bottom="sampling probability (%)")  # short: fits a projector's font
+        th.style_plot(self.logit_plot, theme, bottom="logit (from lowest)")
+        th.style_plot(self.prob_plot, theme, bottom="probability (%)")  # short: fits a projector's font
         th.fix_axis_width(self.logit_plot, theme, LABEL_CHARS + 2)
         th.fix_axis_width(self.prob_plot, theme, 0)
-        for label in self.labels:
-            label.setFont(theme.font(-1))
+        for label in self.labels:  # one size smaller than other plots' text: ten rows fit a 720-pixel projector
+            label.setFont(theme.font(-2))
+        for plot in (self.logit_plot, self.prob_plot):
+            plot.getAxis("left").setTickFont(theme.font(-2))
         self.summary.setFont(theme.font(0))
+        self._fit_rows()
         self._draw()
+
+    def _fit_rows(self) -> None:
+        """Room for every candidate's row at the height of its label, and for the axes."""
+        theme = self.state.theme
+        px = theme.text_px()
+        rows = self.state.top_n * theme.text_px(-2)  # each candidate's row as tall as its label
+        self._needs = [
+            (self.logit_plot, th.need_area(self.logit_view, self.logit_plot, 4 * px, rows)),
+            (self.prob_plot, th.need_area(self.prob_view, self.prob_plot, 5 * px, rows)),
+        ]
+
+    def plot_needs(self) -> list:
+        """(plot, (width, height)): the drawing area each plot needs to be read."""
+        return self._needs
 
     def _on_bars_row_clicked(self, row: int) -> None:
         if 0 <= row < len(self._ids):
@@ -132,6 +173,8 @@ class LogitsPanel(QGroupBox):
     def _draw(self) -> None:
         result = self.state.result
         trace = None if result is None else result.trace
+        for note in self.empty_notes:
+            note.setVisible(trace is None)
         if trace is None:
             self._ids = np.zeros(0, np.int64)
             for bars in (self.logit_bars, self.prob_bars):
@@ -150,17 +193,24 @@ class LogitsPanel(QGroupBox):
         rows = np.arange(n)
         chosen, can, removed = self._brushes
         brushes = [chosen if t == trace.chosen else (can if k else removed) for t, k in zip(ids.tolist(), kept.tolist())]
-        self.logit_bars.setOpts(x0=np.minimum(logits, 0), y=rows, width=np.abs(logits), brushes=brushes, pen=None)
+        # bars from just below the lowest logit shown, not from 0: adding one number to every logit
+        # changes nothing, so a bar twice as long as another must not look twice as likely
+        lo, hi = float(logits.min()), float(logits.max())
+        span = max(hi - lo, 0.5)
+        base, end = math.floor(lo - 0.15 * span), math.ceil(hi + 0.05 * span)
+        self.logit_bars.setOpts(x0=np.full(n, base), y=rows, width=logits - base, brushes=brushes, pen=None)
         self.prob_bars.setOpts(x0=np.zeros(n), y=rows, width=probs, brushes=brushes, pen=None)
         self.logit_plot.getAxis("left").setTicks([[(i, f"{clip(trace.candidate_pieces[i], LABEL_CHARS)}  ") for i in range(n)]])
         self.logit_plot.setYRange(-0.6, n - 0.4, padding=0)
         top = float(probs.max()) if n else 1.0
-        # a few fixed scales: the axis (and every label on it) is redrawn only when the scale changes
-        self.prob_plot.setXRange(0, next(s for s in PROB_SCALES if s >= top * 1.3), padding=0)
-        lo, hi = float(min(logits.min(), 0)), float(max(logits.max(), 0))
-        # rounded out to nice values: the axis (and its labels) repaints only when they change
-        lo, hi = (-th.nice_ceil(-lo) if lo < 0 else 0.0), (th.nice_ceil(hi * 1.05) if hi > 0 else 0.0)
-        self.logit_plot.setXRange(lo, max(hi, lo + 1e-3), padding=0.02)
+        # a few fixed scales: the axis (and every label on it) is redrawn only when the scale changes;
+        # the scale leaves room right of the longest bar for its label ("100.0%") at this width
+        width = max(self.prob_plot.getViewBox().width(), 1.0)
+        label = QFontMetrics(self.state.theme.font(-2)).horizontalAdvance("100.0%") + 12
+        room = top * width / max(width - label, width * 0.2)
+        self.prob_plot.setXRange(0, next((s for s in PROB_SCALES if s >= room), PROB_SCALES[-1]), padding=0)
+        # whole numbers: the axis (and its labels) repaints only when they change
+        self.logit_plot.setXRange(base, end, padding=0)
         for i, label in enumerate(self.labels):  # hidden labels cost nothing to paint; empty ones do
             if i < n:
                 label.setText(f"{probs[i]:.1f}%" if kept[i] else "removed", color=th.DARK if kept[i] else "#7A7A7A")
@@ -171,6 +221,6 @@ class LogitsPanel(QGroupBox):
             outside = f" — outside the top {n}"
         by = {"user": "chosen by you", "greedy": "greedy", "sampled": "sampled"}[trace.record.chosen_by]
         self.summary.setText(
-            f"Chosen: <b>“{trace.chosen_piece}”</b> ({by}), probability {trace.chosen_prob:.1%}, "
-            f"rank {trace.chosen_rank:,} by raw logit{outside}. Entropy <b>{trace.entropy_bits:.2f} bits</b>."
+            f"Chosen: <b>“{_html(trace.chosen_piece)}”</b> ({by}), p = {trace.chosen_prob:.1%}, "
+            f"rank {trace.chosen_rank:,}{outside}. Entropy <b>{trace.entropy_bits:.2f} bits</b>."
         )

@@ -9,7 +9,7 @@ the step on screen was drawn with other settings (after Back, say), a line says 
 
 from __future__ import annotations
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QRegularExpressionValidator
 from PySide6.QtWidgets import (
     QButtonGroup,
@@ -32,6 +32,8 @@ from .. import theme as th
 from ..state import AppState
 
 TOP_P_MIN = 0.01  # top-p must be greater than 0
+CONTROL_NAMES = {"temperature": "Temperature", "top_k": "Top-k", "top_p": "Top-p", "repetition_penalty": "Repetition penalty", "seed": "Seed"}
+"""Each setting's control, as its label reads (an error names the control, not the field)."""
 
 
 class SamplingPanel(QGroupBox):
@@ -40,7 +42,8 @@ class SamplingPanel(QGroupBox):
     settingsChanged = Signal(object)  # SamplingSettings
 
     def __init__(self, state: AppState, parent: QWidget | None = None):
-        super().__init__("Sampling: how the next token is picked", parent)
+        super().__init__("5 · Sampling: how the next token is picked", parent)
+        self.short_title = "5 Sampling"
         self.state = state
         self.greedy = QRadioButton("Greedy (top token)")
         self.greedy.setToolTip("Always take the token with the highest score")
@@ -72,7 +75,8 @@ class SamplingPanel(QGroupBox):
         self.new_seed = QPushButton("New draw")
         self.new_seed.setToolTip("Add one to the seed: draw the current step again.")
         self.error = QLabel()
-        self.error.setStyleSheet(f"color: {th.VERMILION}")
+        self.error.setTextFormat(Qt.PlainText)
+        self.error.setStyleSheet(f"color: {th.ERROR}")
         self.drawn_with = QLabel()  # shown when the step on screen was drawn with other settings
         self.drawn_with.setWordWrap(True)
         self.drawn_with.hide()
@@ -103,6 +107,9 @@ class SamplingPanel(QGroupBox):
         state.subscribe_theme(self._on_state_theme)
         self._shown: SamplingSettings | None = None
         self._sync_enabled()
+
+    def plot_needs(self) -> list:
+        return []  # no plots
 
     # ------------------------------------------------------------ settings
     def settings(self) -> SamplingSettings:
@@ -143,8 +150,8 @@ class SamplingPanel(QGroupBox):
         self._sync_enabled()
         try:
             settings = self.settings()
-        except SettingsError as exc:
-            self.error.setText(str(exc))
+        except SettingsError as exc:  # named as the control shows it
+            self.error.setText(exc.naming(CONTROL_NAMES.get(exc.setting, exc.setting)))
             return
         self.error.setText("")
         if settings != self._shown:

@@ -66,6 +66,7 @@ class TokenStrip(QWidget):
     """All tokens as chips in reading order, wrapped to the width; hover for details, click to select."""
 
     positionClicked = Signal(int)  # a token position, or LATEST for the "next" chip
+    heightChanged = Signal(int)  # the chips took more or fewer rows
 
     PAD_X, PAD_Y, GAP = 6, 3, 4
 
@@ -123,7 +124,12 @@ class TokenStrip(QWidget):
         height = (self.rects[-1].bottom() + 1 + self.GAP) if self.rects else self._chip_h + 2 * self.GAP
         if height != self.height():
             self.setFixedHeight(height)
+            self.heightChanged.emit(height)
         self.update()
+
+    def rows_height(self, rows: int) -> int:
+        """The height ``rows`` rows of chips take."""
+        return rows * (self._chip_h + self.GAP) + self.GAP
 
     @guarded
     def resizeEvent(self, event) -> None:
@@ -161,7 +167,7 @@ class TokenStrip(QWidget):
                 break
             chip = self.chips[i]
             selected = i == self.selected
-            pen = QPen(QColor(th.DARK if selected else ("#E69F00" if chip.kind == "next" else "#8A8A8A")))
+            pen = QPen(QColor(th.SELECTED if selected else (th.CHOSEN if chip.kind == "next" else "#8A8A8A")))
             pen.setWidthF(3 if selected else (2 if chip.kind == "next" else 1))
             if chip.kind == "next":
                 pen.setStyle(Qt.DashLine)
@@ -219,34 +225,44 @@ class TokensPanel(QGroupBox):
     promptEdited = Signal(str)
 
     def __init__(self, state: AppState, parent: QWidget | None = None):
-        super().__init__("Prompt and tokens", parent)
+        super().__init__("1 · Prompt and tokens", parent)
+        self.short_title = "1 Tokens"
         self.state = state
+        self.expanded = False  # focused: the chips take all the height there is
         self.editor = QPlainTextEdit()
         self.editor.setPlaceholderText("Type a prompt; it is split into tokens as you type.")
         self.editor.setTabChangesFocus(True)
         self.counts = QLabel("0 tokens · 0 characters")
         self.counts.setAlignment(Qt.AlignRight | Qt.AlignVCenter)
-        self.legend = QLabel(
-            f"<span style='background:{th.PROMPT_CHIP}'>&nbsp;prompt&nbsp;</span> "
-            f"<span style='background:{th.GENERATED_CHIP}'>&nbsp;generated&nbsp;</span> "
-            "<span style='border:1px dashed #E69F00'>&nbsp;next (dashed)&nbsp;</span> · ␣ = space, ↵ = newline"
-        )
+        self.counts.setWordWrap(True)
+        self.counts.setToolTip("Blue chips: the prompt; orange: generated; dashed: the token just chosen, not yet read. ␣ = space, ↵ = newline")
         self.strip = TokenStrip()
         self.scroll = QScrollArea()
         self.scroll.setWidget(self.strip)
         self.scroll.setWidgetResizable(True)
         self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.strip.heightChanged.connect(self._fit_scroll)
+        self.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Maximum)  # no empty space below the chips
+
+        # the whole text so far as a sentence, the newest token marked
+        self.sentence = QLabel()
+        self.sentence.setWordWrap(True)
+        self.sentence.setTextFormat(Qt.RichText)
+        self.sentence.setToolTip("The text so far: the prompt and every generated token; the newest one is marked")
+        self.sentence.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
+        self._sentence = ("", "")  # the text before the newest token, the newest token
 
         top = QHBoxLayout()
-        top.addWidget(self.editor, 1)
+        top.addWidget(self.editor, 2)
+        top.addWidget(self.sentence, 3)
         side = QVBoxLayout()
         side.addWidget(self.counts)
-        side.addWidget(self.legend)
         side.addStretch(1)
         top.addLayout(side)
         layout = QVBoxLayout(self)
         layout.addLayout(top)
         layout.addWidget(self.scroll, 1)
+        layout.setContentsMargins(6, 2, 6, 4)
 
         self._debounce = QTimer(self, singleShot=True, interval=450)
         self._debounce.timeout.connect(self._on_debounce_timeout)
@@ -257,6 +273,9 @@ class TokensPanel(QGroupBox):
         state.subscribe_theme(self._on_state_theme)
         self._on_state_theme(state.theme)
         self._prompt_text = ""
+
+    def plot_needs(self) -> list:
+        return []  # no plots
 
     # ------------------------------------------------------------- editing
     def prompt(self) -> str:
@@ -277,7 +296,7 @@ class TokensPanel(QGroupBox):
 
     def _on_debounce_timeout(self) -> None:
         text = self.editor.toPlainText()
-        if text and text != self._prompt_text:
+        if text != self._prompt_text:  # empty too: the window says why it does not run
             self._prompt_text = text
             self.promptEdited.emit(text)
 
@@ -287,7 +306,11 @@ class TokensPanel(QGroupBox):
         n_gen = len(result.records) if result is not None else 0
         chars = len(self.editor.toPlainText())
         gen = f" + {n_gen} generated" if n_gen else ""
-        self.counts.setText(f"<b>{n_prompt}</b> prompt tokens{gen} · <b>{chars}</b> characters")
+        gen = f" + <span style='background:{th.GENERATED_CHIP}'>&nbsp;<b>{n_gen}</b> generated&nbsp;</span>" if n_gen else ""
+        self.counts.setText(
+            f"<span style='background:{th.PROMPT_CHIP}'>&nbsp;<b>{n_prompt}</b> prompt tokens&nbsp;</span>{gen}"
+            f" · <b>{chars}</b> characters · ␣ = space"
+        )
 
     # -------------------------------------------------------------- state
     def _on_state_result(self, result) -> None:
@@ -304,6 +327,12 @@ class TokensPanel(QGroupBox):
             self.set_prompt_text(result.prompt_text if result.kind == "load" else self.prompt())
         self.strip.set_chips(chips, self._selected_index())
         self._update_counts()
+        before = b"".join(piece_bytes(c.piece) for c in chips[:-1]).decode("utf-8", "replace")
+        newest = b"".join(piece_bytes(c.piece) for c in chips[-1:]).decode("utf-8", "replace") if trace is not None else ""
+        if trace is None:
+            before = b"".join(piece_bytes(c.piece) for c in chips).decode("utf-8", "replace")
+        self._sentence = (before, newest)
+        self._show_sentence()
         if self.state.position == LATEST and chips:
             self.scroll.ensureVisible(0, self.strip.rects[-1].bottom(), 0, 4)
 
@@ -315,6 +344,44 @@ class TokensPanel(QGroupBox):
 
     def _on_state_theme(self, theme: th.Theme) -> None:
         self.editor.setFont(theme.font(1))
-        self.editor.setFixedHeight(int(QFontMetrics(theme.font(1)).height() * 3.2))
+        self.sentence.setFont(theme.font(1))
+        self.sentence.setMaximumHeight(2 * theme.text_px(1) + 6)
+        self.editor.setFixedHeight(int(QFontMetrics(theme.font(1)).height() * 1.6) + 8)  # a line; the chips show all
+        self.setFont(theme.font())
+        self.counts.setMinimumWidth(QFontMetrics(theme.font()).horizontalAdvance("x" * 40))
         self.strip.set_theme(theme)
+        self._fit_scroll()
+
+    def _show_sentence(self) -> None:
+        """The text so far in two lines at most: its end, the newest token marked."""
+        before, newest = self._sentence
+        fm = QFontMetrics(self.sentence.font())
+        room = max(40, int(self.sentence.width() * 1.6) - fm.horizontalAdvance(newest))
+        shown = fm.elidedText(" ".join(before.split("\n")), Qt.ElideLeft, room)
+        mark = (
+            f"<span style='background:{th.GENERATED_CHIP}; text-decoration: underline'><b>{_html(newest)}</b></span>"
+            if newest else ""
+        )
+        self.sentence.setText(f"{_html(shown)}{mark}" if before or newest else "")
+
+    @guarded
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._show_sentence()
+
+    def set_expanded(self, expanded: bool) -> None:
+        """Focused (True): the chips take all the height there is; else as many rows as they need,
+        up to three, and a scroll bar beyond."""
+        self.expanded = expanded
+        self.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Preferred if expanded else QSizePolicy.Maximum)
+        self._fit_scroll()
+
+    def _fit_scroll(self, *_args) -> None:
+        frame = 2 * self.scroll.frameWidth()
+        if self.expanded:
+            self.scroll.setMinimumHeight(self.strip.rows_height(1) + frame)
+            self.scroll.setMaximumHeight(16777215)
+            return
+        rows = min(max(self.strip.height(), self.strip.rows_height(1)), self.strip.rows_height(3))
+        self.scroll.setFixedHeight(rows + frame)
 

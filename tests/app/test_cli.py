@@ -28,3 +28,38 @@ def test_smoke_test_with_screenshot_prints_json_and_saves_a_png(tmp_path):
     assert summary["steps"] == 3 and len(summary["tokens"]) == 3
     assert summary["window"] == [1600, 1000]
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _refused(capsys, argv) -> str:
+    import pytest
+
+    from app.main import parse_args
+
+    with pytest.raises(SystemExit) as exit_:
+        parse_args(argv)
+    assert exit_.value.code == 2
+    return capsys.readouterr().err
+
+
+def test_bad_flags_are_refused_naming_the_flag(capsys):
+    from app.main import parse_args
+
+    assert parse_args(["--size", "1280x720", "--projector"]).size == (1280, 720)
+    err = _refused(capsys, ["--steps", "-3"])
+    assert "--steps" in err and "0 or more" in err
+    err = _refused(capsys, ["--size", "800x600"])
+    assert "--size" in err and "smallest supported window, 1024x700" in err
+    assert "--size" in _refused(capsys, ["--size", "big"])
+    assert "unrecognized arguments: --width" in _refused(capsys, ["--width", "100"])  # the old flag is gone
+    assert "--siz" in _refused(capsys, ["--siz", "1280x720"])  # no abbreviations
+
+
+def test_version_comes_from_the_package_metadata(capsys):
+    import pytest
+
+    from app.about import version
+    from app.main import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(["--version"])
+    assert capsys.readouterr().out.strip() == f"nexttoken {version()}" and version() == "0.1.0"

@@ -136,14 +136,15 @@ def test_too_long_prompt_says_the_limit_and_offers_to_keep_the_end(make_window, 
         w.tokens.editor.setPlainText(" b" * 20)
     assert "20 tokens long" in blocker.args[0] and "at most 16 tokens" in blocker.args[0]
     assert "at most 16 tokens" in w.status_label.text()
-    assert w.truncate_button.isVisible() and "16" in w.truncate_button.text()
-    assert [c.piece for c in w.tokens.strip.chips][:5] == ["␣a"] * 5  # the previous prompt stays
-    assert w.step_action.isEnabled()
+    assert w.truncate_button.isVisible() and "last 8 tokens" in w.truncate_button.text()  # 8 stay free
+    assert [c.piece for c in w.tokens.strip.chips][:5] == ["␣a"] * 5  # the previous prompt stays...
+    assert not w.step_action.isEnabled() and "Step is off" in w.status_label.text()  # ...and does not run
     cut = run(qtbot, w, w.truncate_button.click, "prompt")  # the explicit choice
-    assert len(cut.prompt_ids) == 16
-    assert "last 16 of 20 tokens" in w.status_label.text()
-    assert not w.truncate_button.isVisible()
-    last = run(qtbot, w, w.step, "step")  # a full window: the prefill runs, then it stops
+    assert len(cut.prompt_ids) == 8
+    assert "last 8 of 20 tokens (8 stay free to generate)" in w.status_label.text()
+    assert not w.truncate_button.isVisible() and w.step_action.isEnabled()
+    for _ in range(9):  # the prefill and 8 decode steps fill the window; the last one stops
+        last = run(qtbot, w, w.step, "step")
     assert last.stopped and "16 positions is full" in w.status_label.text()
 
 
@@ -151,8 +152,8 @@ def test_loading_a_smaller_model_says_the_prompt_was_cut(make_window, qtbot, dem
     w = make_window()
     run(qtbot, w, lambda: w.load_model(None, loaded=demo_model, prompt=" a" * 30), "load")
     result = run(qtbot, w, lambda: w.load_model("short", loaded=short_model), "load")
-    assert len(result.prompt_ids) == 16
-    assert "last 16 of its 30 tokens" in w.status_label.text()
+    assert len(result.prompt_ids) == 8  # half of a 16-position window stays free to generate
+    assert "last 8 of its 30 tokens" in w.status_label.text() and "8 stay free to generate" in w.status_label.text()
 
 
 def test_play_stops_with_the_reason_when_the_window_fills(make_window, qtbot, short_model):
@@ -194,7 +195,7 @@ def test_broken_models_show_a_message_and_the_old_model_keeps_stepping(window, q
             window.load_model(source)
         assert words in blocker.args[0] and words in window.status_label.text()
         assert "Still using gpt2-tiny-demo" in window.status_label.text()
-        assert "tiny demo model" in window.model_label.text()
+        assert "Tiny demo model" in window.model_label.text() and "GPT-2 small" in window.model_label.text()
         assert window.tokens.strip.chips == chips and window.step_action.isEnabled()
         result = run(qtbot, window, window.step, "step")
         assert result.info.is_demo and result.trace.step == before.trace.step + n
@@ -424,7 +425,7 @@ def test_sampling_widgets_refuse_out_of_range_values(window, qtbot):
         s.seed.selectAll()
         qtbot.keyClicks(s.seed, typed)
         qtbot.keyClick(s.seed, Qt.Key_Return)
-        assert "seed must be" in s.error.text()
+        assert "Seed must be" in s.error.text()  # the control's name
     assert len(emitted) == before  # nothing out of range was sent on
     s.seed.selectAll()
     qtbot.keyClicks(s.seed, "123456789012")

@@ -17,11 +17,11 @@ def test_the_stages_and_the_draw_match_the_engine(window, qtbot):
     run(qtbot, window, window.step, "step")
     result = run(qtbot, window, window.step, "step")
     window.show_view("sampling")
-    st, record = window.stages.stages, result.trace.record
+    st, record = window.sampling_view.stages, result.trace.record
     dist = result.trace.distribution
     assert list(st.ids[: len(result.trace.candidate_ids[:12])]) == list(result.trace.candidate_ids[:12])
     np.testing.assert_array_equal(st.probs, dist.probs[st.ids])
-    table = window.stages.table
+    table = window.sampling_view.table
     in_context = set(int(t) for t in result.trace.context_ids)
     for row, token in enumerate(st.ids):
         penalty_cell = table.item(row, 2).text()
@@ -35,9 +35,9 @@ def test_the_stages_and_the_draw_match_the_engine(window, qtbot):
     assert st.draw_start[chosen] <= u < st.draw_end[chosen]
     assert dist.pick(u) == record.chosen
     assert "← u" in table.item(int(chosen), 8).text()
-    assert f"u = {u:.4f}" in window.stages.draw_caption.text()
+    assert f"u = {u:.4f}" in window.sampling_view.draw_caption.text()
     greedy = run(qtbot, window, lambda: window.sampling.greedy.setChecked(True), "resample")
-    assert math.isnan(greedy.trace.record.draw_u) and "Greedy" in window.stages.draw_caption.text()
+    assert math.isnan(greedy.trace.record.draw_u) and "Greedy" in window.sampling_view.draw_caption.text()
 
 
 def test_the_cache_view_holds_what_the_cache_holds_and_back_drops_rows(window, qtbot):
@@ -47,16 +47,16 @@ def test_the_cache_view_holds_what_the_cache_holds_and_back_drops_rows(window, q
     window.state.set_head(1)
     with qtbot.waitSignal(window.controller.insideReady, timeout=30_000):
         window.show_view("cache")
-    qtbot.waitUntil(lambda: not window.cache.awaiting(), timeout=30_000)
+    qtbot.waitUntil(lambda: not window.cache_view.awaiting(), timeout=30_000)
     session = window.controller.engine.host.session
     keys, values = session.cached_kv(2, 1)
-    np.testing.assert_allclose(window.cache.keys_image.image, keys, atol=1e-5)
-    np.testing.assert_allclose(window.cache.values_image.image, values, atol=1e-5)
+    np.testing.assert_allclose(window.cache_view.keys_image.image, keys, atol=1e-5)
+    np.testing.assert_allclose(window.cache_view.values_image.image, values, atol=1e-5)
     assert keys.shape[0] == 7  # 5 prompt tokens, then one per decode step
     with qtbot.waitSignal(window.controller.insideReady, timeout=30_000):
         window.back()
-    qtbot.waitUntil(lambda: not window.cache.awaiting(), timeout=30_000)
-    assert window.cache.keys_image.image.shape[0] == 6  # the dropped row is gone
+    qtbot.waitUntil(lambda: not window.cache_view.awaiting(), timeout=30_000)
+    assert window.cache_view.keys_image.image.shape[0] == 6  # the dropped row is gone
 
 
 def test_without_the_cache_the_steps_are_the_same_and_nothing_is_cached(window, qtbot):
@@ -71,7 +71,7 @@ def test_without_the_cache_the_steps_are_the_same_and_nothing_is_cached(window, 
         np.testing.assert_allclose(a.record.logits, b.record.logits, atol=1e-4)
         np.testing.assert_allclose(a.record.attn.astype(np.float32), b.record.attn.astype(np.float32), atol=2e-3)
         assert b.record.kv.positions == 0
-    assert any(not cached_ for cached_, _ in window.cache._times)  # the times plot has uncached steps
+    assert any(not cached_ for cached_, _ in window.cache_view._times)  # the times plot has uncached steps
     window.no_cache_action.trigger()
     again = run(qtbot, window, window.step, "step")
     assert again.trace.record.kv.positions == again.trace.record.end  # back on: the cache is rebuilt

@@ -8,13 +8,14 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QPointF, Qt
 
+from app import theme as th
 from app.panels.kv_panel import human_bytes
 
 from .helpers import assert_image_shows, run
 
 
 def test_launch_shows_the_demo_model_and_prompt_tokens(window):
-    assert "tiny demo model" in window.model_label.text()
+    assert "Tiny demo model" in window.model_label.text() and "GPT-2 small" in window.model_label.text()
     assert "Loaded" in window.status_label.text()
     chips = window.tokens.strip.chips
     assert [c.piece for c in chips] == ["The", "␣cat", "␣sat", "␣on", "␣the"]
@@ -122,7 +123,7 @@ def test_settings_change_the_distribution_without_a_forward_pass(window, qtbot, 
     assert top.trace.distribution.kept.sum() == 3
     # bars beyond the third are greyed: removed by top-k
     brushes = window.logits.prob_bars.opts["brushes"]
-    assert brushes[5].color().name().lower() == "#b8b8b8"
+    assert brushes[5].color().name().lower() == th.REMOVED.lower()  # removed by top-k
     greedy = run(qtbot, window, lambda: window.sampling.greedy.setChecked(True), "resample")
     assert greedy.trace.chosen == int(np.argmax(greedy.trace.distribution.after_penalty))
     assert len(forward_calls) == 1
@@ -149,7 +150,7 @@ def test_a_bad_model_folder_shows_an_error_and_the_old_model_still_steps(window,
     assert "config.json" in blocker.args[0]
     assert "config.json" in window.status_label.text()
     assert "Still using gpt2-tiny-demo" in window.status_label.text()
-    assert "tiny demo model" in window.model_label.text()
+    assert "Tiny demo model" in window.model_label.text() and "GPT-2 small" in window.model_label.text()
     result = run(qtbot, window, window.step, "step")
     assert result.info.is_demo and result.trace.step == 0
 

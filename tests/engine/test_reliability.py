@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from engine import GenerationStopped, ModelLoadError, PromptError, SamplingSettings, Session, load_model
 from engine.tokens import readable
+from engine.defaults import truncation_keeps
 from tests.conftest import make_tiny_folder
 
 GREEDY = SamplingSettings(greedy=True)
@@ -124,7 +125,8 @@ ONE_TOKEN_WORDS = [" cat", " dog", " the", " sat", " on", " mat", " a", " red"]
 @settings(max_examples=40, deadline=None)
 @given(offset=st.sampled_from([-1, 0, 1]), words=st.data())
 def test_prompts_at_the_edge_of_the_window(tiny_model, offset, words):
-    """n_positions - 1 tokens: two steps; n_positions: one step; n_positions + 1: refused, or cut."""
+    """n_positions - 1 tokens: two steps; n_positions: one step; n_positions + 1: refused, or cut to
+    ``truncation_keeps(n_positions)`` tokens, which leaves room to generate the rest."""
     capacity = tiny_model.info.n_positions
     n = capacity + offset
     text = "".join(words.draw(st.lists(st.sampled_from(ONE_TOKEN_WORDS), min_size=n, max_size=n)))
@@ -134,8 +136,10 @@ def test_prompts_at_the_edge_of_the_window(tiny_model, offset, words):
     if n > capacity:
         with pytest.raises(PromptError, match=f"{n:,} tokens long but .* reads at most {capacity:,} tokens"):
             session.set_prompt(text)
-        assert session.set_prompt(text, truncate=True) == ids[-capacity:]
-        n = capacity
+        keep = truncation_keeps(capacity)
+        assert session.set_prompt(text, truncate=True) == ids[-keep:]
+        assert capacity - keep >= min(32, capacity // 2, max(capacity // 4, 32))  # room to generate
+        n = keep
     else:
         assert session.set_prompt(text) == ids
     steps = []

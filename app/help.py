@@ -1,0 +1,67 @@
+""""What am I looking at?": each panel's explanation with the current numbers filled in, and the
+glossary. The texts live in one file, ``resources/help/en.json``, so that they can be corrected and
+translated without touching code."""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from functools import lru_cache
+
+from engine import paths
+
+from .panels.kv_panel import human_bytes
+from .result import SessionResult
+
+
+@lru_cache(maxsize=4)
+def texts(language: str = "en") -> dict:
+    """The help file's contents: ``panels`` (key -> title, before, text) and ``glossary``."""
+    path = paths.resources_dir() / "help" / f"{language}.json"
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+class _Numbers(dict):
+    def __missing__(self, key):  # a number the text wants but the state does not have: say so
+        return "?"
+
+
+def numbers(result: SessionResult | None, layer: int = 0, head: int = 0) -> dict:
+    """The current numbers a panel text may use (``{n_prompt}``, ``{chosen_prob:.1%}``…)."""
+    if result is None:
+        return _Numbers()
+    info, trace = result.info, result.trace
+    n = _Numbers(
+        vocab_size=int(info.vocab_size), d_model=int(info.d_model), n_layer=int(info.n_layer), n_head=int(info.n_head),
+        n_positions=int(info.n_positions), n_prompt=len(result.prompt_ids), n_generated=len(result.records),
+        layer=layer, head=head, max_entropy=math.log2(max(2, int(info.vocab_size))),
+        temperature=result.settings.temperature, top_k=result.settings.top_k, top_p=result.settings.top_p,
+        repetition_penalty=result.settings.repetition_penalty,
+    )
+    if trace is not None:
+        kv = trace.record.kv
+        n.update(
+            chosen=trace.chosen_piece, chosen_prob=float(trace.chosen_prob), entropy=float(trace.entropy_bits),
+            positions=int(kv.positions), cache_bytes=human_bytes(int(kv.total_bytes)),
+            selected=trace.pieces[-1] if trace.pieces else "",
+        )
+    return n
+
+
+def panel_help(key: str, result: SessionResult | None, layer: int = 0, head: int = 0, language: str = "en") -> tuple[str, str]:
+    """(title, rich text) explaining panel ``key`` now."""
+    entry = texts(language)["panels"][key]
+    values = numbers(result, layer, head)
+    text = entry["before"] if result is None or result.trace is None else entry["text"]
+    try:
+        filled = text.format_map(values)
+    except (ValueError, TypeError):  # a "?" where a number with a format was wanted
+        filled = text
+    return entry["title"], f"<p>{html.escape(filled)}</p><p><a href='glossary'>Glossary of the words used</a></p>"
+
+
+def glossary_html(language: str = "en") -> str:
+    """Every glossary entry, term in bold."""
+    items = texts(language)["glossary"]
+    return "".join(f"<p><b>{html.escape(term)}</b>: {html.escape(text)}</p>" for term, text in items.items())

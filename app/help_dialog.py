@@ -1,0 +1,60 @@
+"""The "?" button on every panel and the window that shows its explanation or the glossary."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QEvent
+from PySide6.QtWidgets import QDialog, QDialogButtonBox, QTextBrowser, QToolButton, QVBoxLayout, QWidget
+
+from .guard import guarded
+from .help import glossary_html
+
+
+class HelpButton(QToolButton):
+    """A small "?" in the top right corner of ``panel``'s title row; ``clicked`` opens its help."""
+
+    def __init__(self, panel: QWidget, on_click):
+        super().__init__(panel)
+        self.setText("?")
+        self.setToolTip("What am I looking at? (F1)")
+        self.setAutoRaise(True)
+        self.clicked.connect(on_click)
+        panel.installEventFilter(self)
+
+    @guarded(fallback=False)
+    def eventFilter(self, watched, event) -> bool:
+        if event.type() in (QEvent.Type.Resize, QEvent.Type.FontChange, QEvent.Type.Show):
+            h = watched.fontMetrics().height() + 2
+            self.setFixedSize(h + 6, h)
+            self.move(watched.width() - self.width() - 2, 0)
+            self.raise_()
+        return False
+
+
+class HelpDialog(QDialog):
+    """One panel's explanation, or the glossary (a link in every explanation leads there)."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.browser = QTextBrowser()
+        self.browser.setOpenLinks(False)
+        self.browser.anchorClicked.connect(self._on_browser_anchor_clicked)
+        buttons = QDialogButtonBox(QDialogButtonBox.Close)
+        buttons.rejected.connect(self.close)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.browser)
+        layout.addWidget(buttons)
+        self.resize(560, 420)
+
+    def show_text(self, title: str, rich_text: str) -> None:
+        self.setWindowTitle(f"What am I looking at? {title}")
+        self.browser.setHtml(rich_text)
+        self.show()
+        self.raise_()
+
+    def show_glossary(self) -> None:
+        self.show_text("Glossary", glossary_html())
+        self.setWindowTitle("Glossary")
+
+    def _on_browser_anchor_clicked(self, url) -> None:
+        if url.toString() == "glossary":
+            self.show_glossary()

@@ -1,0 +1,78 @@
+"""Moments a new user found confusing (issue 14): token text that vanished as a tag, a prompt in the
+editor that was not the one Step ran."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QTextDocument
+
+from .helpers import run
+
+END_OF_TEXT = 50256
+
+
+def shown(label) -> str:
+    """The text a label shows, as a person reads it (rich text rendered)."""
+    if label.textFormat() == Qt.PlainText:
+        return label.text()
+    doc = QTextDocument()
+    doc.setHtml(label.text())
+    return doc.toPlainText()
+
+
+def test_end_of_text_chosen_shows_as_its_text_everywhere(window, qtbot):
+    run(qtbot, window, window.step, "step")
+    chose = run(qtbot, window, lambda: window.logits.tokenChosen.emit(END_OF_TEXT), "choose")
+    piece = chose.trace.chosen_piece
+    assert "endoftext" in piece and "<" in piece
+    assert f"“{piece}”" in shown(window.logits.summary)  # was “” : the piece read as an HTML tag
+    assert piece in shown(window.status_label)
+
+
+def test_an_empty_prompt_says_why_and_step_waits_for_one(window, qtbot):
+    run(qtbot, window, window.step, "step")
+    with qtbot.waitSignal(window.tokens.promptEdited, timeout=5_000):
+        window.tokens.editor.setPlainText("")
+    assert "The prompt is empty" in window.status_label.text()
+    assert not window.step_action.isEnabled() and not window.play_action.isEnabled()
+    window.step()  # a key press that slipped through: it says why, and runs nothing
+    assert "The prompt is empty" in window.status_label.text()
+    result = run(qtbot, window, lambda: window.tokens.editor.setPlainText("Hello world"), "prompt")
+    assert [c.piece for c in window.tokens.strip.chips] == ["Hello", "␣world"] and result.trace is None
+    assert window.step_action.isEnabled()
+    run(qtbot, window, window.step, "step")
+
+
+def test_before_the_first_step_plots_say_what_to_do_and_then_give_way(window, qtbot):
+    notes = [*window.attention.empty_notes, window.embeddings.empty_note, *window.logits.empty_notes, *window.kv.empty_notes]
+    assert all(note.isVisible() for note in notes)  # no axes from -1 to 1 before anything ran
+    assert "Press Space" in window.logits.empty_notes[0].text()
+    view = window.kv.time_view
+    assert window.kv.empty_notes[2].geometry() == view.rect()  # covers the whole plot
+    run(qtbot, window, window.step, "step")
+    assert not any(note.isVisible() for note in notes)
+    run(qtbot, window, window.reset, "reset")
+    assert all(note.isVisible() for note in notes)
+
+
+def test_the_text_so_far_reads_as_a_sentence_with_the_newest_token_marked(window, qtbot):
+    assert shown(window.tokens.sentence) == "The cat sat on the"
+    result = run(qtbot, window, window.step, "step")
+    newest = result.trace.chosen_piece.replace("␣", " ")
+    text = shown(window.tokens.sentence)
+    assert text == "The cat sat on the" + newest
+    assert f"<b>{newest}</b>" in window.tokens.sentence.text()  # marked
+
+
+def test_raw_logit_bars_start_at_the_lowest_shown_not_at_zero(window, qtbot):
+    import numpy as np
+
+    result = run(qtbot, window, window.step, "step")
+    ids = window.logits.bar_ids()
+    logits = result.trace.record.logits[ids]
+    opts = window.logits.logit_bars.opts
+    base = np.asarray(opts["x0"])
+    assert (base == base[0]).all() and base[0] < logits.min() and logits.min() - base[0] <= 0.5 * (logits.max() - logits.min()) + 1
+    np.testing.assert_allclose(base + np.asarray(opts["width"]), logits, rtol=1e-6)  # each bar ends at its logit
+    (lo, _hi), _ = window.logits.logit_plot.getViewBox().viewRange()
+    assert lo == base[0]  # the axis starts where the bars do: its numbers are the real logits

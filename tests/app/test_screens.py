@@ -1,0 +1,188 @@
+"""Every screen a classroom has: at each size, in normal and projector mode, every plot's drawing
+area and every label has the room its content needs, measured with the widgets' own geometry and
+font metrics (no pixel comparisons). Also: focusing one panel, full screen, the clicker's keys and
+the window reopening where it was."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyqtgraph as pg
+import pytest
+from PySide6.QtCore import QPoint, Qt
+from PySide6.QtGui import QImage
+from PySide6.QtWidgets import QLabel, QStyle, QStyleOptionGroupBox
+
+from .helpers import run
+
+ROOT = Path(__file__).resolve().parents[2]
+SIZES = [(1024, 768), (1280, 720), (1280, 800), (1366, 768), (1600, 900), (1920, 1080), (2560, 1440)]
+
+
+def label_problems(label: QLabel) -> list[str]:
+    """Why ``label`` (shown) cannot show all of its text, if it cannot."""
+    if not label.text():
+        return []
+    name = f"{type(label.parent()).__name__} label {label.text()[:40]!r} {label.size().toTuple()}"
+    if label.wordWrap():
+        need = label.heightForWidth(label.width())
+        return [f"{name}: needs {need} px of height"] if label.height() < need else []
+    hint = label.sizeHint()
+    if label.width() < hint.width() or label.height() < label.fontMetrics().height():
+        return [f"{name}: needs {hint.toTuple()}"]
+    return []
+
+
+def plot_problems(panel) -> list[str]:
+    """Why a plot of ``panel`` is smaller than it can be read, or its titles are cut, if so."""
+    problems = []
+    for plot, (width, height) in panel.plot_needs():
+        area = plot.getViewBox().sceneBoundingRect()
+        if area.width() < width - 1 or area.height() < height - 1:
+            problems.append(f"{panel.short_title}: drawing area {area.width():.0f} x {area.height():.0f} < {width} x {height}")
+        for name in ("left", "bottom"):
+            axis = plot.getAxis(name)
+            if axis.isVisible() and axis.label.isVisible() and axis.labelText:
+                text = axis.label.boundingRect().width()
+                length = axis.geometry().height() if name == "left" else axis.geometry().width()
+                if text > length:
+                    problems.append(f"{panel.short_title}: {name} axis title {axis.labelText!r} {text:.0f} px > {length:.0f} px")
+                view = plot.scene().views()[0]
+                box = axis.label.sceneBoundingRect()
+                if box.bottom() > view.viewport().height() + 0.5 or box.right() > view.viewport().width() + 0.5:
+                    problems.append(f"{panel.short_title}: {name} axis title {axis.labelText!r} ends outside its view")
+        texts = [item for item in plot.items if isinstance(item, pg.TextItem) and item.isVisible() and item.toPlainText()]
+        for text in texts:
+            text.updateTransform(force=True)  # pyqtgraph places a TextItem when it paints: place it now
+        boxes = [(t.toPlainText(), _ink_box(t)) for t in texts]
+        for i, (a, box) in enumerate(boxes):
+            problems += [f"{panel.short_title}: {a!r} overlaps {b!r}" for b, other in boxes[i + 1 :] if box.intersects(other)]
+            inside = plot.getViewBox().sceneBoundingRect().adjusted(-1, -1, 1, 1)
+            if not inside.contains(box):
+                problems.append(f"{panel.short_title}: {a!r} sticks out of its plot {box.getRect()} {inside.getRect()}")
+        if plot.titleLabel.isVisible() and plot.titleLabel.text:
+            view = plot.scene().views()[0]
+            box = plot.titleLabel.item.sceneBoundingRect()
+            if box.left() < -0.5 or box.right() > view.viewport().width() + 0.5:
+                problems.append(f"{panel.short_title}: title {plot.titleLabel.text[:30]!r} is cut by its view")
+    return problems
+
+
+def _ink_box(text: pg.TextItem):
+    """Where ``text``'s lines are drawn, in scene pixels (its box less the document's margins)."""
+    item = text.textItem
+    m = item.document().documentMargin()
+    return item.mapRectToScene(item.boundingRect().adjusted(m, m, -m, -m))
+
+
+def settle(window, qtbot) -> None:
+    """Wait until the window has laid out and painted what it shows (pyqtgraph places its text
+    items as it paints)."""
+    qtbot.waitUntil(lambda: window.painter._turns is None, timeout=5_000)
+    qtbot.wait(5)
+    for view in window.painter.views:
+        if view.isVisible():
+            view.repaint()
+
+
+def window_problems(window, qtbot) -> list[str]:
+    """Every panel on every page: what does not have room."""
+    problems = []
+    stages = window.stages
+    for page in range(stages.tabs.count()):
+        stages.tabs.setCurrentIndex(page)
+        settle(window, qtbot)
+        for panel in (window.tokens, *(p for column in stages.pages[page] for p in column)):
+            assert panel.isVisible(), panel.short_title
+            need = panel.minimumSizeHint()
+            if panel.width() < need.width() or panel.height() < need.height():  # squeezed: its widgets overlap
+                problems.append(f"{panel.short_title}: {panel.size().toTuple()} < its minimum {need.toTuple()}")
+            problems += plot_problems(panel)
+            problems += [p for label in panel.findChildren(QLabel) if label.isVisible() for p in label_problems(label)]
+    problems += [p for label in (window.status_label, window.model_label) for p in label_problems(label)]
+    return problems
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("projector", [False, True], ids=["normal", "projector"])
+def test_every_plot_and_label_has_room_at_every_size(window, qtbot, projector):
+    for _ in range(3):
+        run(qtbot, window, window.step, "step")
+    window.state.set_projector(projector)
+    problems = []
+    for size in SIZES:
+        window.resize(*size)
+        qtbot.wait(10)
+        settle(window, qtbot)
+        if window.size().toTuple() != size: problems.append(f"{size}: window {window.size().toTuple()}")  # no minimum size forces a larger window
+        problems += [f"{size}: {p}" for p in window_problems(window, qtbot)]
+        # the chips take the rows they need and no more: no empty band under them
+        tokens = window.tokens
+        assert tokens.scroll.height() <= tokens.strip.height() + 2 * tokens.scroll.frameWidth()
+    assert problems == []
+    # the common laptop screen shows every panel at once in normal mode
+    window.resize(1366, 768)
+    qtbot.wait(30)
+    assert (len(window.stages.pages) == 1) is (not projector)
+
+
+def test_focusing_a_panel_fills_the_window_and_comes_back(window, qtbot):
+    window.resize(1366, 768)
+    qtbot.wait(10)
+    everything = window.stages.pages
+    attention = window.attention
+    option = QStyleOptionGroupBox()
+    attention.initStyleOption(option)
+    title = attention.style().subControlRect(QStyle.CC_GroupBox, option, QStyle.SC_GroupBoxLabel, attention)
+    qtbot.mouseDClick(attention, Qt.LeftButton, pos=title.center())
+    assert window.stages.pages == [[[attention]]] and not window.tokens.isVisible()
+    qtbot.wait(10)
+    assert attention.width() > 0.9 * window.width()
+    qtbot.mouseDClick(attention, Qt.LeftButton, pos=title.center())
+    assert window.stages.pages == everything and window.tokens.isVisible()
+    window.toggle_focus(window.tokens)
+    qtbot.wait(10)  # the prompt alone: its chips take the height
+    assert not window.stages.isVisible() and window.tokens.height() > 0.7 * window.height()
+    qtbot.keyClick(window, Qt.Key_Escape)
+    qtbot.wait(10)
+    assert window.stages.isVisible() and window.stages.pages == everything
+
+
+def test_full_screen_and_clicker_keys(window, qtbot):
+    window.full_screen_action.trigger()
+    assert window.isFullScreen()
+    window.full_screen_action.trigger()
+    assert not window.isFullScreen()
+    window.attention.setFocus()
+    run(qtbot, window, lambda: qtbot.keyClick(window, Qt.Key_PageDown), "step")
+    run(qtbot, window, lambda: qtbot.keyClick(window, Qt.Key_PageDown), "step")
+    result = run(qtbot, window, lambda: qtbot.keyClick(window, Qt.Key_PageUp), "back")
+    assert result.trace.step == 0
+
+
+def test_the_window_reopens_where_it_was(make_window, qtbot):
+    first = make_window(remember=True)
+    first.move(QPoint(37, 41))
+    first.resize(700, 640)  # the offscreen platform's screen is 800 x 800: restoring keeps the window on it
+    qtbot.wait(10)
+    where = first.geometry()
+    first.close()
+    second = make_window(remember=True)
+    assert second.restore_geometry()
+    assert second.geometry().size() == where.size() and second.geometry().topLeft() == where.topLeft()
+
+
+@pytest.mark.slow
+def test_a_screenshot_at_a_device_pixel_ratio_of_2_has_twice_the_pixels(tmp_path):
+    shot = tmp_path / "shot.png"
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", QT_SCALE_FACTOR="2", HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path))
+    done = subprocess.run(
+        [sys.executable, "-m", "app", "--engine", "thread", "--smoke-test", "--projector", "--size", "1280x720", "--screenshot", str(shot)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    image = QImage(str(shot))
+    assert (image.width(), image.height()) == (2560, 1440)
