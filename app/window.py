@@ -201,10 +201,10 @@ class MainWindow(QMainWindow):
         pages = (overview, self.inside, self.sampling_view, self.cache_view)
         for index, (widget, (name, title)) in enumerate(zip(pages, VIEWS.items())):
             self.views.addWidget(widget)
-            button = QPushButton(f"{title}  (Alt+{index + 1})")
+            button = QPushButton(title.split(":")[0])  # short: the row fits the narrowest screen
             button.setCheckable(True)
             button.setShortcut(QKeySequence(f"Alt+{index + 1}"))
-            button.setToolTip(f"Show the view “{title}” (nexttoken --view {name})")
+            button.setToolTip(f"{title} (Alt+{index + 1}; nexttoken --view {name})")
             self.view_buttons.addButton(button, index)
             switcher.addWidget(button)
         switcher.addStretch(1)
