@@ -42,7 +42,9 @@ class CachePanel(QWidget):
         for label in (self.keys_caption, self.values_caption, self.query_caption):
             label.setWordWrap(True)
         self.query_view.setFixedHeight(120)
+        self.query_view.getPlotItem().hideAxis("left")  # one row: no position axis
         self.time_view = pg.PlotWidget()
+        self.time_view.setMinimumHeight(170)  # readable beside heat maps that take what is left
         tp = self.time_view.getPlotItem()
         th.fix_plot(tp)
         tp.showGrid(x=True, y=True, alpha=0.25)
