@@ -76,3 +76,27 @@ def test_raw_logit_bars_start_at_the_lowest_shown_not_at_zero(window, qtbot):
     np.testing.assert_allclose(base + np.asarray(opts["width"]), logits, rtol=1e-6)  # each bar ends at its logit
     (lo, _hi), _ = window.logits.logit_plot.getViewBox().viewRange()
     assert lo == base[0]  # the axis starts where the bars do: its numbers are the real logits
+
+
+def test_the_embedding_view_can_fit_its_axes_on_this_text_and_says_which(window, qtbot):
+    import numpy as np
+
+    from app.panels.embeddings_panel import CONTEXT_BASIS
+
+    for _ in range(3):
+        result = run(qtbot, window, window.step, "step")
+    panel = window.embeddings
+    assert "fitted once on the model's embedding table" in panel.caption.text()
+    model_pc2 = float(result.explained[1])
+    panel.basis.setCurrentText(CONTEXT_BASIS)
+    assert "fitted on these 7 vectors at this depth" in panel.caption.text()
+    resid = np.concatenate([r.resid for r in result.records], axis=1)[0].astype(np.float64)  # [T, d]
+    centred = resid - resid.mean(axis=0)
+    shown = np.asarray(panel.points.getData()).T  # [T, 2]
+    variance = np.linalg.svd(centred, compute_uv=False) ** 2
+    # the two axes are the text's own principal directions: they hold its two largest variances
+    np.testing.assert_allclose(np.sort(shown.var(axis=0) * len(shown))[::-1], variance[:2], rtol=1e-3)
+    pc2 = variance[1] / variance.sum()
+    assert f"PC 2 ({pc2:.0%})" in panel.plot.getAxis("left").labelText and pc2 > model_pc2  # a more useful basis
+    run(qtbot, window, window.step, "step")  # the next step keeps the orientation (no flip)
+    assert "fitted on these 8 vectors" in panel.caption.text()
