@@ -100,3 +100,30 @@ def test_the_embedding_view_can_fit_its_axes_on_this_text_and_says_which(window,
     assert f"PC 2 ({pc2:.0%})" in panel.plot.getAxis("left").labelText and pc2 > model_pc2  # a more useful basis
     run(qtbot, window, window.step, "step")  # the next step keeps the orientation (no flip)
     assert "fitted on these 8 vectors" in panel.caption.text()
+
+
+def test_attention_at_length_zooms_to_a_region_and_can_show_small_weights(window, qtbot):
+    import numpy as np
+
+    for _ in range(4):
+        run(qtbot, window, window.step, "step")
+    panel = window.attention
+    vb = panel.plot.getViewBox()
+    assert vb.state["mouseEnabled"] == [True, True]  # wheel zooms, drag moves
+    vb.setRange(xRange=(2, 6), yRange=(2, 6), padding=0)
+    vb.sigRangeChangedManually.emit(vb.state["mouseEnabled"])  # as a wheel turn does
+    run(qtbot, window, window.step, "step")
+    (x0, x1), _ = vb.viewRange()
+    assert (round(x0), round(x1)) == (2, 6)  # a step keeps the region the person zoomed to
+    labels = [text for level in panel.plot.getAxis("bottom")._tickLevels for _, text in level]
+    assert any(text.endswith(" 3") for text in labels)  # position numbers on the bottom axis too
+    panel.fit_button.click()
+    (x0, x1), _ = vb.viewRange()
+    assert (x0, x1) == (0, panel.history.length)
+    panel.stretch.setChecked(True)  # √ colours: 0.04 is coloured like 0.2 was
+    lut = panel.state.theme.cmap().getLookupTable(0.0, 1.0, 256, alpha=True)
+    w = panel.shown
+    seen = ~np.isnan(w)
+    np.testing.assert_array_equal(panel.image.image[seen], lut[np.clip(np.sqrt(w[seen]) * 255, 0, 255).astype(int)])
+    ticks = dict((round(p, 3), t) for p, t in panel.colorbar.axis._tickLevels[0])
+    assert ticks[0.1] == "0.01" and ticks[0.5] == "0.25"  # the bar's numbers stay the real weights
