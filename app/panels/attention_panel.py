@@ -196,13 +196,16 @@ class AttentionPanel(QGroupBox):
         self._label_colorbar()
         self.colorbar.axis.setTickFont(theme.font(-1))
         self.colorbar.axis.setLabel("attention weight", color=theme.text, **{"font-size": f"{theme.font_pt - 1}pt"})
+        # ticks, then the title's line: pyqtgraph's own width left the title over the numbers
+        ticks = QFontMetrics(theme.font(-1)).horizontalAdvance("0.25")
+        self.colorbar.axis.setWidth(ticks + theme.text_px(-1) + 14)
         self._lut = (theme.cmap().getLookupTable(0.0, 1.0, 256, alpha=True)).astype(np.uint8)
         self._rgba_of = None  # new colours: colour every row again
         self.query_row.setPen(theme.pen(th.SELECTED, width=theme.line + 1))
         self.tile_marker.setPen(theme.pen(th.SELECTED, width=theme.line + 1))
         self.caption.setFont(theme.font())
         px = theme.text_px()
-        bar = 14 + QFontMetrics(theme.font(-1)).horizontalAdvance("0.88") + 2 * theme.text_px() + 16  # the colour bar
+        bar = 14 + QFontMetrics(theme.font(-1)).horizontalAdvance("0.25") + theme.text_px(-1) + 14 + 16  # the colour bar
         self._needs = [
             (self.plot, th.need_area(self.view, self.plot, 6 * px, 6 * px, beside=bar)),
             (self.overview, th.need_area(self.overview_view, self.overview, 4 * px, 4 * px)),
