@@ -174,6 +174,8 @@ class SessionHost:
         source = request.source
         t0 = perf_counter()
         note = ""
+        if self.session is not None:  # a failed load keeps this session: with the settings the person chose
+            self.session.settings, self.session.use_cache = request.settings, request.use_cache
         try:
             loaded = request.loaded or load_model(source, progress=self._report_progress)
         except NextTokenError as exc:
@@ -207,6 +209,8 @@ class SessionHost:
 
     def _set_prompt(self, request: p.SetPrompt) -> SessionResult:
         session = self._need_session()
+        session.settings = request.settings  # first: a refused prompt must not lose them (a Resample
+        # waiting behind this request was dropped when it was sent)
         text, truncate = str(request.text), request.truncate
         try:
             ids = session.set_prompt(text, truncate=truncate)
@@ -214,7 +218,6 @@ class SessionHost:
             if len(session.loaded.tokenizer.encode(text)) > session.info.n_positions:
                 raise PromptTooLong(str(exc)) from exc
             raise
-        session.settings = request.settings
         what = f"{len(ids)} tokens"
         if truncate:
             whole = len(session.loaded.tokenizer.encode(text))

@@ -15,7 +15,17 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFontMetrics
-from PySide6.QtWidgets import QGraphicsRectItem, QGroupBox, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QGraphicsRectItem,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
 
 from engine.tokens import clip
 
@@ -66,11 +76,26 @@ class AttentionPanel(QGroupBox):
         controls.addWidget(QLabel("Head"))
         controls.addWidget(self.head_spin)
         controls.addStretch(1)
+        self.stretch = QCheckBox("√ colours")
+        self.stretch.setToolTip(
+            "Colour by the square root of each weight, so that small weights (0.01 to 0.1), common in "
+            "long texts, show; the colour bar's numbers stay the real weights"
+        )
+        self.stretch.toggled.connect(self._on_stretch_toggled)
+        self.fit_button = QPushButton("Fit")
+        self.fit_button.setToolTip("Show the whole matrix again (zoom with the mouse wheel, drag to move)")
+        self.fit_button.clicked.connect(self._on_fit_clicked)
+        controls.addWidget(self.stretch)
+        controls.addWidget(self.fit_button)
+        self._gamma = 1.0  # weights are coloured as weight ** gamma
+        self._zoomed = False  # the person zoomed or moved the matrix: steps keep their view
 
         # ---- main matrix
         self.view = pg.GraphicsLayoutWidget()
         self.plot: pg.PlotItem = self.view.addPlot()
         th.fix_plot(self.plot).invertY(True)
+        self.plot.setMouseEnabled(True, True)  # long texts: zoom (wheel) and move (drag) to a region
+        self.plot.getViewBox().sigRangeChangedManually.connect(self._on_matrix_range_changed_manually)
         self.plot.getViewBox().setDefaultPadding(0.0)
         self.masked = QGraphicsRectItem()
         self.masked.setBrush(QBrush(QColor(th.MASKED), Qt.BDiagPattern))
@@ -168,21 +193,49 @@ class AttentionPanel(QGroupBox):
         th.style_plot(self.overview, theme, left="layer", bottom="head")
         th.fix_axis_width(self.plot, theme, 13)  # "token pi… 1023": 8 characters, a space, the position
         self.colorbar.setColorMap(theme.cmap())
+        self._label_colorbar()
         self.colorbar.axis.setTickFont(theme.font(-1))
         self.colorbar.axis.setLabel("attention weight", color=theme.text, **{"font-size": f"{theme.font_pt - 1}pt"})
+        # ticks, then the title's line: pyqtgraph's own width left the title over the numbers
+        ticks = QFontMetrics(theme.font(-1)).horizontalAdvance("0.25")
+        self.colorbar.axis.setWidth(ticks + theme.text_px(-1) + 14)
         self._lut = (theme.cmap().getLookupTable(0.0, 1.0, 256, alpha=True)).astype(np.uint8)
         self._rgba_of = None  # new colours: colour every row again
         self.query_row.setPen(theme.pen(th.SELECTED, width=theme.line + 1))
         self.tile_marker.setPen(theme.pen(th.SELECTED, width=theme.line + 1))
         self.caption.setFont(theme.font())
         px = theme.text_px()
-        bar = 14 + QFontMetrics(theme.font(-1)).horizontalAdvance("0.88") + 2 * theme.text_px() + 16  # the colour bar
+        bar = 14 + QFontMetrics(theme.font(-1)).horizontalAdvance("0.25") + theme.text_px(-1) + 14 + 16  # the colour bar
         self._needs = [
             (self.plot, th.need_area(self.view, self.plot, 6 * px, 6 * px, beside=bar)),
             (self.overview, th.need_area(self.overview_view, self.overview, 4 * px, 4 * px)),
         ]
         self._draw_matrix(ticks=True)
         self._draw_overview()
+
+    def _on_stretch_toggled(self, on: bool) -> None:
+        self._gamma = 0.5 if on else 1.0
+        self._rgba_of = None  # colour every row again
+        self._label_colorbar()
+        self._draw_matrix(ticks=False)
+        self._draw_overview()
+
+    def _label_colorbar(self) -> None:
+        """The colour bar's numbers are the real weights, wherever ``_gamma`` puts their colours."""
+        values = (0, 0.01, 0.05, 0.1, 0.25, 0.5, 1) if self._gamma != 1 else (0, 0.2, 0.4, 0.6, 0.8, 1)
+        self.colorbar.axis.setTicks([[(v ** self._gamma, f"{v:g}") for v in values]])
+
+    def _on_fit_clicked(self) -> None:
+        self._zoomed = False
+        T = self.history.length
+        if T:
+            self.plot.setRange(xRange=(0, T), yRange=(0, T), padding=0)
+            self._set_ticks(T)
+
+    def _on_matrix_range_changed_manually(self, _mask) -> None:
+        self._zoomed = True
+        if self.history.length:
+            self._set_ticks(self.history.length)  # finer labels for the region in view
 
     def _on_image_clicked(self, _x: float, y: float) -> None:
         row = int(y)
@@ -217,7 +270,9 @@ class AttentionPanel(QGroupBox):
         row = self.state.selected_position
         row = min(max(row, 0), T - 1)
         self.query_row.setRect(QRectF(0, row, T, 1))
-        self.plot.setRange(xRange=(0, T), yRange=(0, T), padding=0)
+        self.plot.getViewBox().setLimits(xMin=0, xMax=T, yMin=0, yMax=T, minXRange=min(T, 4), minYRange=min(T, 4))
+        if not self._zoomed:
+            self.plot.setRange(xRange=(0, T), yRange=(0, T), padding=0)
         piece = self._pieces[row] if row < len(self._pieces) else ""
         newest = " (the newest query, predicting the next token)" if row == T - 1 else ""
         self.caption.setText(
@@ -236,7 +291,7 @@ class AttentionPanel(QGroupBox):
             grown = np.zeros((size, size, 4), np.uint8)  # transparent: a row's future cells stay so
             grown[: first, : first] = self._rgba[: first, : first]
             self._rgba = grown
-        self._rgba[first:T, :T] = rgba(self.shown[first:], self._lut, masked=(0, 0, 0, 0))
+        self._rgba[first:T, :T] = rgba(self.shown[first:] ** self._gamma, self._lut, masked=(0, 0, 0, 0))
         self._rgba_of = (layer, head)
         return self._rgba[:T, :T]
 
@@ -244,11 +299,14 @@ class AttentionPanel(QGroupBox):
         width = max(self.view.width(), 300)
         height = max(self.view.height(), 200)
         font_px = self.state.theme.font_pt * 1.6
-        step_x = _nice_step(T / max(1, width / (font_px * 5)))
-        step_y = _nice_step(T / max(1, height / (font_px * 1.8)))
+        (x0, x1), (y0, y1) = self.plot.getViewBox().viewRange() if self._zoomed else ((0, T), (0, T))
+        span_x, span_y = max(1.0, x1 - x0), max(1.0, y1 - y0)  # the positions in view
+        step_x = _nice_step(span_x / max(1, width / (font_px * 6)))
+        step_y = _nice_step(span_y / max(1, height / (font_px * 1.8)))
         pieces = self._pieces[:T]
-        finest_x, finest_y = _nice_step(T / (width / 4)), _nice_step(T / (height / 4))  # tick marks >= 4 px apart
-        self.plot.getAxis("bottom").setTicks(_tick_levels(step_x, len(pieces), lambda i: clip(pieces[i], 8), finest=finest_x))
+        finest_x, finest_y = _nice_step(span_x / (width / 4)), _nice_step(span_y / (height / 4))  # tick marks >= 4 px apart
+        # positions on both axes: "piece 12"
+        self.plot.getAxis("bottom").setTicks(_tick_levels(step_x, len(pieces), lambda i: f"{clip(pieces[i], 6)} {i}", finest=finest_x))
         self.plot.getAxis("left").setTicks(_tick_levels(step_y, len(pieces), lambda i: f"{clip(pieces[i], 8)} {i}", finest=finest_y))
 
     def _draw_overview(self) -> None:
@@ -264,7 +322,7 @@ class AttentionPanel(QGroupBox):
             self.overview.getAxis("left").setTicks(_tick_levels(_nice_step(L / 8), L, str, offset=THUMB / 2, scale=cell))
             self.overview.getAxis("bottom").setTicks(_tick_levels(_nice_step(H / 12), H, str, offset=THUMB / 2, scale=cell))
             self.overview.setRange(xRange=(-GAP, H * cell), yRange=(-GAP, L * cell), padding=0)  # room for the marker
-        self._mosaic_rgba.reshape(L, cell, H, cell, 4)[:, :THUMB, :, :THUMB] = rgba(tiles, self._lut, masked=(200, 200, 200, 255))
+        self._mosaic_rgba.reshape(L, cell, H, cell, 4)[:, :THUMB, :, :THUMB] = rgba(tiles ** self._gamma, self._lut, masked=(200, 200, 200, 255))
         self.mosaic.setImage(self._mosaic_rgba, autoLevels=False)
         self._draw_overview_marker()
 

@@ -12,7 +12,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QFontMetrics
-from PySide6.QtWidgets import QGroupBox, QHBoxLayout, QLabel, QSlider, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QGroupBox, QHBoxLayout, QLabel, QSlider, QVBoxLayout, QWidget
 
 from .. import theme as th
 from ..state import LATEST, AppState
@@ -20,6 +20,8 @@ from .empty_note import EmptyNote
 from .steady_label import SteadyLabel
 
 MAX_LABELS = 16
+MODEL_BASIS = "axes: the model's"  # fitted once on its embedding table
+CONTEXT_BASIS = "axes: this text"  # fitted on the text's vectors at the depth shown
 
 
 class EmbeddingsPanel(QGroupBox):
@@ -40,7 +42,17 @@ class EmbeddingsPanel(QGroupBox):
         row = QHBoxLayout()
         row.addWidget(QLabel("Depth"))
         row.addWidget(self.slider, 1)
-        row.addWidget(self.depth_label)
+        row.addWidget(self.depth_label, 1)
+        self.basis = QComboBox()
+        self.basis.addItems([MODEL_BASIS, CONTEXT_BASIS])
+        self.basis.setToolTip(
+            "Which two directions the plot shows. The model's: fitted once on its embedding table, the "
+            "same for every text and depth. This text's: fitted on the vectors of the tokens shown, at "
+            "the depth chosen, so it spreads them as far apart as two directions can."
+        )
+        self.basis.currentIndexChanged.connect(self._on_basis_changed)
+        row.addWidget(self.basis)
+        self._context_basis: np.ndarray | None = None  # float64 [d, 2]: the last fit, for its signs
 
         self.view = pg.PlotWidget()
         self.plot: pg.PlotItem = self.view.getPlotItem()
@@ -94,15 +106,34 @@ class EmbeddingsPanel(QGroupBox):
             self.slider.setValue(min(self.depth, result.n_layer))
             self.slider.blockSignals(False)
             self.depth = self.slider.value()
-            ex = result.explained
-            self._axis_titles = (f"PC 2 ({ex[1]:.0%})", f"PC 1 ({ex[0]:.0%} of embedding variance)")
-            th.style_plot(self.plot, self.state.theme, left=self._axis_titles[0], bottom=self._axis_titles[1])
+            self._context_basis = None
+            self._label_axes()
             self._fit()
         self._draw(autorange=True)
 
     def _on_box_resized(self, _box) -> None:
         if self.state.result is not None:
             self._draw(autorange=False)
+
+    def _on_basis_changed(self, _index: int) -> None:
+        self._context_basis = None
+        self._label_axes()
+        self._draw(autorange=True)
+
+    def _label_axes(self, explained=None) -> None:
+        result = self.state.result
+        if self.basis.currentText() == CONTEXT_BASIS:
+            ex = explained if explained is not None else (0.0, 0.0)
+            titles = (f"PC 2 ({ex[1]:.0%})", f"PC 1 ({ex[0]:.0%} of this text's variance)")
+        elif result is not None:
+            ex = result.explained
+            titles = (f"PC 2 ({ex[1]:.0%})", f"PC 1 ({ex[0]:.0%} of embedding variance)")
+        else:
+            titles = ("PC 2", "PC 1")
+        if titles != self._axis_titles:
+            self._axis_titles = titles
+            th.style_plot(self.plot, self.state.theme, left=titles[0], bottom=titles[1])
+            self._fit()
 
     def _on_state_layer(self, layer: int) -> None:
         if self.depth != layer + 1:
@@ -190,6 +221,10 @@ class EmbeddingsPanel(QGroupBox):
             self.caption.setText("Step once to place the tokens.")
             return
         pts = result.points  # [L + 1, T, 2]
+        context = self.basis.currentText() == CONTEXT_BASIS
+        if context:
+            pts, explained = self._context_points(result, min(depth, pts.shape[0] - 1))
+            self._label_axes(explained)
         T = pts.shape[1]
         depth = min(depth, pts.shape[0] - 1)
         xy = pts[depth]
@@ -220,10 +255,43 @@ class EmbeddingsPanel(QGroupBox):
                 label.setPos(float(xy[i, 0]), float(xy[i, 1]))
         where = "its embedding" if depth == 0 else f"the residual stream after block {depth - 1}"
         piece = pieces[sel] if sel < len(pieces) else ""
+        fitted = (
+            f"Axes fitted on these {T} vectors at this depth" if context
+            else "Axes fitted once on the model's embedding table (the same for every text)"
+        )
         self.caption.setText(
-            f"{T} positions at {where}. Dashed line: position {sel} “{piece}” through all "
+            f"{T} positions at {where}. {fitted}. Dashed line: position {sel} “{piece}” through all "
             f"{pts.shape[0] - 1} blocks. Blue = prompt, orange = generated."
         )
+
+    def _context_points(self, result, depth: int) -> tuple[np.ndarray, tuple[float, float]]:
+        """float32 [L + 1, T, 2]: every depth's vectors on the two directions that spread this text's
+        vectors at ``depth`` most (PCA, fitted here in the window on ``records[*].resid``), and the
+        share of their variance each direction explains. Signs follow the previous fit, so the picture
+        does not flip from one step to the next."""
+        resid = np.concatenate([r.resid for r in result.records], axis=1).astype(np.float64)  # [L + 1, T, d]
+        x = resid[depth]
+        mean = x.mean(axis=0)
+        xc = x - mean
+        if len(x) < 3:
+            basis = np.eye(x.shape[1], 2)
+            variances = np.ones(2)
+            total = 2.0
+        elif len(x) <= x.shape[1]:  # fewer vectors than dimensions: the small Gram matrix
+            w, v = np.linalg.eigh(xc @ xc.T)
+            top = np.argsort(w)[::-1][:2]
+            basis = xc.T @ v[:, top] / np.sqrt(np.maximum(w[top], 1e-12))
+            variances, total = w[top], float(w.sum())
+        else:
+            w, v = np.linalg.eigh(xc.T @ xc)
+            top = np.argsort(w)[::-1][:2]
+            basis, variances, total = v[:, top], w[top], float(w.sum())
+        if self._context_basis is not None and self._context_basis.shape == basis.shape:
+            basis = basis * np.where((basis * self._context_basis).sum(axis=0) < 0, -1.0, 1.0)
+        self._context_basis = basis
+        points = ((resid - mean) @ basis).astype(np.float32)
+        explained = tuple(float(v / total) if total > 0 else 0.0 for v in variances)
+        return points, explained
 
 
 def _fits(bounds, view) -> bool:

@@ -76,3 +76,54 @@ def test_raw_logit_bars_start_at_the_lowest_shown_not_at_zero(window, qtbot):
     np.testing.assert_allclose(base + np.asarray(opts["width"]), logits, rtol=1e-6)  # each bar ends at its logit
     (lo, _hi), _ = window.logits.logit_plot.getViewBox().viewRange()
     assert lo == base[0]  # the axis starts where the bars do: its numbers are the real logits
+
+
+def test_the_embedding_view_can_fit_its_axes_on_this_text_and_says_which(window, qtbot):
+    import numpy as np
+
+    from app.panels.embeddings_panel import CONTEXT_BASIS
+
+    for _ in range(3):
+        result = run(qtbot, window, window.step, "step")
+    panel = window.embeddings
+    assert "fitted once on the model's embedding table" in panel.caption.text()
+    model_pc2 = float(result.explained[1])
+    panel.basis.setCurrentText(CONTEXT_BASIS)
+    assert "fitted on these 7 vectors at this depth" in panel.caption.text()
+    resid = np.concatenate([r.resid for r in result.records], axis=1)[0].astype(np.float64)  # [T, d]
+    centred = resid - resid.mean(axis=0)
+    shown = np.asarray(panel.points.getData()).T  # [T, 2]
+    variance = np.linalg.svd(centred, compute_uv=False) ** 2
+    # the two axes are the text's own principal directions: they hold its two largest variances
+    np.testing.assert_allclose(np.sort(shown.var(axis=0) * len(shown))[::-1], variance[:2], rtol=1e-3)
+    pc2 = variance[1] / variance.sum()
+    assert f"PC 2 ({pc2:.0%})" in panel.plot.getAxis("left").labelText and pc2 > model_pc2  # a more useful basis
+    run(qtbot, window, window.step, "step")  # the next step keeps the orientation (no flip)
+    assert "fitted on these 8 vectors" in panel.caption.text()
+
+
+def test_attention_at_length_zooms_to_a_region_and_can_show_small_weights(window, qtbot):
+    import numpy as np
+
+    for _ in range(4):
+        run(qtbot, window, window.step, "step")
+    panel = window.attention
+    vb = panel.plot.getViewBox()
+    assert vb.state["mouseEnabled"] == [True, True]  # wheel zooms, drag moves
+    vb.setRange(xRange=(2, 6), yRange=(2, 6), padding=0)
+    vb.sigRangeChangedManually.emit(vb.state["mouseEnabled"])  # as a wheel turn does
+    run(qtbot, window, window.step, "step")
+    (x0, x1), _ = vb.viewRange()
+    assert (round(x0), round(x1)) == (2, 6)  # a step keeps the region the person zoomed to
+    labels = [text for level in panel.plot.getAxis("bottom")._tickLevels for _, text in level]
+    assert any(text.endswith(" 3") for text in labels)  # position numbers on the bottom axis too
+    panel.fit_button.click()
+    (x0, x1), _ = vb.viewRange()
+    assert (x0, x1) == (0, panel.history.length)
+    panel.stretch.setChecked(True)  # √ colours: 0.04 is coloured like 0.2 was
+    lut = panel.state.theme.cmap().getLookupTable(0.0, 1.0, 256, alpha=True)
+    w = panel.shown
+    seen = ~np.isnan(w)
+    np.testing.assert_array_equal(panel.image.image[seen], lut[np.clip(np.sqrt(w[seen]) * 255, 0, 255).astype(int)])
+    ticks = dict((round(p, 3), t) for p, t in panel.colorbar.axis._tickLevels[0])
+    assert ticks[0.1] == "0.01" and ticks[0.5] == "0.25"  # the bar's numbers stay the real weights
