@@ -97,3 +97,20 @@ def test_the_panel_shows_what_the_engine_uses(make_window, qtbot, demo_model, se
         check(window)
     except AssertionError as exc:
         raise AssertionError(f"seed {seed}, action {i} ({action}): {exc}") from exc
+
+
+def test_a_refused_prompt_or_a_failed_load_still_takes_the_settings(window, qtbot, tmp_path):
+    """Found by the chaos test: a penalty chosen while a step ran waited as a Resample; a prompt edit
+    (a restart) dropped it and carried the settings itself, but the prompt was refused as too long
+    before the settings were applied, so the engine kept the old ones. A failed load did the same."""
+    session = lambda: window.controller.engine.host.session  # noqa: E731
+    for chosen, restart in (
+        (SamplingSettings(repetition_penalty=2.0, seed=0), lambda: window.tokens.promptEdited.emit("a" * 2000)),
+        (SamplingSettings(greedy=True, seed=0), lambda: window.load_model(str(tmp_path / "missing"))),
+    ):
+        with qtbot.waitSignal(window.errorShown, timeout=30_000):
+            window.controller.step()
+            choose_settings(window.sampling, chosen)  # waits behind the step as a Resample
+            restart()  # drops the waiting Resample; refused
+        qtbot.waitUntil(lambda: window.controller.idle, timeout=30_000)
+        assert window.controller.settings == chosen == session().settings
