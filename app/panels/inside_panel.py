@@ -50,30 +50,38 @@ def _norm(x: np.ndarray) -> float:
     return float(np.linalg.norm(np.asarray(x, dtype=np.float64)))
 
 
-class VectorStrip(QWidget):
-    """One vector as a strip of colours (one column per dimension), with a caption above it."""
+class CaptionedPlot(QWidget):
+    """A caption above a plot of fixed height that zooms and pans along x only (long vectors and
+    contexts: 3,072 MLP units, 1,000 positions)."""
 
-    def __init__(self, title: str, parent: QWidget | None = None):
+    def __init__(self, title: str, height: int, parent: QWidget | None = None):
         super().__init__(parent)
         self.title = title
         self.caption = QLabel(title)
         self.caption.setWordWrap(True)
         self.view = pg.PlotWidget()
-        self.view.setFixedHeight(STRIP_H)
-        plot = self.view.getPlotItem()
-        th.fix_plot(plot)
-        plot.setMouseEnabled(x=True, y=False)  # long vectors (3,072 MLP units): zoom and pan along them
-        plot.hideAxis("left")
-        plot.getAxis("bottom").setHeight(18)
-        self.image = pg.ImageItem()
-        self.image.setColorMap(pg.colormap.get(DIVERGING))
-        plot.addItem(self.image)
+        self.view.setFixedHeight(height)
+        self.plot = self.view.getPlotItem()
+        th.fix_plot(self.plot)
+        self.plot.setMouseEnabled(x=True, y=False)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 2, 0, 2)
         layout.setSpacing(1)
         layout.addWidget(self.caption)
         layout.addWidget(self.view)
         self.values = np.zeros(0, np.float32)
+
+
+class VectorStrip(CaptionedPlot):
+    """One vector as a strip of colours (one column per dimension), with a caption above it."""
+
+    def __init__(self, title: str, parent: QWidget | None = None):
+        super().__init__(title, STRIP_H, parent)
+        self.plot.hideAxis("left")
+        self.plot.getAxis("bottom").setHeight(18)
+        self.image = pg.ImageItem()
+        self.image.setColorMap(pg.colormap.get(DIVERGING))
+        self.plot.addItem(self.image)
 
     def show_vector(self, values: np.ndarray, note: str = "") -> None:
         values = np.asarray(values, dtype=np.float32).ravel()
@@ -81,35 +89,21 @@ class VectorStrip(QWidget):
         scale = float(np.max(np.abs(values))) or 1.0
         self.image.setImage(values[None, :], autoLevels=False, levels=(-scale, scale))
         self.image.setRect(0, 0, len(values), 1)
-        self.view.getPlotItem().setRange(xRange=(0, len(values)), yRange=(0, 1), padding=0)
+        self.plot.setRange(xRange=(0, len(values)), yRange=(0, 1), padding=0)
         self.caption.setText(
             f"<b>{self.title}</b> · {len(values):,} numbers · length {_norm(values):.2f} · "
             f"colour scale ±{scale:.2f}{(' · ' + note) if note else ''}"
         )
 
 
-class PositionBars(QWidget):
+class PositionBars(CaptionedPlot):
     """One value per visible position (scores, attention weights), token labels under the bars."""
 
     def __init__(self, title: str, parent: QWidget | None = None):
-        super().__init__(parent)
-        self.title = title
-        self.caption = QLabel(title)
-        self.caption.setWordWrap(True)
-        self.view = pg.PlotWidget()
-        self.view.setFixedHeight(150)
-        plot = self.view.getPlotItem()
-        th.fix_plot(plot)
-        plot.setMouseEnabled(x=True, y=False)
-        plot.showGrid(y=True, alpha=0.25)
+        super().__init__(title, 150, parent)
+        self.plot.showGrid(y=True, alpha=0.25)
         self.bars = pg.BarGraphItem(x=[], height=[], width=0.8)
-        plot.addItem(self.bars)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 2, 0, 2)
-        layout.setSpacing(1)
-        layout.addWidget(self.caption)
-        layout.addWidget(self.view)
-        self.values = np.zeros(0, np.float32)
+        self.plot.addItem(self.bars)
 
     def show_values(self, values: np.ndarray, pieces: list[str], note: str, color: str) -> None:
         values = np.asarray(values, dtype=np.float32)
@@ -204,12 +198,8 @@ class InsidePanel(QWidget):
         _stack(self.stream_box, [self.stream_text, self.stream_view])
         # 4. logit lens
         self.lens_box = QGroupBox("4 · Logit lens: what the model would predict if it stopped here")
-        self.lens_table = QTableWidget()
-        self.lens_table.setEditTriggers(QTableWidget.NoEditTriggers)
-        self.lens_table.verticalHeader().setVisible(False)
-        self.lens_table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeToContents)
-        self.lens_text = QLabel()
-        self.lens_text.setWordWrap(True)
+        self.lens_table = _table()
+        self.lens_text = _label()
         _stack(self.lens_box, [self.lens_text, self.lens_table])
         # 5. final layer norm and LM head
         self.head_box = QGroupBox("5 · Final layer norm, the LM head and softmax")
@@ -220,12 +210,8 @@ class InsidePanel(QWidget):
         _stack(self.head_box, [self.final_strip, self.head_text])
         # 6. sizes and parameters
         self.size_box = QGroupBox("6 · Sizes and parameters")
-        self.size_table = QTableWidget()
-        self.size_table.setEditTriggers(QTableWidget.NoEditTriggers)
-        self.size_table.verticalHeader().setVisible(False)
-        self.size_table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeToContents)
-        self.size_text = QLabel()
-        self.size_text.setWordWrap(True)
+        self.size_table = _table()
+        self.size_text = _label()
         _stack(self.size_box, [self.size_table, self.size_text])
         for box in (self.embed_box, self.block_box, self.stream_box, self.lens_box, self.head_box, self.size_box):
             column.addWidget(box)
@@ -431,10 +417,7 @@ class InsidePanel(QWidget):
                 row, LENS_SHOWN + 1,
                 QTableWidgetItem(f"{_percent(float(t.lens_next_prob[row]))}, {int(t.lens_next_rank[row]):,}"),
             )  # fmt: skip
-        self.lens_table.resizeRowsToContents()
-        self.lens_table.setFixedHeight(
-            self.lens_table.horizontalHeader().height() + sum(self.lens_table.rowHeight(r) for r in range(len(depths))) + 4
-        )
+        _fit_rows(self.lens_table)
         decided = next((row for row in range(len(depths)) if int(t.lens_next_rank[row]) == 1), None)
         where = "never ranks first" if decided is None else f"ranks first from “{depths[decided]}” on"
         self.lens_text.setText(
@@ -477,10 +460,7 @@ class InsidePanel(QWidget):
             item = QTableWidgetItem(f"{count:,}")
             item.setTextAlignment(Qt.AlignRight | Qt.AlignVCenter)
             self.size_table.setItem(row, 2, item)
-        self.size_table.resizeRowsToContents()
-        self.size_table.setFixedHeight(
-            self.size_table.horizontalHeader().height() + sum(self.size_table.rowHeight(r) for r in range(len(groups))) + 4
-        )
+        _fit_rows(self.size_table)
         self.size_text.setText(
             f"In all {t.n_params:,} parameters, and every one of them takes part in computing every token: this is a "
             "dense model. (A mixture-of-experts model would send each token through only some of its experts.)"
@@ -507,6 +487,28 @@ class InsidePanel(QWidget):
     def _n_ctx(self) -> int:
         result = self.state.result
         return int(result.info.n_positions) if result is not None else 0
+
+
+def _table() -> QTableWidget:
+    """A read-only table whose columns fit their text."""
+    table = QTableWidget()
+    table.setEditTriggers(QTableWidget.NoEditTriggers)
+    table.verticalHeader().setVisible(False)
+    table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeToContents)
+    return table
+
+
+def _fit_rows(table: QTableWidget) -> None:
+    """Make ``table`` exactly as tall as its rows: the view scrolls, not the table."""
+    table.resizeRowsToContents()
+    rows = sum(table.rowHeight(r) for r in range(table.rowCount()))
+    table.setFixedHeight(table.horizontalHeader().height() + rows + 4)
+
+
+def _label() -> QLabel:
+    label = QLabel()
+    label.setWordWrap(True)
+    return label
 
 
 def _stack(box: QGroupBox, widgets: list[QWidget]) -> None:
