@@ -7,3 +7,6 @@ VIEWS = {
     "sampling": "Sampling, stage by stage",
     "cache": "The KV cache, opened",
 }
+
+VIEW_BUTTONS = {"main": "Overview", "inside": "Inside", "sampling": "Sampling", "cache": "KV cache"}
+"""Short names on the buttons that switch views (the menu bar's corner has little room)."""

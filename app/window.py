@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSplitter,
     QStackedWidget,
+    QToolButton,
     QSizePolicy,
     QStyle,
     QStyleOptionGroupBox,
@@ -60,7 +61,7 @@ from .help import panel_help
 from .help_dialog import HelpButton, HelpDialog
 from .result import SessionResult
 from .state import AppState
-from .views import VIEWS
+from .views import VIEW_BUTTONS, VIEWS
 
 log = logging.getLogger(__name__)
 
@@ -191,30 +192,34 @@ class MainWindow(QMainWindow):
         self.inside = InsidePanel(s)
         self.sampling_view = StagesPanel(s)
         self.cache_view = CachePanel(s)
-        # the views, one at a time, chosen by a row of buttons (Alt+1 to Alt+4). Not a QTabWidget:
-        # its tab bar re-measured itself on every layout pass a step set off (+10 ms a drawn step).
+        # the views, one at a time, chosen by buttons in the menu bar's free corner (Alt+1 to Alt+4):
+        # no row of their own, so the panels keep every pixel of height. Not a QTabWidget: its tab
+        # bar re-measured itself on every layout pass a step set off (+10 ms a drawn step).
         self.views = QStackedWidget()
-        switcher = QHBoxLayout()
-        switcher.setContentsMargins(6, 0, 6, 0)
-        switcher.setSpacing(2)
+        switcher = QWidget()
+        row = QHBoxLayout(switcher)
+        row.setContentsMargins(0, 0, 4, 0)
+        row.setSpacing(2)
+        row.addWidget(QLabel("View:"))
         self.view_buttons = QButtonGroup(self)
         pages = (overview, self.inside, self.sampling_view, self.cache_view)
         for index, (widget, (name, title)) in enumerate(zip(pages, VIEWS.items())):
             self.views.addWidget(widget)
-            button = QPushButton(title.split(":")[0])  # short: the row fits the narrowest screen
+            button = QToolButton()
+            button.setText(VIEW_BUTTONS[name])
             button.setCheckable(True)
+            button.setAutoRaise(True)
             button.setShortcut(QKeySequence(f"Alt+{index + 1}"))
             button.setToolTip(f"{title} (Alt+{index + 1}; nexttoken --view {name})")
             self.view_buttons.addButton(button, index)
-            switcher.addWidget(button)
-        switcher.addStretch(1)
+            row.addWidget(button)
         self.view_buttons.button(0).setChecked(True)
         self.view_buttons.idClicked.connect(self.views.setCurrentIndex)
+        self._view_switcher = switcher  # goes into the menu bar's corner once the menus exist
         central = QWidget()
         outer = QVBoxLayout(central)
-        outer.setContentsMargins(0, 2, 0, 2)
+        outer.setContentsMargins(0, 0, 0, 2)
         outer.setSpacing(2)
-        outer.addLayout(switcher)
         outer.addWidget(self.views, 1)
         self._outer_layout = outer  # the views, then the status line under all of them
         self.setCentralWidget(central)
@@ -267,6 +272,7 @@ class MainWindow(QMainWindow):
         self.glossary_action = action("Glossary", lambda: self.show_help(None))
 
     def _build_menus(self) -> None:
+        self.menuBar().setCornerWidget(self._view_switcher, Qt.TopRightCorner)
         model = self.menuBar().addMenu("&Model")
         for a in (self.demo_action, self.gpt2_action, self.folder_action):
             model.addAction(a)
