@@ -56,7 +56,7 @@ def check(window) -> None:
     if record.chosen_by != "user":  # the label says what the step was drawn with: re-draw it so
         context = result.trace.context_ids
         dist = sampling.distribution(record.logits, context, record.settings)
-        assert sampling.draw(dist, record.step) == record.chosen
+        assert sampling.draw(dist, record.step).token == record.chosen
     differs = record.settings != shown and record.chosen_by != "user"
     assert window.sampling.drawn_with.isVisible() == differs
     if differs:
