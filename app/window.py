@@ -26,7 +26,6 @@ from PySide6.QtWidgets import (
     QMessageBox,
     QProgressDialog,
     QPushButton,
-    QSplitter,
     QStackedWidget,
     QToolButton,
     QSizePolicy,

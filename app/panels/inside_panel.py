@@ -20,7 +20,6 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (
-    QGridLayout,
     QGroupBox,
     QHBoxLayout,
     QHeaderView,
@@ -327,8 +326,8 @@ class InsidePanel(QWidget):
         self.block_box.setTitle(f"2 · Block {L} (layer {L} of 0-{t.n_layer - 1}), head {H}: choose both in the attention panel")
         x = t.resid_pre[L]
         self.block_text.setText(
-            f"Every block does the same two things: attention (the position looks at earlier positions) and "
-            f"an MLP (it works on this position alone), each added to the residual stream."
+            "Every block does the same two things: attention (the position looks at earlier positions) and "
+            "an MLP (it works on this position alone), each added to the residual stream."
         )
         self.ln1_in.show_vector(x, f"mean {x.mean():+.3f}, spread {x.std():.3f}")
         n = t.ln1_normalized[L]

@@ -246,4 +246,3 @@ class KVPanel(QGroupBox):
     def plot_needs(self) -> list:
         """(plot, (width, height)): the drawing area each plot needs to be read."""
         return self._needs
-        self.setFont(theme.font())

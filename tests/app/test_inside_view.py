@@ -27,7 +27,7 @@ def test_the_inside_view_shows_the_newest_position_and_agrees_with_the_attention
     np.testing.assert_allclose(inside.pattern.values, attention_row[:T], atol=1e-3)
     np.testing.assert_array_equal(inside.q_strip.values, trace.q[1, 2])
     np.testing.assert_array_equal(inside.sum_strip.values, trace.token_embed + trace.pos_embed)
-    assert f"position {T - 1}" in inside.header.text() and f"Block 1" in inside.block_box.title()
+    assert f"position {T - 1}" in inside.header.text() and "Block 1" in inside.block_box.title()
     assert inside.lens_table.rowCount() == result.n_layer + 1
     assert f"{result.info.n_params:,}" in inside.size_text.text()
 
