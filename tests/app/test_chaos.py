@@ -42,8 +42,12 @@ def random_settings(rng: random.Random) -> SamplingSettings:
 
 
 def settled(window) -> bool:
+    """Nothing in flight, nothing waiting to be drawn, and no prompt edit about to be sent (the
+    editor sends its text 450 ms after the last keystroke: a prompt sent during the check would make
+    the refresh's answer stale)."""
     c = window.controller
-    return c.engine is not None and c.idle and window.painter._pending is None and window.painter._turns is None
+    return (c.engine is not None and c.idle and window.painter._pending is None and window.painter._turns is None
+            and not window.tokens._debounce.isActive())
 
 
 @pytest.mark.slow
