@@ -16,13 +16,12 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, QTimer, Signal
-from PySide6.QtWidgets import QGraphicsRectItem, QGridLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
 
 from .. import theme as th
 from ..guard import guarded
 from ..state import AppState
-
-DIVERGING = "CET-CBD1"  # as the Inside view: blue negative, white 0, yellow positive
+from .heatmap import heatmap_view, show_heat
 
 
 class CachePanel(QWidget):
@@ -35,9 +34,9 @@ class CachePanel(QWidget):
         self.state = state
         self.header = QLabel("Step once to see what the KV cache holds.")
         self.header.setWordWrap(True)
-        self.keys_view, self.keys_image = _heatmap()
-        self.values_view, self.values_image = _heatmap()
-        self.query_view, self.query_image = _heatmap()
+        self.keys_view, self.keys_image = heatmap_view()
+        self.values_view, self.values_image = heatmap_view()
+        self.query_view, self.query_image = heatmap_view()
         self.keys_caption, self.values_caption, self.query_caption = QLabel(), QLabel(), QLabel()
         for label in (self.keys_caption, self.values_caption, self.query_caption):
             label.setWordWrap(True)
@@ -149,9 +148,9 @@ class CachePanel(QWidget):
         cached = result is not None and result.trace is not None and result.trace.record.kv.positions > 0
         newest = result.trace.record.n_new if result is not None and result.trace is not None else 1
         for image, data in ((self.keys_image, keys), (self.values_image, values)):
-            _show(image, data)
+            show_heat(image, data)
             image.outline.setRect(QRectF(0, T - newest, dh, newest))  # the rows this step appended
-        _show(self.query_image, t.q[layer, head][None, :])
+        show_heat(self.query_image, t.q[layer, head][None, :])
         self.query_image.outline.setRect(QRectF())
         for view, rows in ((self.keys_view, T), (self.values_view, T), (self.query_view, 1)):
             view.getPlotItem().setRange(xRange=(0, dh), yRange=(0, rows), padding=0)
@@ -197,27 +196,3 @@ class CachePanel(QWidget):
             th.style_plot(view.getPlotItem(), theme)
         self.time_view.getPlotItem().legend.setLabelTextSize(f"{theme.font_pt}pt")
         self._draw_times()
-
-
-def _heatmap() -> tuple[pg.PlotWidget, pg.ImageItem]:
-    """A heat map of rows (positions) by columns (dimensions); ``image.outline`` frames some rows."""
-    view = pg.PlotWidget()
-    plot = view.getPlotItem()
-    th.fix_plot(plot)
-    plot.setMouseEnabled(x=True, y=True)  # long contexts: zoom in
-    plot.invertY(True)
-    image = pg.ImageItem()
-    image.setColorMap(pg.colormap.get(DIVERGING))
-    plot.addItem(image)
-    outline = QGraphicsRectItem()
-    outline.setPen(pg.mkPen(th.VERMILION, width=2))
-    plot.addItem(outline)
-    image.outline = outline
-    return view, image
-
-
-def _show(image: pg.ImageItem, values: np.ndarray) -> None:
-    values = np.asarray(values, dtype=np.float32)
-    scale = float(np.max(np.abs(values))) if values.size else 1.0
-    image.setImage(values, autoLevels=False, levels=(-(scale or 1.0), scale or 1.0))
-    image.setRect(0, 0, values.shape[1], values.shape[0])

@@ -16,6 +16,8 @@ safe diverging map), each captioned with its shape and its length (L2 norm).
 
 from __future__ import annotations
 
+from html import escape
+
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, QTimer, Signal
@@ -37,8 +39,8 @@ from engine.tokens import clip
 from .. import theme as th
 from ..guard import guarded
 from ..state import AppState
+from .heatmap import DIVERGING, heatmap_view, show_heat
 
-DIVERGING = "CET-CBD1"  # blue - white - yellow, readable with the common colour blindnesses
 STRIP_H = 46  # pixels of a vector strip's plot
 TOP_UNITS = 5  # strongest MLP units listed
 LENS_SHOWN = 5  # lens candidates per depth in the table
@@ -432,7 +434,7 @@ class InsidePanel(QWidget):
                 "dotted with that token's embedding row" if t.lm_head_tied else "the LM head has weights of its own")
         lines = []
         for i, logit in zip(t.lens_ids[-1][:LENS_SHOWN], t.lens_logits[-1][:LENS_SHOWN]):
-            lines.append(f"logit(“{_html(self._piece(int(i)))}”) = h · E[{int(i):,}] = {float(logit):.2f}")
+            lines.append(f"logit(“{escape(self._piece(int(i)), quote=False)}”) = h · E[{int(i):,}] = {float(logit):.2f}")
         self.head_text.setText(
             f"Logits: {tied}. The highest:<br>" + "<br>".join(lines)
             + f"<br><b>softmax</b> turns the {self._vocab():,} logits into probabilities that add up to 1 "
@@ -504,8 +506,8 @@ def _fit_rows(table: QTableWidget) -> None:
     table.setFixedHeight(table.horizontalHeader().height() + rows + 4)
 
 
-def _label() -> QLabel:
-    label = QLabel()
+def _label(text: str = "") -> QLabel:
+    label = QLabel(text)
     label.setWordWrap(True)
     return label
 
@@ -518,26 +520,15 @@ def _stack(box: QGroupBox, widgets: list[QWidget]) -> None:
 
 
 def _heatmap(title: str) -> tuple[pg.PlotWidget, pg.ImageItem, QLabel]:
-    view = pg.PlotWidget()
+    view, image = heatmap_view()
     view.setFixedHeight(160)
-    plot = view.getPlotItem()
-    th.fix_plot(plot)
-    plot.setMouseEnabled(x=True, y=True)
-    plot.invertY(True)
-    plot.setLabel("left", "position")
-    plot.setLabel("bottom", "dimension")
-    image = pg.ImageItem()
-    image.setColorMap(pg.colormap.get(DIVERGING))
-    plot.addItem(image)
-    caption = QLabel(title)
-    caption.setWordWrap(True)
-    return view, image, caption
+    view.getPlotItem().setLabel("left", "position")
+    view.getPlotItem().setLabel("bottom", "dimension")
+    return view, image, _label(title)
 
 
 def _show_heat(image: pg.ImageItem, view: pg.PlotWidget, values: np.ndarray) -> None:
-    scale = float(np.max(np.abs(values))) or 1.0
-    image.setImage(np.asarray(values, dtype=np.float32), autoLevels=False, levels=(-scale, scale))
-    image.setRect(0, 0, values.shape[1], values.shape[0])
+    show_heat(image, values)
     view.getPlotItem().setRange(xRange=(0, values.shape[1]), yRange=(0, values.shape[0]), padding=0)
 
 
@@ -545,6 +536,3 @@ def _percent(p: float) -> str:
     """A probability that never reads 0 % while it is not 0."""
     return f"{p:.1%}" if p >= 0.001 or p == 0 else f"{p:.1e}"
 
-
-def _html(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -8,7 +8,7 @@ The bar items are built once; a step only calls ``setOpts``.
 
 from __future__ import annotations
 
-import html
+from html import escape
 import math
 
 import numpy as np
@@ -28,11 +28,6 @@ from ..guard import guarded
 
 PROB_SCALES = (2, 5, 10, 20, 40, 60, 80, 100, 130)  # % : the probability axis's possible widths
 LABEL_CHARS = 10  # a candidate's token text on the axis, cut with "…" beyond: the axis never resizes
-
-
-def _html(text: str) -> str:
-    """``text`` for rich text: a token such as <|endoftext|> must show, not vanish as a tag."""
-    return html.escape(text, quote=False)
 
 
 class _Bars(pg.BarGraphItem):
@@ -221,6 +216,6 @@ class LogitsPanel(QGroupBox):
             outside = f" — outside the top {n}"
         by = {"user": "chosen by you", "greedy": "greedy", "sampled": "sampled"}[trace.record.chosen_by]
         self.summary.setText(
-            f"Chosen: <b>“{_html(trace.chosen_piece)}”</b> ({by}), p = {trace.chosen_prob:.1%}, "
+            f"Chosen: <b>“{escape(trace.chosen_piece, quote=False)}”</b> ({by}), p = {trace.chosen_prob:.1%}, "
             f"rank {trace.chosen_rank:,}{outside}. Entropy <b>{trace.entropy_bits:.2f} bits</b>."
         )

@@ -10,6 +10,7 @@ the engine whenever a setting changes; the rest of the vocabulary is summarised 
 
 from __future__ import annotations
 
+from html import escape
 import math
 
 import numpy as np
@@ -111,8 +112,8 @@ class StagesPanel(QWidget):
         greedy = s.is_greedy
         how = {"greedy": "greedy", "sampled": "the random draw", "user": "you (a click on a candidate)"}[record.chosen_by]
         self.header.setText(
-            f"<b>Step {record.step}</b>: how “{_html(trace.chosen_piece)}” was picked, by {how}. "
-            f"Settings: {_html(s.describe())}. Read left to right: each column is one stage, in the order applied."
+            f"<b>Step {record.step}</b>: how “{escape(trace.chosen_piece, quote=False)}” was picked, by {how}. "
+            f"Settings: {escape(s.describe(), quote=False)}. Read left to right: each column is one stage, in the order applied."
         )
         columns = [
             "token (id)",
@@ -217,7 +218,7 @@ class StagesPanel(QWidget):
         source = f"the generator seeded with ({seed}, step {record.step})" if seed is not None else "an unseeded generator"
         self.draw_caption.setText(
             f"<b>8 · The draw.</b> u = {u:.4f}, a random number in [0, 1) from {source}. Laid end to end from the most "
-            f"to the least likely, the candidates cover [0, 1); u falls in “{_html(self._chosen_piece())}”'s stretch "
+            f"to the least likely, the candidates cover [0, 1); u falls in “{escape(self._chosen_piece(), quote=False)}”'s stretch "
             f"{segment}, so that token is taken. The tokens that are not rows of the table fill the grey stretches."
         )
 
@@ -252,6 +253,3 @@ def _segment_text(start: float, end: float, u: float, greedy: bool) -> str:
         text += "  ← u"
     return text
 
-
-def _html(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -7,6 +7,7 @@ does.
 
 from __future__ import annotations
 
+from html import escape
 import bisect
 import unicodedata
 from dataclasses import dataclass
@@ -193,8 +194,8 @@ class TokenStrip(QWidget):
                 where = "next token (chosen, not yet read)" if chip.kind == "next" else f"position {i}, {chip.kind}"
                 QToolTip.showText(
                     event.globalPos(),
-                    f"<b>{_html(chip.piece)}</b><br>token id {chip.token_id}<br>"
-                    f"byte-level piece: {_html(repr(piece_bytes(chip.piece)))}<br>{where}",
+                    f"<b>{escape(chip.piece, quote=False)}</b><br>token id {chip.token_id}<br>"
+                    f"byte-level piece: {escape(repr(piece_bytes(chip.piece)), quote=False)}<br>{where}",
                     self,
                 )
             else:
@@ -210,9 +211,6 @@ class TokenStrip(QWidget):
             self.positionClicked.emit(LATEST if kind == "next" or i == self.selected else i)
         super().mousePressEvent(event)
 
-
-def _html(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 class TokensPanel(QGroupBox):
@@ -359,10 +357,10 @@ class TokensPanel(QGroupBox):
         room = max(40, int(self.sentence.width() * 1.6) - fm.horizontalAdvance(newest))
         shown = fm.elidedText(" ".join(before.split("\n")), Qt.ElideLeft, room)
         mark = (
-            f"<span style='background:{th.GENERATED_CHIP}; text-decoration: underline'><b>{_html(newest)}</b></span>"
+            f"<span style='background:{th.GENERATED_CHIP}; text-decoration: underline'><b>{escape(newest, quote=False)}</b></span>"
             if newest else ""
         )
-        self.sentence.setText(f"{_html(shown)}{mark}" if before or newest else "")
+        self.sentence.setText(f"{escape(shown, quote=False)}{mark}" if before or newest else "")
 
     @guarded
     def resizeEvent(self, event) -> None:
