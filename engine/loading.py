@@ -49,12 +49,14 @@ class LoadedModel:
     """A GPT-2 in eval mode with the eager attention implementation, its tokenizer and its info.
 
     ``projection`` is the model's fixed PCA basis, fitted on first use and then kept here, with
-    the weights it was fitted on.
+    the weights it was fitted on. A session reopened from a file without its model has
+    ``model=None`` and says why in ``missing_reason``.
     """
 
-    model: torch.nn.Module
+    model: torch.nn.Module | None
     tokenizer: Tokenizer
     info: ModelInfo
+    missing_reason: str = ""
     _projection: Projection | None = field(default=None, init=False, repr=False)
 
     @property

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from . import hf_compat, hooks, sampling
+from .branches import ROOT, BranchTable, BranchTree
 from .memory import release_freed_memory
 from .defaults import truncation_keeps
 from .errors import GenerationStopped, PromptError, SessionError
@@ -52,6 +53,12 @@ class Session:
     step runs only the newest token against the cache. ``rewind``, ``choose`` and ``resample``
     change the history without re-running the model where they can.
 
+    Nothing taken is lost: every step lives in a tree of branches (``engine.branches``). The
+    history (``records``) is the path to the current node; a different token at some step starts a
+    new branch beside the earlier one, and ``switch`` moves to any node. Back and switching keep the
+    KV cache's positions the new path shares with the old one; the next step feeds the rest in one
+    forward pass (a prefill when nothing is shared).
+
     With ``use_cache=False`` every step runs the whole sequence through the model, as a model
     without a KV cache must, and nothing is cached; the records are the same (the rows of the newest
     positions), only slower. The switch may be flipped between steps: turned back on, the next step
@@ -72,7 +79,9 @@ class Session:
             raise SessionError(f"max_new_tokens must be at least 1 (got {max_new_tokens})")
         self.max_new_tokens = max_new_tokens
         self._prompt_ids: list[int] = []
-        self._records: list[StepRecord] = []
+        self._records: list[StepRecord] = []  # the current path's records, prefill first
+        self._path: list[int] = []  # their node ids in the tree
+        self.tree = BranchTree()
         self._cache = None
         self._latest_dist: Distribution | None = None
         self._use_cache = bool(use_cache)
@@ -184,10 +193,54 @@ class Session:
         return list(ids)
 
     def reset(self) -> None:
-        """Drop every step and the cache; keep the prompt."""
-        self._records = []
+        """Drop every step, every branch and the cache; keep the prompt."""
+        self._records, self._path = [], []
+        self.tree.clear()
         self._cache = None
         self._latest_dist = None
+
+    # -------------------------------------------------------------- branches
+    @property
+    def node(self) -> int:
+        """The tree node of the current step (``branches.ROOT`` before the prefill)."""
+        return self._path[-1] if self._path else ROOT
+
+    def branches(self) -> BranchTable:
+        """The tree of every branch taken, for drawing and comparing."""
+        return self.tree.table(self.node)
+
+    def switch(self, node: int) -> StepTrace | None:
+        """Show the branch through ``node`` as it was, up to ``node``: no forward pass. The KV cache
+        keeps the positions the old and new paths share; the next step computes the rest."""
+        if node != ROOT and node not in self.tree:
+            raise SessionError(f"There is no branch node {node} (it may have been dropped to save memory).")
+        self._follow(self.tree.path(node))
+        return self.trace() if self._records else None
+
+    def _follow(self, path: list[int]) -> None:
+        """Make ``path`` the current history, cropping the cache to the tokens it shares with the old one."""
+        records = [self.tree.record(n) for n in path]
+        old_fed = self._prompt_ids + [r.chosen for r in self._records[:-1]]  # what the cache's positions read
+        new_fed = self._prompt_ids + [r.chosen for r in records[:-1]]
+        shared = 0
+        while shared < min(len(old_fed), len(new_fed)) and old_fed[shared] == new_fed[shared]:
+            shared += 1
+        keep = min(self.cache_length(), shared, records[-1].end if records else 0)
+        if keep == 0:
+            self._cache = None
+        else:
+            hf_compat.crop_cache(self._cache, keep)
+        self._path, self._records = list(path), records
+        self._latest_dist = None
+        self.tree.visit(self._path)
+
+    def _take(self, parent: int, record: StepRecord) -> None:
+        """Put ``record`` in the tree under ``parent`` and make it the current step."""
+        node = self.tree.put(parent, record, self.loaded.tokenizer.piece(record.chosen))
+        self._path = self._path[: record.step] + [node]
+        self._records = self._records[: record.step] + [record]
+        self.tree.visit(self._path)
+        self.tree.prune(self._path)
 
     # ------------------------------------------------------------- stepping
     def stop_reason(self) -> tuple[str | None, str]:
@@ -218,7 +271,7 @@ class Session:
         else:
             start, new_ids = self._records[-1].end, [self._records[-1].chosen]
         record, dist = self._run(len(self._records), start, new_ids)
-        self._records.append(record)
+        self._take(self.node, record)
         self._latest_dist = dist
         if len(self._records) % TRIM_EVERY == 0:
             release_freed_memory()
@@ -227,13 +280,19 @@ class Session:
     def _run(self, step: int, start: int, new_ids: list[int]) -> tuple[StepRecord, Distribution]:
         """One forward pass with every hook recorded. On any failure the cache is restored.
 
-        With the cache in step with ``start``, only ``new_ids`` are fed; otherwise (no-cache mode,
-        or the cache switched back on) the whole sequence is, and the newest n rows are kept.
+        With the cache in step with ``start``, only ``new_ids`` are fed; with a cache holding fewer
+        positions (after Back or a switch to another branch), the positions it lacks are fed with
+        them; otherwise (no-cache mode, or the cache switched back on) the whole sequence is. The
+        newest n rows are kept.
         """
+        if self.loaded.model is None:
+            raise SessionError(self.loaded.missing_reason or "No model is loaded to compute a step with.")
         t_step = perf_counter()
         model, n_layers, n = self.loaded.model, self.info.n_layer, len(new_ids)
-        incremental = self._use_cache and self.cache_length() == start
-        fed = new_ids if incremental else self._context(step).tolist()  # the whole sequence: positions 0..start + n - 1
+        cached = self.cache_length() if self._use_cache else 0
+        incremental = self._use_cache and 0 < cached <= start
+        whole = self._context(step).tolist()  # positions 0..start + n - 1
+        fed = whole[cached:] if incremental else whole
         if not incremental:
             self._cache = None
         try:
@@ -250,8 +309,8 @@ class Session:
             drawn = sampling.draw(dist, step)
         except BaseException:
             if self._cache is not None and incremental:
-                hf_compat.crop_cache(self._cache, start)
-            if start == 0 or not incremental:
+                hf_compat.crop_cache(self._cache, cached)
+            if not incremental:
                 self._cache = None
             raise
         record = StepRecord(
@@ -289,23 +348,19 @@ class Session:
 
     # ------------------------------------------------------- changing history
     def rewind(self, step: int) -> StepTrace | None:
-        """Keep steps 0..``step`` and drop the rest; -1 drops every step. Returns the new current trace."""
+        """Go back to step ``step`` of the current branch (-1: before the prefill); the later steps stay
+        in the tree, where ``switch`` finds them. Returns the new current trace."""
         if not -1 <= step < len(self._records):
             raise SessionError(f"There is no step {step} to go back to (steps 0 to {len(self._records) - 1}).")
-        if step == -1:
-            self.reset()
-            return None
-        del self._records[step + 1 :]
-        hf_compat.crop_cache(self._cache, self._records[-1].end)
-        self._latest_dist = None
-        return self.trace()
+        self._follow(self._path[: step + 1])
+        return self.trace() if self._records else None
 
     def choose(self, token_id: int) -> StepTrace:
         """Take ``token_id`` at the current step instead of the drawn one: the next step continues from it."""
         record = self._current("choose a token")
         if not 0 <= int(token_id) < self.info.vocab_size:
             raise SessionError(f"Token id {token_id} is not in the vocabulary (0 to {self.info.vocab_size - 1}).")
-        self._records[-1] = replace(record, chosen=int(token_id), chosen_by="user", draw_u=float("nan"))
+        self._take(self._parent(), replace(record, chosen=int(token_id), chosen_by="user", draw_u=float("nan")))
         return self.trace()
 
     def resample(self, settings: SamplingSettings | None = None) -> StepTrace:
@@ -317,15 +372,14 @@ class Session:
         context = self._context(record.step)
         dist = sampling.distribution(record.logits, context, self.settings)
         drawn = sampling.draw(dist, record.step)
-        self._records[-1] = replace(
-            record,
-            settings=self.settings,
-            chosen=drawn.token,
-            chosen_by="greedy" if self.settings.is_greedy else "sampled",
-            draw_u=drawn.u,
-        )
+        chosen_by = "greedy" if self.settings.is_greedy else "sampled"
+        self._take(self._parent(), replace(record, settings=self.settings, chosen=drawn.token, chosen_by=chosen_by, draw_u=drawn.u))
         self._latest_dist = dist
         return self.trace()
+
+    def _parent(self) -> int:
+        """The tree node the current step hangs from."""
+        return self._path[-2] if len(self._path) > 1 else ROOT
 
     def _current(self, what: str) -> StepRecord:
         if not self._records:
