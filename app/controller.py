@@ -146,6 +146,17 @@ class SessionController(QObject):
     def reset(self) -> int:
         return self._request(p.Reset(settings=self.settings))
 
+    def switch(self, node: int) -> int:
+        """Show the branch through tree ``node`` as it was (see ``engine.branches``)."""
+        return self._request(p.Switch(node=int(node)))
+
+    def save_session(self, path: str) -> int:
+        return self._request(p.SaveSession(path=str(path)))
+
+    def open_session(self, path: str, step: int = -1) -> int:
+        """Open the session saved in ``path`` at ``step`` (-1: where it was saved); it brings its settings."""
+        return self._request(p.OpenSession(path=str(path), step=int(step), use_cache=self.use_cache))
+
     def inspect(self, step: int = -1, position: int = -1, layer: int = 0) -> int:
         """Ask for everything on the path at ``position`` of ``step`` (``insideReady`` answers)."""
         return self._request(p.Inspect(step=step, position=position, layer=layer))
@@ -211,13 +222,15 @@ class SessionController(QObject):
     # all older than the barrier its death set, so they count as stale below.
     def _on_engine_finished(self, result) -> None:
         current = self._finish(result.generation)
-        if result.kind == "load" and (current or result.generation >= self._dead_barrier):
+        if result.kind in ("load", "open") and (current or result.generation >= self._dead_barrier):
             self._has_session = True  # this engine has a session (even if a newer request made it stale)
             self._quick_deaths = 0  # and it works
         if not current:
             log.debug("dropping stale %s result %d", result.kind, result.generation)
             return
-        if result.kind == "load":
+        if result.kind == "open":  # a reopened session brings its own settings: they are the person's now
+            self.settings = result.settings
+        if result.kind in ("load", "open"):
             self.modelLoaded.emit(result.info)
         self.resultReady.emit(result)
 

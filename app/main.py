@@ -64,6 +64,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="the view in front: " + "; ".join(f"{name} = {what}" for name, what in VIEWS.items()))
     p.add_argument("--layer", type=int, default=0, help="the layer selected, counted from 0 as the window shows it")
     p.add_argument("--head", type=int, default=0, help="the attention head selected, counted from 0")
+    p.add_argument("--open", metavar="FILE.npz", help="show a saved session (File → Save session, or python -m engine --export)")
+    p.add_argument("--step", type=steps_count, default=None, metavar="N",
+                   help="with --open: show step N of the saved branch (0 = the prefill; default: the step it was saved at)")
     p.add_argument("--smoke-test", action="store_true", help="load the bundled model, step 3 tokens, print JSON, exit")
     p.add_argument("--engine", choices=("process", "thread"), default="process",
                    help="where the model runs: a child process (default: the window never waits for it) or a thread of the window's process")
@@ -97,8 +100,10 @@ class ScriptedRun:
     ``done(code)`` is called once, from the event loop, when the script finishes or fails.
     """
 
-    def __init__(self, window, *, steps: int, screenshot: str | None, smoke: bool, started: float, done):
+    def __init__(self, window, *, steps: int, screenshot: str | None, smoke: bool, started: float, done, opening: bool = False):
+        """``opening``: a session file is being opened (``--open``): wait for it before anything else."""
         self.window, self.steps_left, self.screenshot, self.smoke = window, steps, screenshot, smoke
+        self.opening = opening
         self.steps_done = 0
         self.started, self.done = started, done
         self.finished = False
@@ -106,8 +111,9 @@ class ScriptedRun:
         window.errorShown.connect(self._on_window_error_shown)
 
     def _on_window_result_applied(self, result) -> None:
-        if self.finished:
+        if self.finished or (self.opening and result.kind != "open"):
             return
+        self.opening = False
         if result.kind == "step":
             self.steps_done += 1
         if self.steps_left > 0 and not result.stopped:
@@ -229,6 +235,19 @@ def freeze_startup_objects() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    saved_model = None
+    if args.step is not None and not args.open:
+        _say("error: --step N needs --open FILE (the step of a saved session to show).", sys.stderr)
+        return 2
+    if args.open:  # a bad file ends here, before any window: one line, status 2
+        from engine.errors import ExportError
+        from engine.session_file import read_meta
+
+        try:
+            saved_model = read_meta(args.open)["model"]
+        except ExportError as exc:
+            _say(f"error: {exc}", sys.stderr)
+            return 2
     from .logs import setup_logging
 
     setup_logging()  # a log file, and safe printing in windowed builds without a console
@@ -264,15 +283,25 @@ def main(argv: list[str] | None = None) -> int:
     steps = 3 if args.smoke_test and not args.steps else args.steps
     script = None  # kept referenced: its slots must outlive this block
     if scripted:
-        script = ScriptedRun(window, steps=steps, screenshot=args.screenshot, smoke=args.smoke_test, started=started, done=done)
+        script = ScriptedRun(window, steps=steps, screenshot=args.screenshot, smoke=args.smoke_test, started=started, done=done,
+                             opening=bool(args.open))
     elif steps:
-        script = ScriptedRun(window, steps=steps, screenshot=None, smoke=False, started=started, done=lambda code: None)
+        script = ScriptedRun(window, steps=steps, screenshot=None, smoke=False, started=started, done=lambda code: None,
+                             opening=bool(args.open))
     window.show_view(args.view)
     select_layer_and_head(window, args.layer, args.head, done if scripted else None)
     window.show()
     splash.finish(window)
     model = None if args.smoke_test else args.model
-    QTimer.singleShot(0, lambda: window.start(model, args.prompt, fallback=not scripted))
+    if saved_model is not None and model is None:  # the session's own model, so that it can step on
+        model = None if saved_model.get("is_demo") else saved_model.get("source")
+
+    def start() -> None:
+        window.start(model, args.prompt, fallback=True if args.open else not scripted)
+        if args.open:  # queued behind the load: it opens with that model
+            window.open_session(args.open, -1 if args.step is None else args.step)
+
+    QTimer.singleShot(0, start)
     freeze_startup_objects()  # while the engine process still imports torch: no wait of its own
     code = app.exec()
     window.close()

@@ -125,15 +125,44 @@ class Inspect(Request):
 
 
 @dataclass(frozen=True)
+class Switch(Request):
+    """Show the branch through tree ``node`` (``engine.branches``) as it was, up to that node: no
+    forward pass; -1 (the tree's root): before the prefill, every branch kept."""
+
+    kind: ClassVar[str] = "switch"
+    node: int = -1
+
+
+@dataclass(frozen=True)
+class SaveSession(Request):
+    """Write the whole session (every branch) to the file ``path`` (``engine.session_file``)."""
+
+    kind: ClassVar[str] = "save"
+    path: str = ""
+
+
+@dataclass(frozen=True)
+class OpenSession(Request):
+    """Replace the session with the one saved in ``path``, at its step ``step`` of the branch it was
+    saved on (-1: the step it was saved at). Its own sampling settings come with it (the window adopts
+    them); it steps on only with the same model (else it is shown, not continued)."""
+
+    kind: ClassVar[str] = "open"
+    path: str = ""
+    step: int = -1
+    use_cache: bool = True
+
+
+@dataclass(frozen=True)
 class Refresh(Request):
     """Send the session as it stands, unchanged (after a failed load dropped results as stale)."""
 
     kind: ClassVar[str] = "refresh"
 
 
-REQUESTS = (Load, SetPrompt, Step, Play, Back, Choose, Resample, Reset, SetCache, Inspect, Refresh)
-RESTARTS = (Load, SetPrompt, Reset)  # after one of these, results of older requests are stale
-COALESCING = (Step, Resample, Choose, Inspect)  # a newer one replaces an older one still waiting
+REQUESTS = (Load, SetPrompt, Step, Play, Back, Choose, Resample, Reset, SetCache, Inspect, Switch, SaveSession, OpenSession, Refresh)
+RESTARTS = (Load, SetPrompt, Reset, OpenSession)  # after one of these, results of older requests are stale
+COALESCING = (Step, Resample, Choose, Inspect, Switch)  # a newer one replaces an older one still waiting
 
 CONTROLS = ("play_generation", "latest_barrier")
 """The host attributes the window may set while a request runs (and nothing else):

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 import numpy as np
 
+from engine.branches import BranchTable
 from engine.info import ModelInfo
 from engine.sampling import SamplingSettings
 from engine.trace import StepRecord, StepTrace
@@ -31,6 +32,10 @@ class SessionResult:
     explained: float32 [2], the variance fraction of the two PCA axes.
     settings: the sampling settings the session will use.
     message: one sentence for the status line.
+    branches: every branch taken from this prompt (``engine.branches.BranchTable``); ``records`` is
+        the path to its ``current`` node.
+    can_step: False for a session reopened without its model (``why_not`` says why): it is shown, not
+        continued.
     """
 
     generation: int
@@ -46,6 +51,9 @@ class SessionResult:
     settings: SamplingSettings
     message: str = ""
     stopped: bool = field(default=False)
+    branches: BranchTable | None = None
+    can_step: bool = True
+    why_not: str = ""
 
     @property
     def n_layer(self) -> int:

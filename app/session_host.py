@@ -94,6 +94,9 @@ def make_result(
         settings=session.settings,
         message=message,
         stopped=stopped or (trace is not None and trace.stop_reason is not None),
+        branches=session.branches(),
+        can_step=session.loaded.model is not None,
+        why_not=session.loaded.missing_reason,
     )
 
 
@@ -126,6 +129,9 @@ class SessionHost:
             p.Reset: self._reset,
             p.SetCache: self._set_cache,
             p.Inspect: self._inspect,
+            p.Switch: self._switch,
+            p.SaveSession: self._save,
+            p.OpenSession: self._open,
             p.Refresh: self._refresh,
         }
 
@@ -257,12 +263,14 @@ class SessionHost:
             return self._result(request, "Already at the start: nothing to go back to.")
         session.rewind(session.n_steps - 2)
         if session.n_steps == 0:
-            return self._result(request, "Back before the prefill: no step has run.")
-        return self._result(request, f"Back to step {session.n_steps - 1}.")
+            return self._result(request, "Back before the prefill: no step shown (the steps stay as a branch: View → Branches).")
+        return self._result(request, f"Back to step {session.n_steps - 1} (the later steps stay as a branch: View → Branches).")
 
     def _choose(self, request: p.Choose) -> SessionResult:
         trace = self._need_session().choose(int(request.token_id))
-        return self._result(request, f"Branched: step {trace.step} now takes “{trace.chosen_piece}” (chosen by you).")
+        return self._result(
+            request, f"Branched: step {trace.step} now takes “{trace.chosen_piece}” (chosen by you); the earlier choice stays as a branch."
+        )
 
     def _resample(self, request: p.Resample) -> SessionResult:
         session, settings = self._need_session(), request.settings
@@ -289,12 +297,55 @@ class SessionHost:
         session = self._need_session()
         if session.n_steps == 0:
             raise NextTokenError("Step once first: the path inside the model is shown for a step that has run.")
+        if session.loaded.model is None:
+            raise NextTokenError(session.loaded.missing_reason)
         step = None if request.step < 0 else request.step
         position = None if request.position < 0 else request.position
         trace = inside(session, step, position, kv_layers=(int(request.layer),))
         ids = {trace.token_id, trace.next_id, *(int(i) for i in trace.lens_ids.ravel())}
         tokenizer = session.loaded.tokenizer
         return InsideResult(trace, {i: tokenizer.piece(i) for i in ids})
+
+    def _switch(self, request: p.Switch) -> SessionResult:
+        session = self._need_session()
+        trace = session.switch(int(request.node))
+        if trace is None:
+            return self._result(request, "Before the prefill: every branch is kept (View → Branches).")
+        return self._result(
+            request, f"Showing a branch at step {trace.step} (“{trace.chosen_piece}”), as it was: nothing was recomputed."
+        )
+
+    def _save(self, request: p.SaveSession) -> SessionResult:
+        from engine.session_file import save_session
+
+        session = self._need_session()
+        path = save_session(session, request.path)
+        branches = len(session.branches().leaves())
+        size = path.stat().st_size
+        return self._result(
+            request, f"Saved {len(session.tree):,} steps on {branches} branch{'es' if branches != 1 else ''} to {path} ({size / 2**20:.1f} MiB)."
+        )
+
+    def _open(self, request: p.OpenSession) -> SessionResult:
+        from engine.session_file import open_session, read_session
+
+        saved = read_session(request.path)  # a refused file changes nothing
+        loaded = self.session.loaded if self.session is not None and self.session.loaded.model is not None else None
+        session, note = open_session(saved, loaded)
+        session.use_cache = request.use_cache
+        if request.step >= 0:
+            if request.step >= session.n_steps:
+                raise NextTokenError(
+                    f"The session in {request.path} has steps 0 to {session.n_steps - 1} on its branch: there is no step {request.step}."
+                )
+            session.rewind(request.step)
+        self.session, self._points = session, PointCache()
+        branches = len(session.branches().leaves())
+        shown = f"step {session.n_steps - 1}" if session.n_steps else "before the prefill"
+        return self._result(
+            request,
+            f"Opened {request.path}: {len(session.tree):,} steps on {branches} branch{'es' if branches != 1 else ''}, showing {shown}. {note}".strip(),
+        )
 
     def _refresh(self, request: p.Refresh) -> SessionResult:
         return self._result(request, "")

@@ -6,7 +6,8 @@ VIEWS = {
     "inside": "Inside the model: one token's path",
     "sampling": "Sampling, stage by stage",
     "cache": "The KV cache, opened",
+    "branches": "Branches: every continuation taken, compared",
 }
 
-VIEW_BUTTONS = {"main": "Overview", "inside": "Inside", "sampling": "Sampling", "cache": "KV cache"}
+VIEW_BUTTONS = {"main": "Overview", "inside": "Inside", "sampling": "Sampling", "cache": "KV cache", "branches": "Branches"}
 """Short names on the buttons that switch views (the menu bar's corner has little room)."""

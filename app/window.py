@@ -46,6 +46,7 @@ from .guard import guarded
 from .paint_scheduler import PaintScheduler
 from .stage_layout import StageArea
 from .panels.attention_panel import AttentionPanel
+from .panels.branches_panel import BranchesPanel
 from .panels.embeddings_panel import EmbeddingsPanel
 from .panels.cache_panel import CachePanel
 from .panels.inside_panel import InsidePanel
@@ -146,6 +147,7 @@ class MainWindow(QMainWindow):
         self.logits.tokenChosen.connect(self._on_logits_token_chosen)
         self.inside.inspectRequested.connect(c.inspect)
         self.cache_view.inspectRequested.connect(c.inspect)
+        self.branches_view.switchRequested.connect(self._on_branches_switch_requested)
         c.insideReady.connect(self._on_controller_inside_ready)
         self.sampling.set_settings(c.settings)
         self.sampling.settingsChanged.connect(c.set_settings)
@@ -191,6 +193,7 @@ class MainWindow(QMainWindow):
         self.inside = InsidePanel(s)
         self.sampling_view = StagesPanel(s)
         self.cache_view = CachePanel(s)
+        self.branches_view = BranchesPanel(s)
         # the views, one at a time, chosen by buttons in the menu bar's free corner (Alt+1 to Alt+4):
         # no row of their own, so the panels keep every pixel of height. Not a QTabWidget: its tab
         # bar re-measured itself on every layout pass a step set off (+10 ms a drawn step).
@@ -201,7 +204,7 @@ class MainWindow(QMainWindow):
         row.setSpacing(2)
         row.addWidget(QLabel("View:"))
         self.view_buttons = QButtonGroup(self)
-        pages = (overview, self.inside, self.sampling_view, self.cache_view)
+        pages = (overview, self.inside, self.sampling_view, self.cache_view, self.branches_view)
         for index, (widget, (name, title)) in enumerate(zip(pages, VIEWS.items())):
             self.views.addWidget(widget)
             button = QToolButton()
@@ -245,7 +248,14 @@ class MainWindow(QMainWindow):
         bundled = any(d.name == GPT2_SMALL for d in paths.bundled_model_dirs())
         where = "bundled" if bundled else "downloads about 550 MB once"
         self.gpt2_action = action(f"GPT-2 small (124M, {where})", lambda: self.load_model(GPT2_SMALL))
-        self.folder_action = action("Open a model folder…", self._on_folder_action_triggered, (QKeySequence.Open,))
+        self.folder_action = action("Open a model folder…", self._on_folder_action_triggered, ("Ctrl+Shift+O",))
+        self.open_action = action(
+            "Open session…", self._on_open_action_triggered, (QKeySequence.Open,), "Show a saved session again, every branch (Ctrl+O)"
+        )
+        self.save_action = action(
+            "Save session…", self._on_save_action_triggered, (QKeySequence.Save,),
+            "Save every step of every branch, with the numbers the panels draw, to one .npz file (Ctrl+S)",
+        )
         self.restart_action = action("Restart the model", self._on_restart_action_triggered, (), "Start the model's process again")
         self.restart_action.setEnabled(False)
         self.quit_action = action("Quit", self.close, (QKeySequence.Quit,))
@@ -272,6 +282,10 @@ class MainWindow(QMainWindow):
 
     def _build_menus(self) -> None:
         self.menuBar().setCornerWidget(self._view_switcher, Qt.TopRightCorner)
+        file = self.menuBar().addMenu("&File")
+        file.addAction(self.open_action)
+        file.addAction(self.save_action)
+        self.file_menu = file
         model = self.menuBar().addMenu("&Model")
         for a in (self.demo_action, self.gpt2_action, self.folder_action):
             model.addAction(a)
@@ -342,6 +356,9 @@ class MainWindow(QMainWindow):
         if self.prompt_refused:  # the chips show another prompt than the editor: never run it silently
             self._set_status(self.prompt_refused, error=True)
             return
+        if self.state.result is not None and not self.state.result.can_step:
+            self._set_status(self.state.result.why_not, error=True)
+            return
         if self.state.result is not None and self.state.result.stopped:
             self._set_status(self.state.result.trace.stop_message if self.state.result.trace else "Stopped.")
             return
@@ -350,6 +367,22 @@ class MainWindow(QMainWindow):
     def back(self) -> None:
         self.pause()
         self.controller.back()
+
+    def switch_branch(self, node: int) -> None:
+        """Show the branch through tree ``node`` (``engine.branches``) as it was."""
+        self.pause()
+        self.controller.switch(node)
+
+    def save_session(self, path: str) -> None:
+        """Save the session (every branch) to ``path``; the status line says how it went."""
+        self._set_status(f"Saving the session to {path}…")
+        self.controller.save_session(path)
+
+    def open_session(self, path: str, step: int = -1) -> None:
+        """Show the session saved in ``path`` at ``step`` (-1: where it was saved); a refused file changes nothing."""
+        self.pause()
+        self._set_status(f"Opening {path}…")
+        self.controller.open_session(path, step)
 
     def reset(self) -> None:
         self.pause()
@@ -397,9 +430,11 @@ class MainWindow(QMainWindow):
         self.controller.set_prompt(text)
 
     def _on_painter_result_started(self, result: SessionResult) -> None:
-        if result.kind in ("load", "prompt"):
+        if result.kind in ("load", "prompt", "open"):
             self.truncate_button.hide()
             self.prompt_refused = ""
+        if result.kind == "open":  # the file's settings are the person's now (the tokens panel shows its prompt)
+            self.sampling.set_settings(self.controller.settings)
         if result.message:
             self._set_status(result.message)
         if result.stopped:
@@ -528,6 +563,19 @@ class MainWindow(QMainWindow):
         self.player.set_max_speed(on)
         self.painter.fast = on and self.player.playing
 
+    def _on_branches_switch_requested(self, node: int) -> None:
+        self.switch_branch(node)
+
+    def _on_save_action_triggered(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Save the session", "session.npz", "nexttoken sessions (*.npz)")
+        if path:
+            self.save_session(path)
+
+    def _on_open_action_triggered(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open a saved session", "", "nexttoken sessions (*.npz)")
+        if path:
+            self.open_session(path)
+
     def _on_folder_action_triggered(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Open a GPT-2 model folder (with config.json)")
         if folder:
@@ -547,7 +595,7 @@ class MainWindow(QMainWindow):
     def _sync_actions(self) -> None:
         result = self.state.result
         has = result is not None
-        runs = has and not result.stopped and not self.prompt_refused
+        runs = has and not result.stopped and not self.prompt_refused and result.can_step
         self.step_action.setEnabled(runs)
         self.play_action.setEnabled(runs)
         self.back_action.setEnabled(has and result.trace is not None)

@@ -321,8 +321,8 @@ class TokensPanel(QGroupBox):
         chips = [Chip(int(t), p, "prompt" if i < prompt_len else "generated") for i, (t, p) in enumerate(zip(ids, pieces))]
         if trace is not None:
             chips.append(Chip(int(trace.chosen), trace.chosen_piece, "next"))
-        if result.kind in ("load", "prompt") or not self._prompt_text:
-            self.set_prompt_text(result.prompt_text if result.kind == "load" else self.prompt())
+        if result.kind in ("load", "prompt", "open") or not self._prompt_text:
+            self.set_prompt_text(result.prompt_text if result.kind in ("load", "open") else self.prompt())
         self.strip.set_chips(chips, self._selected_index())
         self._update_counts()
         before = b"".join(piece_bytes(c.piece) for c in chips[:-1]).decode("utf-8", "replace")

@@ -1,0 +1,323 @@
+"""Branches: every continuation taken from this prompt, where each split, and two compared.
+
+Nothing taken is lost: a click on another candidate, or Back then another draw, starts a branch
+beside the earlier one (``engine.branches``). The tree lists each stretch of steps between splits:
+the step it starts at, the token taken there with the model's probability of it, and its text;
+the branch on screen is marked ▶ and bold. A double-click shows that branch in every panel as it
+was (the engine switches to it; nothing is recomputed).
+
+Below, two branches side by side from the step where they split: their texts, the model's
+probability of each token step by step (a table and a plot) and each continuation's total
+log-probability. The probabilities are the model's own (softmax of the raw logits, before any
+sampling setting), so the two are compared on the same scale whatever the settings were.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QFont
+from PySide6.QtWidgets import (
+    QComboBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QSplitter,
+    QTableWidget,
+    QTableWidgetItem,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine.branches import ROOT, BranchTable
+from engine.tokens import clip, piece_bytes
+
+from .. import theme as th
+from ..guard import guarded
+from ..state import AppState
+
+NODE = Qt.UserRole  # the tree item's data: the node a double-click switches to
+
+
+def text_of(pieces) -> str:
+    """The readable pieces (␣ for a space…) as the text they stand for."""
+    return b"".join(piece_bytes(p) for p in pieces).decode("utf-8", errors="replace")
+
+
+def segments(table: BranchTable) -> dict[int, list[int]]:
+    """Each stretch of steps without a split, by its first node: the nodes from it while each has
+    exactly one child (a stretch ends at a leaf or where the tree splits)."""
+    children: dict[int, list[int]] = {}
+    for node, parent in zip(table.ids.tolist(), table.parents.tolist()):
+        children.setdefault(parent, []).append(node)
+    out: dict[int, list[int]] = {}
+    starts = list(children.get(ROOT, []))
+    while starts:
+        start = starts.pop(0)
+        run = [start]
+        while len(children.get(run[-1], [])) == 1:
+            run.append(children[run[-1]][0])
+        out[start] = run
+        starts.extend(children.get(run[-1], []))
+    return out
+
+
+def branch_name(table: BranchTable, leaf: int) -> str:
+    return f"branch {table.leaves().index(leaf) + 1}"
+
+
+class BranchesPanel(QWidget):
+    """The branch tree and a side-by-side comparison of two branches."""
+
+    switchRequested = Signal(int)  # a tree node
+
+    def __init__(self, state: AppState, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.state = state
+        self.table: BranchTable | None = None
+        self.header = QLabel("Step, then go Back and take another token: every continuation stays here as a branch.")
+        self.header.setWordWrap(True)
+        self.tree = QTreeWidget()
+        self.tree.setColumnCount(3)
+        self.tree.setHeaderLabels(["Where it starts", "Token taken there (model's probability)", "Its text"])
+        self.tree.setUniformRowHeights(True)
+        self.tree.setWordWrap(False)
+        self.tree.header().setStretchLastSection(True)
+        self.tree.itemDoubleClicked.connect(self._on_tree_item_double_clicked)
+        self.tree.itemActivated.connect(self._on_tree_item_double_clicked)  # Enter on a row
+
+        self.a_box, self.b_box = QComboBox(), QComboBox()
+        for box in (self.a_box, self.b_box):
+            box.setSizeAdjustPolicy(QComboBox.AdjustToMinimumContentsLengthWithIcon)
+            box.setMinimumContentsLength(24)
+            box.activated.connect(self._on_box_activated)
+        picks = QHBoxLayout()
+        picks.addWidget(QLabel("Compare"))
+        picks.addWidget(self.a_box, 1)
+        picks.addWidget(QLabel("with"))
+        picks.addWidget(self.b_box, 1)
+        self.summary = QLabel()
+        self.summary.setWordWrap(True)
+        self.summary.setTextFormat(Qt.PlainText)
+        self.steps_table = QTableWidget(0, 5)
+        self.steps_table.setHorizontalHeaderLabels(["step", "A: token", "A: p", "B: token", "B: p"])
+        self.steps_table.verticalHeader().setVisible(False)
+        self.steps_table.setEditTriggers(QTableWidget.NoEditTriggers)
+        self.steps_table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeToContents)
+        self.plot_view = pg.PlotWidget()
+        self.plot_view.setMinimumHeight(160)
+        plot = self.plot_view.getPlotItem()
+        th.fix_plot(plot)
+        plot.showGrid(x=False, y=True, alpha=0.25)
+        plot.addLegend(offset=(8, 4))
+        self.a_line = plot.plot([], [], name="A", symbol="o")
+        self.b_line = plot.plot([], [], name="B", symbol="s")
+
+        compare = QWidget()
+        lower = QVBoxLayout(compare)
+        lower.setContentsMargins(0, 0, 0, 0)
+        lower.addLayout(picks)
+        lower.addWidget(self.summary)
+        row = QHBoxLayout()
+        row.addWidget(self.steps_table, 1)
+        row.addWidget(self.plot_view, 1)
+        lower.addLayout(row, 1)
+        split = QSplitter(Qt.Vertical)
+        split.addWidget(self.tree)
+        split.addWidget(compare)
+        split.setStretchFactor(0, 1)
+        split.setStretchFactor(1, 1)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.header)
+        layout.addWidget(split, 1)
+        self._drawn: BranchTable | None = None
+        self._pair: tuple[int, int] | None = None  # the leaves compared (A, B), kept across results
+        state.subscribe(self._on_state_result)
+        state.subscribe_theme(self._on_state_theme)
+
+    def plot_views(self) -> list[pg.GraphicsView]:
+        return []  # drawn when shown, not in a step's turns
+
+    # ------------------------------------------------------------- results
+    def _on_state_result(self, result) -> None:
+        self.table = result.branches
+        if self.isVisible():  # hidden, a step costs this view nothing: it draws when shown
+            self.redraw()
+
+    @guarded
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        super().showEvent(event)
+        self.redraw()
+
+    def redraw(self) -> None:
+        table = self.table
+        if table is self._drawn:
+            return
+        self._drawn = table
+        self.tree.clear()
+        if table is None or len(table) == 0:
+            self.header.setText(
+                "No step yet. Step, then go Back (←) and take another token (click a candidate, or change a "
+                "setting): every continuation stays here as a branch you can return to and compare."
+            )
+            self._fill_boxes([])
+            self._compare()
+            return
+        leaves = table.leaves()
+        dropped = f" {table.dropped:,} older steps were dropped to save memory." if table.dropped else ""
+        self.header.setText(
+            f"{len(leaves)} branch{'es' if len(leaves) != 1 else ''}, {len(table):,} steps in all. ▶ marks the one on "
+            f"screen; double-click a row (or press Enter) to show that branch in every panel as it was.{dropped}"
+        )
+        self._fill_tree(table)
+        self._fill_boxes(leaves)
+        self._compare()
+
+    def _fill_tree(self, table: BranchTable) -> None:
+        on_screen = set(table.path)
+        bold = QFont(self.font())
+        bold.setBold(True)
+        items: dict[int, QTreeWidgetItem] = {}
+        for start, run in segments(table).items():
+            i = table.index(start)
+            parent = int(table.parents[i])
+            p = math.exp(table.logprobs[i])
+            how = " (you chose it)" if table.chosen_by[i] == "user" else ""
+            marked = any(n in on_screen for n in run)
+            where = "prefill" if table.steps[i] == 0 else f"step {int(table.steps[i])}"
+            text = text_of(table.pieces[table.index(n)] for n in run)
+            item = QTreeWidgetItem(
+                [f"{'▶ ' if marked else ''}{where}", f"“{table.pieces[i]}”  {p:.1%}{how}", clip(text.replace("\n", " ⏎ "), 160)]
+            )
+            item.setData(0, NODE, table.leaf_of(run[-1]))
+            item.setToolTip(2, text)
+            if marked:
+                for column in range(3):
+                    item.setFont(column, bold)
+            holder = items.get(parent)
+            if holder is None:
+                self.tree.addTopLevelItem(item)
+            else:
+                holder.addChild(item)
+            items[run[-1]] = item
+        self.tree.expandAll()
+        for column in range(2):
+            self.tree.resizeColumnToContents(column)
+
+    def _fill_boxes(self, leaves: list[int]) -> None:
+        table = self.table
+        current = table.leaf_of(table.current) if table is not None and table.current != ROOT else None
+        a, b = self._pair or (None, None)
+        if a not in leaves:
+            a = current if current in leaves else (leaves[-1] if leaves else None)
+        if b not in leaves or b == a:
+            others = [leaf for leaf in leaves if leaf != a]
+            b = others[-1] if others else None
+        self._pair = (a, b) if a is not None else None
+        for box, chosen in ((self.a_box, a), (self.b_box, b)):
+            box.blockSignals(True)
+            box.clear()
+            for leaf in leaves:
+                tail = text_of(table.pieces[table.index(n)] for n in table.path_to(leaf)[-6:])
+                box.addItem(f"{branch_name(table, leaf)}: …{clip(tail, 40)}", leaf)
+            if chosen is not None:
+                box.setCurrentIndex(leaves.index(chosen))
+            box.blockSignals(False)
+
+    @guarded
+    def _on_box_activated(self, _index: int) -> None:
+        self._pair = (self.a_box.currentData(), self.b_box.currentData())
+        self._compare()
+
+    @guarded
+    def _on_tree_item_double_clicked(self, item: QTreeWidgetItem, _column: int = 0) -> None:
+        node = item.data(0, NODE)
+        if node is not None:
+            self.switchRequested.emit(int(node))
+
+    # ------------------------------------------------------------ comparing
+    def comparison(self) -> dict | None:
+        """The two branches compared, from their split: ``steps`` (the step numbers), per branch its
+        tokens, pieces, probabilities and total log-probability; None with fewer than two branches."""
+        table = self.table
+        if table is None or self._pair is None or None in self._pair:
+            return None
+        a, b = self._pair
+        split = table.split(a, b)
+        first = 0 if split == ROOT else int(table.steps[table.index(split)]) + 1
+        out = {"split": split, "first_step": first}
+        for name, leaf in (("a", a), ("b", b)):
+            nodes = table.path_to(leaf)[first:]
+            rows = [table.index(n) for n in nodes]
+            out[name] = {
+                "leaf": leaf,
+                "pieces": [table.pieces[r] for r in rows],
+                "tokens": [int(table.tokens[r]) for r in rows],
+                "probs": [math.exp(table.logprobs[r]) for r in rows],
+                "logprob": float(sum(table.logprobs[r] for r in rows)),
+            }
+        return out
+
+    def _compare(self) -> None:
+        c = self.comparison()
+        table = self.table
+        self.steps_table.setRowCount(0)
+        if c is None:
+            self.summary.setText(
+                "Two branches are needed to compare: go Back a few steps and take another token (click a candidate)."
+            )
+            self.a_line.setData([], [])
+            self.b_line.setData([], [])
+            return
+        a, b = c["a"], c["b"]
+        shared = table.path_to(c["split"]) if c["split"] != ROOT else []
+        where = "at the prefill" if c["first_step"] == 0 else f"at step {c['first_step']}"
+        shared_text = text_of(table.pieces[table.index(n)] for n in shared)
+        self.summary.setText(
+            f"A = {branch_name(table, a['leaf'])}, B = {branch_name(table, b['leaf'])}. They split {where}, after "
+            f"“…{clip(shared_text, 60)}”.\n"
+            f"A goes on: “{text_of(a['pieces'])}”\nB goes on: “{text_of(b['pieces'])}”\n"
+            f"Total log-probability under the model (closer to 0 = the model found it more likely): "
+            f"A {a['logprob']:.2f} over {len(a['pieces'])} tokens, B {b['logprob']:.2f} over {len(b['pieces'])} tokens."
+        )
+        rows = max(len(a["pieces"]), len(b["pieces"]))
+        self.steps_table.setRowCount(rows)
+        for r in range(rows):
+            cells = [str(c["first_step"] + r)]
+            for side in (a, b):
+                cells += [f"“{side['pieces'][r]}”", f"{side['probs'][r]:.1%}"] if r < len(side["pieces"]) else ["", ""]
+            for column, text in enumerate(cells):
+                item = QTableWidgetItem(text)
+                if column in (2, 4):
+                    item.setTextAlignment(Qt.AlignRight | Qt.AlignVCenter)
+                self.steps_table.setItem(r, column, item)
+        for line, side in ((self.a_line, a), (self.b_line, b)):
+            steps = np.arange(len(side["probs"])) + c["first_step"]
+            line.setData(steps, np.array(side["probs"]) * 100)
+        self._style_plot()
+
+    def _style_plot(self) -> None:
+        theme = self.state.theme
+        plot = self.plot_view.getPlotItem()
+        th.style_plot(plot, theme, left="model's probability (%)", bottom="step")
+        for line, color in ((self.a_line, th.BRANCH_A), (self.b_line, th.BRANCH_B)):
+            line.setPen(theme.pen(color))
+            line.setSymbolBrush(pg.mkBrush(color))
+            line.setSymbolPen(None)
+            line.setSymbolSize(theme.text_px() // 2 + 4)
+        plot.setYRange(0, 100, padding=0.02)
+
+    def _on_state_theme(self, theme: th.Theme) -> None:
+        self.setFont(theme.font())
+        for widget in (self.tree, self.steps_table, self.summary, self.header, self.a_box, self.b_box):
+            widget.setFont(theme.font())
+        self.plot_view.getPlotItem().legend.setLabelTextSize(f"{theme.font_pt}pt")
+        self._style_plot()
+        self._drawn = None
+        if self.isVisible():
+            self.redraw()

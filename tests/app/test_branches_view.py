@@ -1,0 +1,97 @@
+"""The Branches view: every continuation taken is listed, a double-click shows it as it was, and two
+branches are compared with the model's own probabilities."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from engine.branches import ROOT
+
+from .helpers import run
+
+
+def _branch_twice(qtbot, window):
+    """Four steps, back two (to step 1), another candidate there, one more step: two branches. Returns (first leaf,
+    first branch's records)."""
+    for _ in range(4):
+        first = run(qtbot, window, window.step, "step")
+    run(qtbot, window, window.back, "back")
+    back = run(qtbot, window, window.back, "back")
+    other = int(next(i for i in back.trace.candidate_ids if i != back.trace.chosen))
+    run(qtbot, window, lambda: window.logits.tokenChosen.emit(other), "choose")
+    run(qtbot, window, window.step, "step")
+    return first.branches.current, first.records
+
+
+def _items(tree):
+    out = []
+    stack = [tree.topLevelItem(i) for i in range(tree.topLevelItemCount())]
+    while stack:
+        item = stack.pop(0)
+        out.append(item)
+        stack.extend(item.child(i) for i in range(item.childCount()))
+    return out
+
+
+def test_the_tree_lists_both_branches_and_a_double_click_shows_one_as_it_was(window, qtbot):
+    first_leaf, first_records = _branch_twice(qtbot, window)
+    window.show_view("branches")
+    view = window.branches_view
+    table = window.state.result.branches
+    assert len(table.leaves()) == 2 and first_leaf in table.leaves()
+    items = _items(view.tree)
+    # the prefill, then the two ways on from step 1
+    assert len(items) == 3 and items[0].childCount() == 2
+    assert items[0].text(0) == "▶ prefill"
+    starts = sorted(item.text(0).lstrip("▶ ") for item in items[1:])
+    assert starts == ["step 1", "step 1"]
+    marked = [item for item in items if item.text(0).startswith("▶")]
+    assert len(marked) == 2 and marked[1].font(0).bold()  # the stretch to the split and the branch on screen
+    old = next(item for item in items[1:] if not item.text(0).startswith("▶"))
+    i = table.index(table.path_to(first_leaf)[1])
+    assert old.text(1).startswith(f"“{table.pieces[i]}”  {math.exp(table.logprobs[i]):.1%}")
+
+    result = run(qtbot, window, lambda: view._on_tree_item_double_clicked(old), "switch")
+    assert result.branches.current == first_leaf
+    assert [r.chosen for r in result.records] == [r.chosen for r in first_records]
+    for shown, kept in zip(result.records, first_records):  # the values it had, nothing recomputed
+        np.testing.assert_array_equal(shown.logits, kept.logits)
+        assert shown.forward_ms == kept.forward_ms
+    session = window.controller.engine.host.session
+    assert session.node == first_leaf
+    chips = window.tokens.strip.chips  # the token panel shows the first branch's tokens
+    assert [c.token_id for c in chips[len(result.prompt_ids):]] == [r.chosen for r in first_records]
+
+
+def test_the_comparison_shows_the_models_probabilities_from_the_split(window, qtbot):
+    _branch_twice(qtbot, window)
+    window.show_view("branches")
+    view = window.branches_view
+    session = window.controller.engine.host.session
+    c = view.comparison()
+    assert c is not None and c["first_step"] == 1
+    for side in (c["a"], c["b"]):
+        records = [session.tree.record(n) for n in session.tree.path(side["leaf"])[1:]]
+        assert side["tokens"] == [r.chosen for r in records]
+        for p, r in zip(side["probs"], records):
+            logits = r.logits.astype(np.float64)
+            expected = np.exp(logits[r.chosen] - logits.max()) / np.exp(logits - logits.max()).sum()
+            assert p == pytest.approx(expected, rel=1e-9)
+        assert side["logprob"] == pytest.approx(sum(math.log(p) for p in side["probs"]), abs=1e-9)
+    assert c["a"]["leaf"] == session.node  # A: the branch on screen
+    assert f"A {c['a']['logprob']:.2f}" in view.summary.text() and f"B {c['b']['logprob']:.2f}" in view.summary.text()
+    assert view.steps_table.rowCount() == max(len(c["a"]["tokens"]), len(c["b"]["tokens"]))
+    xs, ys = view.a_line.getData()
+    np.testing.assert_allclose(ys, np.array(c["a"]["probs"]) * 100)
+    assert list(xs) == list(range(1, 1 + len(c["a"]["probs"])))
+
+
+def test_before_any_branch_the_view_says_what_to_do(window, qtbot):
+    window.show_view("branches")
+    assert "No step yet" in window.branches_view.header.text()
+    run(qtbot, window, window.step, "step")
+    assert window.state.result.branches.current != ROOT
+    assert "Two branches are needed" in window.branches_view.summary.text()
