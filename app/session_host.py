@@ -354,4 +354,4 @@ class SessionHost:
         session = self._need_session()
         session.settings = request.settings
         session.reset()
-        return self._result(request, "Reset: the prompt is kept, every step dropped.")
+        return self._result(request, "Reset: the prompt is kept, every step and branch dropped.")

@@ -84,7 +84,7 @@ class BranchesPanel(QWidget):
         self.header.setWordWrap(True)
         self.tree = QTreeWidget()
         self.tree.setColumnCount(3)
-        self.tree.setHeaderLabels(["Where it starts", "Token taken there (model's probability)", "Its text"])
+        self.tree.setHeaderLabels(["Where it starts", "Token taken there (model's probability)", "Text from there"])
         self.tree.setUniformRowHeights(True)
         self.tree.setWordWrap(False)
         self.tree.header().setStretchLastSection(True)
@@ -124,10 +124,10 @@ class BranchesPanel(QWidget):
         lower.addLayout(picks)
         lower.addWidget(self.summary)
         row = QHBoxLayout()
-        row.addWidget(self.steps_table, 1)
-        row.addWidget(self.plot_view, 1)
+        row.addWidget(self.steps_table, 2)
+        row.addWidget(self.plot_view, 3)
         lower.addLayout(row, 1)
-        split = QSplitter(Qt.Vertical)
+        self.splitter = split = QSplitter(Qt.Vertical)
         split.addWidget(self.tree)
         split.addWidget(compare)
         split.setStretchFactor(0, 1)
@@ -182,7 +182,10 @@ class BranchesPanel(QWidget):
         on_screen = set(table.path)
         bold = QFont(self.font())
         bold.setBold(True)
-        items: dict[int, QTreeWidgetItem] = {}
+        result = self.state.result
+        prompt = QTreeWidgetItem(["prompt", "", clip((result.prompt_text if result else "").replace("\n", " ⏎ "), 160)])
+        self.tree.addTopLevelItem(prompt)
+        items: dict[int, QTreeWidgetItem] = {ROOT: prompt}
         for start, run in segments(table).items():
             i = table.index(start)
             parent = int(table.parents[i])
@@ -199,11 +202,7 @@ class BranchesPanel(QWidget):
             if marked:
                 for column in range(3):
                     item.setFont(column, bold)
-            holder = items.get(parent)
-            if holder is None:
-                self.tree.addTopLevelItem(item)
-            else:
-                holder.addChild(item)
+            items[parent].addChild(item)
             items[run[-1]] = item
         self.tree.expandAll()
         for column in range(2):
@@ -278,13 +277,13 @@ class BranchesPanel(QWidget):
         shared = table.path_to(c["split"]) if c["split"] != ROOT else []
         where = "at the prefill" if c["first_step"] == 0 else f"at step {c['first_step']}"
         shared_text = text_of(table.pieces[table.index(n)] for n in shared)
-        self.summary.setText(
-            f"A = {branch_name(table, a['leaf'])}, B = {branch_name(table, b['leaf'])}. They split {where}, after "
-            f"“…{clip(shared_text, 60)}”.\n"
-            f"A goes on: “{text_of(a['pieces'])}”\nB goes on: “{text_of(b['pieces'])}”\n"
-            f"Total log-probability under the model (closer to 0 = the model found it more likely): "
-            f"A {a['logprob']:.2f} over {len(a['pieces'])} tokens, B {b['logprob']:.2f} over {len(b['pieces'])} tokens."
-        )
+        lines = [f"They split {where}, after “…{clip(shared_text, 60)}”. Total log-probability under the model: closer to 0 = more likely."]
+        for name, side in (("A", a), ("B", b)):
+            lines.append(
+                f"{name} ({branch_name(table, side['leaf'])}) goes on “{clip(text_of(side['pieces']), 80)}”: "
+                f"{side['logprob']:.2f} over {len(side['pieces'])} token{'s' if len(side['pieces']) != 1 else ''}."
+            )
+        self.summary.setText("\n".join(lines))
         rows = max(len(a["pieces"]), len(b["pieces"]))
         self.steps_table.setRowCount(rows)
         for r in range(rows):
@@ -299,12 +298,14 @@ class BranchesPanel(QWidget):
         for line, side in ((self.a_line, a), (self.b_line, b)):
             steps = np.arange(len(side["probs"])) + c["first_step"]
             line.setData(steps, np.array(side["probs"]) * 100)
+        every = max(1, math.ceil(rows / 8))  # whole steps on the axis, about eight of them
+        self.plot_view.getPlotItem().getAxis("bottom").setTickSpacing(every, every)
         self._style_plot()
 
     def _style_plot(self) -> None:
         theme = self.state.theme
         plot = self.plot_view.getPlotItem()
-        th.style_plot(plot, theme, left="model's probability (%)", bottom="step")
+        th.style_plot(plot, theme, left="p (%)", bottom="step")
         for line, color in ((self.a_line, th.BRANCH_A), (self.b_line, th.BRANCH_B)):
             line.setPen(theme.pen(color))
             line.setSymbolBrush(pg.mkBrush(color))
@@ -316,7 +317,12 @@ class BranchesPanel(QWidget):
         self.setFont(theme.font())
         for widget in (self.tree, self.steps_table, self.summary, self.header, self.a_box, self.b_box):
             widget.setFont(theme.font())
-        self.plot_view.getPlotItem().legend.setLabelTextSize(f"{theme.font_pt}pt")
+        legend = self.plot_view.getPlotItem().legend
+        legend.setLabelTextSize(f"{theme.font_pt}pt")
+        for _sample, label in legend.items:  # the labels made before: the new size too
+            label.setText(label.text, size=f"{theme.font_pt}pt")
+        self.tree.setMinimumHeight(7 * theme.text_px() + 8)  # the prompt and a few branches, in any theme
+        self.steps_table.setMinimumHeight(4 * theme.text_px() + 8)
         self._style_plot()
         self._drawn = None
         if self.isVisible():

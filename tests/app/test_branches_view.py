@@ -43,14 +43,15 @@ def test_the_tree_lists_both_branches_and_a_double_click_shows_one_as_it_was(win
     table = window.state.result.branches
     assert len(table.leaves()) == 2 and first_leaf in table.leaves()
     items = _items(view.tree)
-    # the prefill, then the two ways on from step 1
-    assert len(items) == 3 and items[0].childCount() == 2
-    assert items[0].text(0) == "▶ prefill"
-    starts = sorted(item.text(0).lstrip("▶ ") for item in items[1:])
+    # the prompt, the prefill, then the two ways on from step 1
+    assert len(items) == 4 and items[0].text(0) == "prompt" and items[1].childCount() == 2
+    assert items[0].text(2) == window.state.result.prompt_text
+    assert items[1].text(0) == "▶ prefill"
+    starts = sorted(item.text(0).lstrip("▶ ") for item in items[2:])
     assert starts == ["step 1", "step 1"]
     marked = [item for item in items if item.text(0).startswith("▶")]
     assert len(marked) == 2 and marked[1].font(0).bold()  # the stretch to the split and the branch on screen
-    old = next(item for item in items[1:] if not item.text(0).startswith("▶"))
+    old = next(item for item in items[2:] if not item.text(0).startswith("▶"))
     i = table.index(table.path_to(first_leaf)[1])
     assert old.text(1).startswith(f"“{table.pieces[i]}”  {math.exp(table.logprobs[i]):.1%}")
 
@@ -82,7 +83,9 @@ def test_the_comparison_shows_the_models_probabilities_from_the_split(window, qt
             assert p == pytest.approx(expected, rel=1e-9)
         assert side["logprob"] == pytest.approx(sum(math.log(p) for p in side["probs"]), abs=1e-9)
     assert c["a"]["leaf"] == session.node  # A: the branch on screen
-    assert f"A {c['a']['logprob']:.2f}" in view.summary.text() and f"B {c['b']['logprob']:.2f}" in view.summary.text()
+    lines = view.summary.text().splitlines()
+    assert lines[1].startswith("A (") and f": {c['a']['logprob']:.2f} over" in lines[1]
+    assert lines[2].startswith("B (") and f": {c['b']['logprob']:.2f} over" in lines[2]
     assert view.steps_table.rowCount() == max(len(c["a"]["tokens"]), len(c["b"]["tokens"]))
     xs, ys = view.a_line.getData()
     np.testing.assert_allclose(ys, np.array(c["a"]["probs"]) * 100)
