@@ -240,7 +240,7 @@ class MainWindow(QMainWindow):
         self.step_action = action(
             "Step ▶", self.step, (Qt.Key_Space, Qt.Key_Right, Qt.Key_PageDown), "Run one step: one new token (Space, → or Page Down)"
         )
-        self.back_action = action("◀ Back", self.back, (Qt.Key_Left, Qt.Key_PageUp), "Go back one step (← or Page Up)")
+        self.back_action = action("◀ Back", self.back, (Qt.Key_Left, Qt.Key_PageUp), "Go back one step (← or Page Up); the steps after it stay as a branch (View: Branches)")
         self.play_action = action("Play", self.toggle_play, (Qt.Key_P,), "Play or pause (P)")
         self.play_action.setCheckable(True)
         self.reset_action = action("Reset", self.reset, (), "Drop every step, keep the prompt")

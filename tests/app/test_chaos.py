@@ -102,7 +102,10 @@ def test_random_actions_on_the_real_window(make_window, qtbot, tmp_path):
             elif roll < 0.80 and window.state.result is not None and window.state.result.trace is not None:
                 ids = window.state.result.trace.candidate_ids
                 window.logits.tokenChosen.emit(int(ids[rng.randrange(min(5, len(ids)))]))
-            elif roll < 0.83 and monotonic() - last_kill > KILL_EVERY_S and window.controller.engine is not None:
+            elif roll < 0.84 and window.state.result is not None and window.state.result.branches is not None:
+                nodes = window.state.result.branches.ids
+                window.switch_branch(int(rng.choice(nodes)) if len(nodes) else -1)
+            elif roll < 0.87 and monotonic() - last_kill > KILL_EVERY_S and window.controller.engine is not None:
                 os.kill(window.controller.engine.process.pid, signal.SIGKILL)
                 kills, last_kill = kills + 1, monotonic()
             qtbot.wait(rng.choice([0, 5, 30, 120]))
