@@ -239,8 +239,9 @@ class SessionController(QObject):
             return
         log.info("%s failed: %s", kind, message)
         self.errorOccurred.emit(kind, message)
-        if kind == "load" and self._has_session:
-            # The load made results in flight stale; show the session it left untouched as it is now.
+        if kind in ("load", "open") and self._has_session:
+            # The load (or the file refused) made results in flight stale; show the session it left
+            # untouched as it is now.
             self.refresh()
 
     def _on_engine_inspected(self, generation: int, answer) -> None:
