@@ -104,21 +104,23 @@ def test_the_candidates_table_holds_the_distributions_numbers(window, qtbot, tmp
 
 
 def test_the_history_table_has_a_row_per_step(window, qtbot, tmp_path, demo_model):
-    for _ in range(4):
-        result = run(qtbot, window, window.step, "step")
+    choose_settings(window.sampling, SamplingSettings(temperature=0.9, top_k=20, repetition_penalty=1.5, seed=4))
+    traces = [run(qtbot, window, window.step, "step").trace for _ in range(4)]  # what the window showed at each step
+    result = window.state.result
     path = tmp_path / "history.csv"
     assert window.export_table("history", path)
     rows = read_csv(path)
     assert list(rows[0]) == list(tables.HISTORY_COLUMNS)
     assert [int(r["step"]) for r in rows] == [0, 1, 2, 3]
-    assert [int(r["id"]) for r in rows] == [r.chosen for r in result.records]
+    assert [int(r["id"]) for r in rows] == [r.chosen for r in result.records] == [t.chosen for t in traces]
     assert [r["token"] for r in rows] == [demo_model.tokenizer.decode([r.chosen]) for r in result.records]
+    assert [r["shown_as"] for r in rows] == [t.chosen_piece for t in traces]
+    assert [np.float32(float(r["prob"])) for r in rows] == [np.float32(t.chosen_prob) for t in traces]
+    assert [int(r["rank"]) for r in rows] == [t.chosen_rank for t in traces]
+    assert [float(r["entropy_bits"]) for r in rows] == [t.entropy_bits for t in traces]
     assert [int(r["cache_len"]) for r in rows] == [r.kv.positions for r in result.records] == [5, 6, 7, 8]
-    last = rows[-1]
-    assert np.float32(float(last["prob"])) == np.float32(result.trace.chosen_prob)
-    assert int(last["rank"]) == result.trace.chosen_rank
-    assert float(last["entropy_bits"]) == result.trace.entropy_bits
-    assert float(last["forward_ms"]) == round(result.records[-1].forward_ms, 3)
+    assert [float(r["forward_ms"]) for r in rows] == [round(r.forward_ms, 3) for r in result.records]
+    assert [float(r["draw_u"]) for r in rows] == [r.draw_u for r in result.records]
 
 
 def test_copy_text_is_the_prompt_and_the_generated_text(window, qtbot, demo_model):
