@@ -11,7 +11,7 @@ from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication
 
 from app import tables
-from engine.sampling import SamplingSettings
+from engine.sampling import SamplingSettings, softmax
 
 from .helpers import choose_settings, run
 
@@ -76,7 +76,7 @@ def test_a_plot_panel_as_svg_holds_its_drawing(window, qtbot, tmp_path):
 
 
 def test_the_candidates_table_holds_the_distributions_numbers(window, qtbot, tmp_path):
-    choose_settings(window.sampling, SamplingSettings(temperature=0.8, top_k=5, top_p=0.9, repetition_penalty=2.0, seed=3))
+    choose_settings(window.sampling, SamplingSettings(temperature=0.8, top_k=10, top_p=0.5, repetition_penalty=2.0, seed=3))
     run(qtbot, window, window.step, "step")
     result = run(qtbot, window, window.step, "step")
     trace, dist = result.trace, result.trace.distribution
@@ -95,9 +95,10 @@ def test_the_candidates_table_holds_the_distributions_numbers(window, qtbot, tmp
     np.testing.assert_array_equal(column("logit_after_penalty"), dist.after_penalty[ids])
     np.testing.assert_array_equal(column("logit_after_temperature"), dist.after_temperature[ids])
     np.testing.assert_array_equal(column("logit_after_top_k"), dist.after_top_k[ids])  # -inf where removed
+    np.testing.assert_array_equal(column("prob_softmax"), softmax(dist.after_top_k)[ids])  # what top-p reads
     np.testing.assert_array_equal(column("logit_after_top_p"), dist.after_top_p[ids])
     np.testing.assert_array_equal(column("prob_final"), dist.probs[ids])
-    assert {"top-k", ""} <= {r["removed_by"] for r in rows}  # top-k 5 of 64 candidates
+    assert {r["removed_by"] for r in rows} == {"top-k", "top-p", ""}  # each filter removed some
     assert [r["chosen"] for r in rows].count("1") == 1 and rows[[int(r["id"]) for r in rows].index(trace.chosen)]["chosen"] == "1"
     assert all(r["step"] == "1" for r in rows)
     assert [r["shown_as"] for r in rows[: len(trace.candidate_pieces)]] == list(trace.candidate_pieces)
