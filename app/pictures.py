@@ -107,7 +107,7 @@ def save(widget: QWidget, path, title: str = "") -> Path:
     path = Path(path)
     if path.suffix.lower() == ".svg":
         if not has_plot(widget):
-            raise ValueError(f"{title or 'This panel'} holds no plot: save it as PNG.")
+            raise ValueError("it holds no plot to keep as a drawing: save it as PNG")
         data = svg_bytes(widget, title)
     else:
         data = png_bytes(widget)
