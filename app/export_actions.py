@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
+from contextlib import contextmanager
 from pathlib import Path
 
 from PySide6.QtCore import QEvent, QObject
@@ -20,6 +21,7 @@ from PySide6.QtWidgets import QApplication, QFileDialog, QGroupBox, QMenu, QMenu
 
 from . import pictures, tables
 from .guard import guarded
+from .help_dialog import HelpButton
 from .views import VIEW_BUTTONS, VIEWS
 
 log = logging.getLogger(__name__)
@@ -105,7 +107,8 @@ class ExportActions(QObject):
         path = Path(path)
         self.reveal(target)
         try:
-            pictures.save(target, path, f"nexttoken: {self.name(target)}")
+            with self._without_buttons(target):
+                pictures.save(target, path, f"nexttoken: {self.name(target)}")
         except (OSError, ValueError) as exc:
             return self._failed(f"Could not save a picture of {self.name(target)} to {path}", exc)
         self.folder = path.parent
@@ -147,7 +150,8 @@ class ExportActions(QObject):
     def copy_picture(self, target: QWidget) -> bool:
         """Put a picture of ``target`` at twice its size on screen on the clipboard."""
         self.reveal(target)
-        image = pictures.copy(target)
+        with self._without_buttons(target):
+            image = pictures.copy(target)
         self.status(f"Copied a picture of {self.name(target)} ({image.width():,} × {image.height():,} pixels).")
         return True
 
@@ -164,6 +168,18 @@ class ExportActions(QObject):
             if target in w.stages.panels():
                 w.stages.show_panel(target)
         QApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)  # its size, before it is pictured
+
+    @contextmanager
+    def _without_buttons(self, target: QWidget):
+        """The panels' "?" and "⋯" buttons hidden while ``target`` is pictured: not part of a slide."""
+        buttons = [b for b in target.findChildren(QToolButton) if isinstance(b, (HelpButton, PanelMenuButton)) and b.isVisible()]
+        for b in buttons:
+            b.hide()
+        try:
+            yield
+        finally:
+            for b in buttons:
+                b.show()
 
     # ------------------------------------------------------------ dialogs
     def _ask_picture(self, target: QWidget) -> None:

@@ -36,6 +36,7 @@ def test_a_panel_picture_is_twice_its_size_drawn_at_that_size(window, qtbot, tmp
     assert window.export_picture(panel, path)
     image = QImage(str(path))
     assert (image.width(), image.height()) == (2 * panel.width(), 2 * panel.height())
+    assert image.dotsPerMeterX() == round(192 / 0.0254)  # placed at its size on screen by slide software
     assert len(np.unique(pixels(image).reshape(-1, 4), axis=0)) > 50  # a drawing, not a blank or one-colour image
     # drawn with twice the pixels, not a 1x picture scaled up: a scaled-up picture (nearest or smooth)
     # has no sharp step between the two pixels of one logical pixel; text and lines drawn at 2x do
@@ -43,6 +44,13 @@ def test_a_panel_picture_is_twice_its_size_drawn_at_that_size(window, qtbot, tmp
     steps = np.abs(np.diff(grey, axis=1)) > 150  # steps[:, j]: between pixel j and j + 1
     assert steps[:, 0::2].sum() > 500  # within a logical pixel (measured: 6,559 at 2x; 0 for a 1x image scaled up)
     assert "attention" in window.status_label.text().lower() and str(path) in window.status_label.text()
+    # the panel's "?" and "⋯" buttons are not in the picture (where they stand: one plain colour), and stay on screen
+    buttons = [window.help_buttons[panel], next(b for b in window.export.buttons if b.parent() is panel)]
+    for button in buttons:
+        g = button.geometry()
+        spot = pixels(image)[2 * g.top() : 2 * g.bottom(), 2 * g.left() : 2 * g.right()]
+        assert len(np.unique(spot.reshape(-1, 4), axis=0)) == 1
+        assert button.isVisible()
 
 
 def test_a_window_picture_and_a_hidden_view(window, qtbot, tmp_path):
