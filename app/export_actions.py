@@ -98,7 +98,10 @@ class ExportActions(QObject):
         return panel.title().split("·")[-1].split(":")[0].strip()
 
     def name(self, target: QWidget) -> str:
-        return "the window" if target is self.window else f"the {self.panels.get(target, 'panel')} panel"
+        if target is self.window:
+            return "the window"
+        name = self.panels.get(target, "panel")
+        return f"the {name}" if name.endswith(" view") else f"the {name} panel"
 
     # ------------------------------------------------------------ commands
     def export_picture(self, target: QWidget, path) -> bool:

@@ -62,6 +62,7 @@ def test_a_window_picture_and_a_hidden_view(window, qtbot, tmp_path):
     assert not window.sampling_view.isVisible()
     assert window.export_picture(window.sampling_view, tmp_path / "stages.png")
     assert window.sampling_view.isVisible() and window.sampling_view.width() > 200
+    assert "a picture of the Sampling view (PNG" in window.status_label.text()
     image = QImage(str(tmp_path / "stages.png"))
     assert (image.width(), image.height()) == (2 * window.sampling_view.width(), 2 * window.sampling_view.height())
 
