@@ -52,17 +52,17 @@ class ExportActions(QObject):
             return a
 
         self.window_picture_action = action(
-            "Picture of the window…", lambda: self._ask_picture(window), "Save the whole window as PNG (2× for slides) or SVG"
+            "Picture of the window…", lambda: self.ask_picture(window), "Save the whole window as PNG (2× for slides) or SVG"
         )
         self.panel_picture_actions = {
-            panel: action(f"{name}…", lambda _=False, p=panel: self._ask_picture(p)) for panel, name in self.panels.items()
+            panel: action(f"{name}…", lambda _=False, p=panel: self.ask_picture(p)) for panel, name in self.panels.items()
         }
         self.candidates_action = action(
-            "Candidates table (CSV)…", lambda: self._ask_table("candidates"),
+            "Candidates table (CSV)…", lambda: self.ask_table("candidates"),
             "This step's candidates: raw logit, every sampling stage, final probability",
         )  # fmt: skip
         self.history_action = action(
-            "History table (CSV)…", lambda: self._ask_table("history"),
+            "History table (CSV)…", lambda: self.ask_table("history"),
             "One row per step: token, probability, rank, entropy, cache length, times",
         )  # fmt: skip
         self.copy_text_action = action("Copy text", self.copy_text, "Copy the prompt and the generated text, as plain text")
@@ -185,7 +185,7 @@ class ExportActions(QObject):
                 b.show()
 
     # ------------------------------------------------------------ dialogs
-    def _ask_picture(self, target: QWidget) -> None:
+    def ask_picture(self, target: QWidget) -> None:
         self.reveal(target)  # seen while choosing where it goes
         svg = pictures.has_plot(target)
         filters = "PNG picture, 2× (*.png)" + (";;SVG drawing (*.svg)" if svg else "")
@@ -197,7 +197,7 @@ class ExportActions(QObject):
                 path += ".svg" if chosen.startswith("SVG") else ".png"
             self.export_picture(target, path)
 
-    def _ask_table(self, which: str) -> None:
+    def ask_table(self, which: str) -> None:
         title = TABLES[which][0]
         path, _ = QFileDialog.getSaveFileName(
             self.window, f"Save the {title.lower()}", str(self.folder / f"{self._stem(None, which)}.csv"), "CSV table (*.csv)"
@@ -237,7 +237,7 @@ class PanelMenuButton(QToolButton):
         self.setStyleSheet("QToolButton::menu-indicator { image: none; }")  # "⋯" says it is a menu
         menu = QMenu(self)
         menu.addAction("Copy picture", lambda: actions.copy_picture(panel))
-        menu.addAction("Export picture…", lambda: actions._ask_picture(panel))
+        menu.addAction("Export picture…", lambda: actions.ask_picture(panel))
         self.setMenu(menu)
         panel.installEventFilter(self)
 

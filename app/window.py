@@ -306,19 +306,19 @@ class MainWindow(QMainWindow):
     def _build_export_menus(self) -> None:
         """File → Export, Edit → Copy text / Copy picture, and a "⋯" menu on each titled panel."""
         panels = [self.tokens, *self.stages.panels(), self.inside, self.sampling_view, self.cache_view]
-        self.export = ExportActions(self, panels, lambda text, error=False: self._set_status(text, error=error))
-        self.export.add_to(self.menuBar())
+        self.exporter = ExportActions(self, panels, lambda text, error=False: self._set_status(text, error=error))
+        self.exporter.add_to(self.menuBar())
 
     def export_picture(self, target: QWidget, path) -> bool:
         """Save a picture of ``target`` (the window or a panel): SVG for a .svg path, else PNG at 2x."""
-        return self.export.export_picture(target, path)
+        return self.exporter.export_picture(target, path)
 
     def export_table(self, which: str, path) -> bool:
         """Save the "candidates" or "history" table (app.tables) to ``path`` as CSV."""
-        return self.export.export_table(which, path)
+        return self.exporter.export_table(which, path)
 
     def copy_text(self) -> str:
-        return self.export.copy_text()
+        return self.exporter.copy_text()
 
     def _build_toolbar(self) -> None:
         bar = QToolBar("Controls")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import numpy as np
 from PySide6.QtGui import QImage
@@ -45,7 +46,7 @@ def test_a_panel_picture_is_twice_its_size_drawn_at_that_size(window, qtbot, tmp
     assert steps[:, 0::2].sum() > 500  # within a logical pixel (measured: 6,559 at 2x; 0 for a 1x image scaled up)
     assert "attention" in window.status_label.text().lower() and str(path) in window.status_label.text()
     # the panel's "?" and "⋯" buttons are not in the picture (where they stand: one plain colour), and stay on screen
-    buttons = [window.help_buttons[panel], next(b for b in window.export.buttons if b.parent() is panel)]
+    buttons = [window.help_buttons[panel], next(b for b in window.exporter.buttons if b.parent() is panel)]
     for button in buttons:
         g = button.geometry()
         spot = pixels(image)[2 * g.top() : 2 * g.bottom(), 2 * g.left() : 2 * g.right()]
@@ -143,7 +144,7 @@ def test_copy_text_is_the_prompt_and_the_generated_text(window, qtbot, demo_mode
 
 def test_copy_picture_of_the_window(window, qtbot):
     run(qtbot, window, window.step, "step")
-    window.export.copy_picture_action.trigger()
+    window.exporter.copy_picture_action.trigger()
     image = QApplication.clipboard().image()
     assert (image.width(), image.height()) == (2 * window.width(), 2 * window.height())
 
@@ -164,7 +165,7 @@ def test_a_path_that_cannot_be_written_is_a_status_line(window, qtbot, tmp_path)
 
 
 def test_the_tables_before_the_first_step(window, tmp_path):
-    assert not window.export.candidates_action.isEnabled()
+    assert not window.exporter.candidates_action.isEnabled()
     assert not window.export_table("candidates", tmp_path / "c.csv")
     assert "step once" in window.status_label.text().lower()
 
@@ -181,8 +182,8 @@ def test_the_menus_and_the_panel_buttons(window):
         "Prompt and tokens…", "Embeddings…", "Attention…", "Logits…", "Sampling…", "KV cache…",
         "Inside view…", "Sampling view…", "KV cache view…",
     ]  # fmt: skip
-    assert len(window.export.buttons) == 6
-    for button in window.export.buttons:
+    assert len(window.exporter.buttons) == 6
+    for button in window.exporter.buttons:
         assert [a.text() for a in button.menu().actions()] == ["Copy picture", "Export picture…"]
 
 
@@ -199,3 +200,24 @@ def test_csv_cells_read_back_exactly(tmp_path):
     assert [np.float32(float(r["x"])) for r in back] == [np.float32(0.1), np.float32(3.4028235e38)]
     assert back[0]["y"] == "-inf" and np.float32(float(back[1]["y"])) == np.float32(1e-30)
     assert back[0]["z"] == "" and float(back[1]["z"]) == 0.1 + 0.2
+
+
+def test_the_menu_entries_ask_where_then_export(window, qtbot, tmp_path, monkeypatch):
+    from app import export_actions
+
+    run(qtbot, window, window.step, "step")
+    answers = iter([(str(tmp_path / "attention"), "SVG drawing (*.svg)"), (str(tmp_path / "history"), "CSV table (*.csv)"), ("", "")])
+    asked = []
+
+    def ask(parent, caption, start, filters):
+        asked.append((caption, Path(start).name, filters))
+        return next(answers)
+
+    monkeypatch.setattr(export_actions.QFileDialog, "getSaveFileName", ask)
+    window.exporter.panel_picture_actions[window.attention].trigger()
+    window.exporter.history_action.trigger()
+    window.exporter.window_picture_action.trigger()  # cancelled: nothing written
+    assert asked[0] == ("Save a picture of the Attention panel", "nexttoken-attention-step0.png", "PNG picture, 2× (*.png);;SVG drawing (*.svg)")
+    assert asked[1][1] == "nexttoken-history-step0.csv" and asked[2][0] == "Save a picture of the window"
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix) == ["attention.svg", "history.csv", "nexttoken.ini"]
+    assert ET.parse(tmp_path / "attention.svg").getroot().tag == f"{SVG}svg"
