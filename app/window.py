@@ -42,6 +42,7 @@ from engine.defaults import truncation_keeps
 from . import guard
 from . import theme as th
 from .controller import SessionController
+from .export_actions import ExportActions
 from .guard import guarded
 from .paint_scheduler import PaintScheduler
 from .stage_layout import StageArea
@@ -106,6 +107,7 @@ class MainWindow(QMainWindow):
         self.player = Player(self.controller, self.step, self._can_go_on, self)
         self._build_actions()
         self._build_menus()
+        self._build_export_menus()
         self._build_toolbar()
         self.model_label = QLabel("no model loaded")
         self.status_label = QLabel("Starting…")
@@ -313,6 +315,24 @@ class MainWindow(QMainWindow):
         help_menu.addAction(self.glossary_action)
         help_menu.addSeparator()
         help_menu.addAction(self.about_action)
+
+    # ------------------------------------------------------------ export (app/export_actions.py)
+    def _build_export_menus(self) -> None:
+        """File → Export, Edit → Copy text / Copy picture, and a "⋯" menu on each titled panel."""
+        panels = [self.tokens, *self.stages.panels(), self.inside, self.sampling_view, self.cache_view]
+        self.exporter = ExportActions(self, panels, lambda text, error=False: self._set_status(text, error=error))
+        self.exporter.add_to(self.menuBar())
+
+    def export_picture(self, target: QWidget, path) -> bool:
+        """Save a picture of ``target`` (the window or a panel): SVG for a .svg path, else PNG at 2x."""
+        return self.exporter.export_picture(target, path)
+
+    def export_table(self, which: str, path) -> bool:
+        """Save the "candidates" or "history" table (app.tables) to ``path`` as CSV."""
+        return self.exporter.export_table(which, path)
+
+    def copy_text(self) -> str:
+        return self.exporter.copy_text()
 
     def _build_toolbar(self) -> None:
         bar = QToolBar("Controls")

@@ -1,0 +1,123 @@
+"""Pictures of the window or of one panel: PNG at twice the size on screen, SVG where it holds a plot.
+
+``picture`` renders the widget into an image whose device pixel ratio is ``SCALE``: Qt lays text,
+lines and plots out at the logical size and draws them with twice the pixels, so text stays sharp
+(a 1x grab scaled up would be blurred). ``svg`` renders it through ``QSvgGenerator``: plots become
+paths and text (a heat map stays an embedded image). pyqtgraph's own ``SVGExporter`` fails on the
+SVG Qt 6.10 writes (pyqtgraph issue #3485), so it is not used.
+
+While either renders, the plots' items are drawn directly instead of from their cached pixmaps
+(the window caches axes as pixmaps, which would come out at 1x, and as images in an SVG).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+
+from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QPoint, QRectF, QSize
+from PySide6.QtGui import QImage, QPainter
+from PySide6.QtSvg import QSvgGenerator
+from PySide6.QtWidgets import QApplication, QGraphicsItem, QGraphicsView, QWidget
+
+from .tables import replacing
+
+SCALE = 2  # pixels per logical pixel in an exported PNG: sharp on slides and on a projector
+SCREEN_DPI = 96  # a PNG says it is SCALE x this, so slide software places it at its size on screen
+
+
+def has_plot(widget: QWidget) -> bool:
+    """Whether ``widget`` shows a plot (a pyqtgraph view), which an SVG can keep as drawing."""
+    return bool(widget.findChildren(QGraphicsView))
+
+
+@contextmanager
+def uncached(widget: QWidget):
+    """Draw every item of the plots in ``widget`` directly while the block runs (cache modes restored)."""
+    views = widget.findChildren(QGraphicsView)
+    if isinstance(widget, QGraphicsView):
+        views.append(widget)
+    saved = []
+    for view in views:
+        saved.append((view, view.cacheMode()))
+        view.setCacheMode(QGraphicsView.CacheModeFlag.CacheNone)
+        for item in view.scene().items():
+            if item.cacheMode() != QGraphicsItem.CacheMode.NoCache:
+                saved.append((item, item.cacheMode()))
+                item.setCacheMode(QGraphicsItem.CacheMode.NoCache)
+    try:
+        yield
+    finally:
+        for thing, mode in saved:
+            thing.setCacheMode(mode)
+
+
+def picture(widget: QWidget, scale: int = SCALE) -> QImage:
+    """``widget`` as it looks now, at ``scale`` pixels per logical pixel, on its window colour."""
+    size = widget.size()
+    image = QImage(size * scale, QImage.Format.Format_ARGB32_Premultiplied)
+    image.setDevicePixelRatio(scale)
+    dots_per_metre = round(SCREEN_DPI * scale / 0.0254)
+    image.setDotsPerMeterX(dots_per_metre)
+    image.setDotsPerMeterY(dots_per_metre)
+    image.fill(widget.palette().window().color())
+    with uncached(widget):
+        widget.render(image)
+    return image
+
+
+def png_bytes(widget: QWidget, scale: int = SCALE) -> bytes:
+    data = QByteArray()
+    buffer = QBuffer(data)
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    if not picture(widget, scale).save(buffer, "PNG"):
+        raise OSError("Qt could not encode the picture as PNG.")
+    buffer.close()
+    return bytes(data)
+
+
+def svg_bytes(widget: QWidget, title: str = "") -> bytes:
+    """``widget`` as an SVG drawing of its logical size."""
+    data = QByteArray()
+    buffer = QBuffer(data)
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    generator = QSvgGenerator()
+    generator.setOutputDevice(buffer)
+    size = widget.size()
+    generator.setSize(QSize(size))
+    generator.setViewBox(QRectF(0, 0, size.width(), size.height()))
+    generator.setResolution(SCREEN_DPI)
+    generator.setTitle(title or "nexttoken")
+    generator.setDescription("Exported from nexttoken")
+    painter = QPainter(generator)
+    try:
+        painter.fillRect(QRectF(0, 0, size.width(), size.height()), widget.palette().window())
+        with uncached(widget):
+            widget.render(painter, QPoint())
+    finally:
+        painter.end()
+    buffer.close()
+    return bytes(data)
+
+
+def save(widget: QWidget, path, title: str = "") -> Path:
+    """Write a picture of ``widget`` to ``path``: SVG if it ends in ``.svg``, else PNG at ``SCALE``x.
+    The file is replaced whole or not at all. OSError if it cannot be written; ValueError for an
+    SVG of a widget without a plot."""
+    path = Path(path)
+    if path.suffix.lower() == ".svg":
+        if not has_plot(widget):
+            raise ValueError("it holds no plot to keep as a drawing: save it as PNG")
+        data = svg_bytes(widget, title)
+    else:
+        data = png_bytes(widget)
+    with replacing(path) as f:
+        f.write(data)
+    return path
+
+
+def copy(widget: QWidget) -> QImage:
+    """Put a ``SCALE``x picture of ``widget`` on the clipboard; return it."""
+    image = picture(widget)
+    QApplication.clipboard().setImage(image)
+    return image
