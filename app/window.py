@@ -108,6 +108,10 @@ class MainWindow(QMainWindow):
         self._build_actions()
         self._build_menus()
         self._build_export_menus()
+        self.file_menu.addSeparator()
+        self.file_menu.addAction(self.quit_action)
+        for view in self.findChildren(pg.GraphicsView):  # pyqtgraph's own right-click Export… fails on SVG
+            view.scene().contextMenu = []  # here (pyqtgraph #3485): File → Export and each panel's ⋯ do it
         self._build_toolbar()
         self.model_label = QLabel("no model loaded")
         self.status_label = QLabel("Starting…")
@@ -298,7 +302,6 @@ class MainWindow(QMainWindow):
             model.addAction(f"{folder.name} (bundled)", lambda name=folder.name: self.load_model(name))
         model.addSeparator()
         model.addAction(self.restart_action)
-        model.addAction(self.quit_action)
         view = self.menuBar().addMenu("&View")
         view.addAction(self.projector_action)
         view.addAction(self.full_screen_action)
