@@ -192,6 +192,19 @@ class Session:
         self.reset()
         return list(ids)
 
+    def set_prompt_ids(self, ids) -> list[int]:
+        """Start over from token ids as they are (a reopened session file's prompt), no tokenizer needed."""
+        ids = [int(i) for i in ids]
+        if not ids:
+            raise PromptError("The prompt is empty: it needs at least one token.")
+        if min(ids) < 0 or max(ids) >= self.info.vocab_size:
+            raise PromptError(f"A prompt token id is outside the vocabulary (0 to {self.info.vocab_size - 1}).")
+        if len(ids) > self.info.n_positions:
+            raise PromptError(f"The prompt is {len(ids):,} tokens long but {self.info.name} reads at most {self.info.n_positions:,}.")
+        self._prompt_ids = ids
+        self.reset()
+        return list(ids)
+
     def reset(self) -> None:
         """Drop every step, every branch and the cache; keep the prompt."""
         self._records, self._path = [], []
