@@ -473,8 +473,8 @@ def _check_v3(name: str, d: dict, meta: dict) -> None:
     raw = _need(name, d, "token_bytes", np.uint8, (None,))
     if len(token_ids) and (lengths.min() < 0 or int(lengths.sum()) != len(raw) or np.any(np.diff(token_ids) <= 0)):
         raise ExportError(f"{name}: the token table is inconsistent.")
-    if not np.isin(np.concatenate([prompt, chosen]), token_ids).all():
-        raise ExportError(f"{name}: the token table lacks tokens of the prompt or of the steps.")
+    if not np.isin(prompt, token_ids).all():  # a token taken in a view-only session may be missing: it reads ⟨id⟩
+        raise ExportError(f"{name}: the token table lacks tokens of the prompt.")
 
     k = _need(name, d, "projection_components", np.float32, (None, D)).shape[0]
     _need(name, d, "projection_mean", np.float32, (D,))
@@ -541,16 +541,18 @@ def records(saved: SavedSession) -> list[StepRecord]:
     passes = []
     for k in range(len(n)):
         r0, r1, t = rows[k], rows[k + 1], int(start[k] + n[k])
-        kv = KVStats(a["pass_kv_key_positions"][k], a["pass_kv_value_positions"][k], int(a["pass_kv_total_bytes"][k]),
+        kv = KVStats(a["pass_kv_key_positions"][k].copy(), a["pass_kv_value_positions"][k].copy(), int(a["pass_kv_total_bytes"][k]),
                      int(a["pass_kv_bytes_per_value"][k]), info.d_model, info.n_positions)
-        passes.append(dict(
-            step=int(a["pass_step"][k]), start=int(start[k]), input_ids=a["pass_input_ids"][r0:r1],
-            token_embed=a["pass_token_embed"][r0:r1], pos_embed=a["pass_pos_embed"][r0:r1],
-            attn=a["pass_attn"][:, :, cells[k] : cells[k + 1]].reshape(L, H, int(n[k]), t),
-            resid=a["pass_resid"][:, r0:r1], attn_out=a["pass_attn_out"][k], mlp_out=a["pass_mlp_out"][k],
-            final_hidden=a["pass_final_hidden"][k], logits=a["pass_logits"][k], kv=kv,
-            forward_ms=float(a["pass_forward_ms"][k]), step_ms=float(a["pass_step_ms"][k]),
-        ))
+        arrays = dict(
+            input_ids=a["pass_input_ids"][r0:r1], token_embed=a["pass_token_embed"][r0:r1], pos_embed=a["pass_pos_embed"][r0:r1],
+            attn=a["pass_attn"][:, :, cells[k] : cells[k + 1]].reshape(L, H, int(n[k]), t), resid=a["pass_resid"][:, r0:r1],
+            attn_out=a["pass_attn_out"][k], mlp_out=a["pass_mlp_out"][k], final_hidden=a["pass_final_hidden"][k],
+            logits=a["pass_logits"][k],
+        )
+        # copies, as a step records them: a view would keep the whole file's array alive after its branch is dropped
+        passes.append({key: np.array(v, copy=True) for key, v in arrays.items()} | dict(
+            step=int(a["pass_step"][k]), start=int(start[k]), kv=kv,
+            forward_ms=float(a["pass_forward_ms"][k]), step_ms=float(a["pass_step_ms"][k])))
     table = [_settings(saved.name, s) for s in saved.meta["settings_table"]]
     return [
         StepRecord(**passes[int(k)], settings=table[int(s)], chosen=int(c), chosen_by=str(by), draw_u=float(u))

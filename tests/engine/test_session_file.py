@@ -4,8 +4,11 @@ files of formats 1 and 2 still open."""
 
 import json
 import os
+import subprocess
+import sys
 import zipfile
 from dataclasses import fields
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -363,3 +366,13 @@ def test_export_writes_format_3_with_the_path_arrays(tmp_path, capsys):
     assert a["q_2"].shape == (4, 4, 64) and a["scores_2"].shape == (4, 4, 5 + 2) and a["final_hidden"].shape == (3, 256)
     session, _ = open_session(saved, None)
     assert session.n_steps == 3 and session.stop_reason()[0] == "max_new_tokens"
+
+
+def test_reading_imports_no_torch(saved_path):
+    """The window's process may read a file (to say what it holds) without importing torch."""
+    code = ("import sys; from engine.session_file import read_session; "
+            f"s = read_session({str(saved_path)!r}); assert s.n_nodes > 0; "
+            "assert 'torch' not in sys.modules, 'torch imported'")
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=root)
+    assert done.returncode == 0, done.stderr
