@@ -1,7 +1,7 @@
 """Atomic .npz writing, and the reader of session files of formats 1 and 2 (before branches).
 
 Format 3 (engine.session_file) replaced these; files of formats 1 and 2 still open (engine.session_file
-reads them through ``load_export`` and rebuilds their steps with the model). Their keys (S steps, P
+checks them with ``check_legacy`` and rebuilds their steps with the model). Their keys (S steps, P
 prompt tokens, L layers, H heads, d = d_model, V = vocabulary):
     input_ids int64 [P + S], prompt_len int64 [], chosen int64 [S],
     logits float32 [S, V] (raw logits each chosen token was drawn from),

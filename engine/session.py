@@ -157,6 +157,8 @@ class Session:
         if not (0 <= layer < info.n_layer and 0 <= head < info.n_head):
             raise SessionError(f"There is no layer {layer}, head {head} (layers 0 to {info.n_layer - 1}, heads 0 to {info.n_head - 1}).")
         record = self.trace(step).record if step is not None else self._current("read a query")
+        if self.loaded.model is None:
+            raise SessionError(self.loaded.missing_reason or "No model is loaded to compute a query with.")
         block = self.loaded.model.transformer.h[layer]
         dh = info.d_model // info.n_head
         with torch.inference_mode():

@@ -77,7 +77,7 @@ def session_arrays(session, *, inside: bool = False) -> dict[str, np.ndarray]:
     nodes = tree.nodes()  # ascending ids: a parent always before its children
     if not nodes:
         raise ExportError("Nothing to save yet: step at least once.")
-    info, tokenizer = session.info, session.loaded.tokenizer
+    tokenizer = session.loaded.tokenizer
     index = {node: i for i, node in enumerate(nodes)}
     records = [tree.record(n) for n in nodes]
 
@@ -86,9 +86,10 @@ def session_arrays(session, *, inside: bool = False) -> dict[str, np.ndarray]:
     node_pass = []
     for r in records:
         key = tuple(id(getattr(r, f)) for f in _PASS_ARRAYS) + (id(r.kv), r.forward_ms, r.step_ms)
-        node_pass.append(pass_of.setdefault(key, len(passes)))
-        if node_pass[-1] == len(passes):
+        if key not in pass_of:
+            pass_of[key] = len(passes)
             passes.append(r)
+        node_pass.append(pass_of[key])
 
     settings_table: list[SamplingSettings] = []
     for r in records:

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from engine.branches import ROOT
-from engine.errors import ExportError, SessionError
+from engine.errors import ExportError, PromptError, SessionError
+from engine.inside import inside
 from engine.export import write_npz
 from engine.sampling import SamplingSettings
 from engine.session import Session
@@ -120,8 +121,11 @@ def test_view_only_without_the_model(saved_path, original, tiny_model, with_mode
     assert ("not loaded" if with_model == "none" else "differs") in note
     assert session.loaded.model is None and session.info == original.info
     assert_same_session(original, session)  # every panel's values, pieces included, without the model
-    with pytest.raises(SessionError, match=r"saved with gpt2-tiny-demo \(.*\); open that model to continue stepping"):
-        session.step()
+    for needs_the_model in (session.step, lambda: inside(session), lambda: session.query(0, 0)):
+        with pytest.raises(SessionError, match=r"saved with gpt2-tiny-demo \(.*\); open that model to continue stepping"):
+            needs_the_model()
+    with pytest.raises(PromptError, match="open that model"):
+        session.set_prompt("new text needs the tokenizer")
     other = session.branches().leaves()[0]
     session.switch(other)  # Back and the branch view still work
     assert session.node == other and session.trace().chosen == original.tree.record(other).chosen
@@ -134,7 +138,6 @@ def test_a_view_only_session_saves_again_unchanged(saved_path, original, tmp_pat
     assert again.loaded.missing_reason == session.loaded.missing_reason
 
 
-@pytest.mark.slow
 def test_a_reopened_seeded_session_draws_the_same_tokens(demo_model, tmp_path):
     settings = SamplingSettings(temperature=1.0, top_k=50, seed=2024)
     whole = Session(demo_model, settings)
