@@ -11,6 +11,7 @@ side by side in one process, interleaved repeat by repeat, and reports medians a
     python benchmarks/bench_engine.py --only sampling   # the sampling stages' cost alone, 20 s
     python benchmarks/bench_engine.py --only cache      # the KV cache on and off alone
     python benchmarks/bench_engine.py --only inside     # the Inside figures (decode, history, recompute, lens)
+    python benchmarks/bench_engine.py --only file --steps 1000  # a session file's size, save and open times
 
 The cache section times, at each position, a cached step and a whole-sequence recompute for both the
 bare model and the engine (``Session(use_cache=False)``, what ``--no-cache`` runs). The sampling
@@ -611,11 +612,65 @@ def report_section(cache_rows, sampling_rows) -> str:
     return full[start:end]
 
 
+def measure_file(loaded, steps: int, folder: Path) -> dict:
+    """Size and times of a session file of ``steps`` sampled steps (one branch) at this model's shape."""
+    import zipfile
+
+    from engine.session_file import open_session, read_session, save_session, session_arrays, weights_hash
+
+    t0 = time.perf_counter()
+    weights_hash(loaded)
+    hash_s = time.perf_counter() - t0
+    loaded.projection  # fitted once per model in the app too, before any save
+    session = session_with_prompt(loaded, 16)
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        session.step()
+    step_s = time.perf_counter() - t0
+    path = folder / "session.npz"
+    t0 = time.perf_counter()
+    save_session(session, path)
+    save_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    arrays = session_arrays(session)  # the part of a save before compression
+    arrays_s = time.perf_counter() - t0
+    del arrays
+    t0 = time.perf_counter()
+    saved = read_session(path)
+    read_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    open_session(saved, loaded)
+    open_same_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    open_session(saved, None)
+    open_view_s = time.perf_counter() - t0
+    with zipfile.ZipFile(path) as z:
+        members = {i.filename.removesuffix(".npy"): (i.file_size, i.compress_size) for i in z.infolist()}
+    return dict(steps=steps, size=path.stat().st_size, history=session.history_nbytes(), step_s=step_s, save_s=save_s, arrays_s=arrays_s,
+                read_s=read_s, open_same_s=open_same_s, open_view_s=open_view_s, hash_s=hash_s, members=members)
+
+
+def file_report(f: dict) -> str:
+    top = sorted(f["members"].items(), key=lambda kv: -kv[1][1])[:6]
+    lines = [
+        f"| {f['steps']:,} sampled steps, 16-token prompt | value |",
+        "|---|---|",
+        f"| file size | {mib(f['size'])} ({f['size'] / f['steps'] / 1024:.0f} KiB a step) |",
+        f"| the records in memory | {mib(f['history'])} |",
+        f"| save_session (arrays, compression, fsync) | {f['save_s']:.1f} s, of which gathering the arrays {f['arrays_s']:.1f} s |",
+        f"| read_session (decompress, check) | {f['read_s']:.1f} s |",
+        f"| open_session with the same model (hash already known) / view-only | {f['open_same_s']:.2f} s / {f['open_view_s']:.2f} s |",
+        f"| weights_hash, first time (GPT-2 small: 124M parameters) | {f['hash_s']:.2f} s |",
+        "| largest keys, stored (raw) | " + ", ".join(f"`{k}` {mib(c)} ({mib(r)})" for k, (r, c) in top) + " |",
+    ]
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="short run (under a minute): fewer repeats and steps")
     p.add_argument("--threads", type=int, default=0, help=f"torch threads (default: cores - 1 = {app_threads()}, as the app)")
-    p.add_argument("--only", choices=("cache", "sampling", "inside", "fit"),
+    p.add_argument("--only", choices=("cache", "sampling", "inside", "fit", "file"),
                    help="run one section and print its table: the KV cache comparison, sampling, or the Inside figures (issue 12)")
     p.add_argument("--memory-child", metavar="FOLDER", help=argparse.SUPPRESS)
     p.add_argument("--steps", type=int, default=0, help=argparse.SUPPRESS)
@@ -636,6 +691,11 @@ def main(argv=None) -> int:
               f"engine attention: {loaded.model.config._attn_implementation}", file=sys.stderr)
         if args.only in ("cache", "sampling"):
             return only_section(args, cfg, loaded, bare, t0)
+        if args.only == "file":
+            steps = args.steps or 1000
+            print(file_report(measure_file(loaded, steps, Path(tmp))))
+            print(f"\n({time.perf_counter() - t0:.0f} s, `python benchmarks/bench_engine.py --only file --steps {steps}`)")
+            return 0
         if args.only == "fit":
             f = measure_projection_fit(loaded)
             print(fit_row(f))

@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .export import save_session
+    from .session_file import save_session
     from .loading import load_model
     from .sampling import SamplingSettings
     from .session import Session
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         print(stop)
         print(f"text: {session.text()!r}")
     if args.export:
-        path = save_session(session, args.export)
+        path = save_session(session, args.export, inside=True)
         print(f"saved {path}", file=sys.stderr if args.json else sys.stdout)
     return 0
 

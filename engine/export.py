@@ -1,19 +1,17 @@
-"""Save a session as a ``.npz`` file and read one back, safely.
+"""Atomic .npz writing, and the reader of session files of formats 1 and 2 (before branches).
 
-Keys written (S steps, P prompt tokens, L layers, H heads, d = d_model, V = vocabulary):
+Format 3 (engine.session_file) replaced these; files of formats 1 and 2 still open (engine.session_file
+checks them with ``check_legacy`` and rebuilds their steps with the model). Their keys (S steps, P
+prompt tokens, L layers, H heads, d = d_model, V = vocabulary):
     input_ids int64 [P + S], prompt_len int64 [], chosen int64 [S],
     logits float32 [S, V] (raw logits each chosen token was drawn from),
     probs float32 [S, V] (the final distribution it was drawn from),
-    draw_u float64 [S] (the draw's u: ``chosen`` is the first token, in descending ``probs`` order
-        with ties by lower id, whose float64 cumulative probability exceeds it; NaN for greedy steps
-        and user choices; since format 2),
+    draw_u float64 [S] (the draw's u, since format 2),
     attn_prefill_{L} float32 [H, P, P], attn_step_{s}_{L} float32 [H, 1, P + s] for s = 1..S-1,
     resid_prefill float32 [L + 1, P, d], kv_len int64 [S], kv_bytes int64 [S],
     meta: a JSON string (model, config, settings per step, seed, library versions),
-    and the path at each step's newest position (engine.inside.inside_arrays, dh = d / H, m = 4 d):
-    q_{s}, k_{s}, v_{s}, z_{s} float32 [L, H, dh], scores_{s} float32 [L, H, P + s],
-    attn_out_{s}, resid_mid_{s}, mlp_out_{s} float32 [L, d], mlp_pre_{s}, mlp_post_{s} float32 [L, m],
-    lens_ids_{s} int64 / lens_logits_{s} float32 [L + 1, 10], final_hidden float32 [S, d].
+    and optionally the path at each step's newest position (q_{s}, ..., lens_logits_{s}, final_hidden;
+    format 3 --export files hold them too, checked by ``_check_inside``).
 Reading never unpickles (``allow_pickle=False``) and checks every key's dtype and shape.
 """
 
@@ -26,79 +24,17 @@ from pathlib import Path
 
 import numpy as np
 
-from . import sampling
 from .errors import ExportError
 
-FORMAT = "nexttoken-session/2"  # 2: adds draw_u; seeds draw differently from format 1
+FORMAT = "nexttoken-session/2"  # the newest format this module reads; engine.session_file writes format 3
 READABLE_FORMATS = ("nexttoken-session/1", FORMAT)
 MAX_STEPS = 100_000
 MAX_VOCAB = 1_000_000
 
 
-def session_arrays(session) -> dict[str, np.ndarray]:
-    """The export's arrays for every step of ``session``."""
-    records = session.records
-    if not records:
-        raise ExportError("Nothing to save yet: step at least once.")
-    prompt_len = len(session.prompt_ids)
-    out: dict[str, np.ndarray] = {
-        "input_ids": session.token_ids(),
-        "prompt_len": np.array(prompt_len, dtype=np.int64),
-        "chosen": np.array([r.chosen for r in records], dtype=np.int64),
-        "draw_u": np.array([r.draw_u for r in records], dtype=np.float64),
-        "logits": np.stack([r.logits for r in records]).astype(np.float32),
-        "kv_len": np.array([r.kv.positions for r in records], dtype=np.int64),
-        "kv_bytes": np.array([r.kv.total_bytes for r in records], dtype=np.int64),
-        "resid_prefill": records[0].resid.astype(np.float32),
-    }
-    ids = out["input_ids"]
-    out["probs"] = np.stack(
-        [sampling.distribution(r.logits, ids[: prompt_len + r.step], r.settings).probs for r in records]
-    ).astype(np.float32)
-    for r in records:
-        for layer in range(r.attn.shape[0]):
-            key = f"attn_prefill_{layer}" if r.step == 0 else f"attn_step_{r.step}_{layer}"
-            out[key] = r.attn[layer].astype(np.float32)
-    out.update(_inside_arrays(session))
-    out["meta"] = np.array(json.dumps(_meta(session), ensure_ascii=False))
-    return out
-
-
-def _inside_arrays(session) -> dict[str, np.ndarray]:
-    from .inside import inside_arrays  # torch: imported only when a session is saved
-
-    return inside_arrays(session)
-
-
-def _meta(session) -> dict:
-    import torch
-    import transformers
-
-    info = session.info
-    return {
-        "format": FORMAT,
-        "model": {"name": info.name, "source": info.source, "n_params": info.n_params},
-        "config": {
-            "n_layer": info.n_layer,
-            "n_head": info.n_head,
-            "d_model": info.d_model,
-            "n_positions": info.n_positions,
-            "vocab_size": info.vocab_size,
-        },
-        "settings": [vars(r.settings) | {"chosen_by": r.chosen_by} for r in session.records],
-        "seed": session.settings.seed,
-        "use_cache": session.use_cache,
-        "text": session.text(),
-        "versions": {"numpy": np.__version__, "torch": torch.__version__, "transformers": transformers.__version__},
-    }
-
-
-def save_session(session, path: str | os.PathLike) -> Path:
-    """Write the session to ``path`` atomically: a crash mid-write leaves no broken file."""
-    return write_npz(session_arrays(session), path)
-
-
 def write_npz(arrays: dict[str, np.ndarray], path: str | os.PathLike) -> Path:
+    """Write ``arrays`` with ``np.savez_compressed`` to a temporary file beside ``path``, fsync it, then
+    rename it over ``path``: a crash mid-write leaves the old file whole and no temporary behind."""
     path = Path(path)
     if path.suffix != ".npz":
         path = path.with_name(path.name + ".npz")
@@ -120,27 +56,22 @@ def write_npz(arrays: dict[str, np.ndarray], path: str | os.PathLike) -> Path:
 
 
 def load_export(path: str | os.PathLike) -> dict:
-    """Read and check a saved session; raise ExportError naming the first problem."""
+    """Read and check a format-1 or format-2 file; raise ExportError naming the first problem."""
+    from .session_file import _read_npz  # the one reader of .npz files
+
     path = Path(path)
-    try:
-        with open(path, "rb") as f:
-            if f.read(4) != b"PK\x03\x04":
-                raise ExportError(f"{path.name} is not a readable .npz file (it is not a zip archive).")
-        with np.load(path, allow_pickle=False) as z:
-            names = set(z.files)
-            missing = {"input_ids", "prompt_len", "chosen", "logits", "probs", "kv_len", "kv_bytes", "meta"} - names
-            if missing:
-                raise ExportError(f"{path.name} is not a nexttoken session: it lacks {', '.join(sorted(missing))}.")
-            data = {name: z[name] for name in names}
-    except ExportError:
-        raise
-    except FileNotFoundError as exc:
-        raise ExportError(f"{path} does not exist.") from exc
-    except Exception as exc:  # damaged zip, deflate stream or .npy header: zlib.error, ValueError, ...
-        if isinstance(exc, ValueError) and "allow_pickle" in str(exc):  # numpy refuses object arrays
-            raise ExportError(f"{path.name} holds Python objects, which nexttoken never loads ({exc}).") from exc
-        raise ExportError(f"{path.name} is not a readable .npz file ({exc}).") from exc
-    _check(path.name, data)
+    return check_legacy(path.name, _read_npz(path))
+
+
+LEGACY_KEYS = {"input_ids", "prompt_len", "chosen", "logits", "probs", "kv_len", "kv_bytes", "meta"}
+
+
+def check_legacy(name: str, data: dict) -> dict:
+    """Check the arrays of a format-1 or format-2 file (``meta`` parsed in place); returns ``data``."""
+    missing = LEGACY_KEYS - set(data)
+    if missing:
+        raise ExportError(f"{name} is not a nexttoken session: it lacks {', '.join(sorted(missing))}.")
+    _check(name, data)
     return data
 
 

@@ -123,6 +123,8 @@ def inside(session, step: int | None = None, position: int | None = None, *,
     """
     s, p, ids, next_id = _resolve(session, step, position)
     model, info = session.loaded.model, session.info
+    if model is None:  # a session file opened without its model
+        raise SessionError(session.loaded.missing_reason or "No model is loaded to recompute the path with.")
     n_layers = info.n_layer
     layers_kv = tuple(range(n_layers)) if kv_layers is None else tuple(sorted(set(kv_layers)))
     last = hooks.Keep(rows=slice(-1, None))  # position p is the pass's last position either way
@@ -205,7 +207,7 @@ _EXPORT = {
 
 
 def inside_arrays(session) -> dict[str, np.ndarray]:
-    """The export's per-step path arrays (see engine.export), float32, from one recompute pass.
+    """The --export file's per-step path arrays (see engine.session_file), float32, from one recompute pass.
 
     For every step s at its newest position r = P - 1 + s: q_s, k_s, v_s, z_s [L, H, dh]; scores_s
     [L, H, r + 1]; attn_out_s, resid_mid_s, mlp_out_s [L, d]; mlp_pre_s, mlp_post_s [L, m];

@@ -58,6 +58,7 @@ class LoadedModel:
     info: ModelInfo
     missing_reason: str = ""
     _projection: Projection | None = field(default=None, init=False, repr=False)
+    _weights_hash: str = field(default="", init=False, repr=False)  # engine.session_file.weights_hash, once
 
     @property
     def projection(self) -> Projection:

@@ -157,6 +157,8 @@ class Session:
         if not (0 <= layer < info.n_layer and 0 <= head < info.n_head):
             raise SessionError(f"There is no layer {layer}, head {head} (layers 0 to {info.n_layer - 1}, heads 0 to {info.n_head - 1}).")
         record = self.trace(step).record if step is not None else self._current("read a query")
+        if self.loaded.model is None:
+            raise SessionError(self.loaded.missing_reason or "No model is loaded to compute a query with.")
         block = self.loaded.model.transformer.h[layer]
         dh = info.d_model // info.n_head
         with torch.inference_mode():
@@ -188,6 +190,19 @@ class Session:
                     f"(room to generate {capacity - keep:,})."
                 )
             ids = ids[-keep:]
+        self._prompt_ids = ids
+        self.reset()
+        return list(ids)
+
+    def set_prompt_ids(self, ids) -> list[int]:
+        """Start over from token ids as they are (a reopened session file's prompt), no tokenizer needed."""
+        ids = [int(i) for i in ids]
+        if not ids:
+            raise PromptError("The prompt is empty: it needs at least one token.")
+        if min(ids) < 0 or max(ids) >= self.info.vocab_size:
+            raise PromptError(f"A prompt token id is outside the vocabulary (0 to {self.info.vocab_size - 1}).")
+        if len(ids) > self.info.n_positions:
+            raise PromptError(f"The prompt is {len(ids):,} tokens long but {self.info.name} reads at most {self.info.n_positions:,}.")
         self._prompt_ids = ids
         self.reset()
         return list(ids)

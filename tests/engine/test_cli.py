@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from engine.cli import main
-from engine.export import load_export
+from engine.session_file import read_session
 
 
 def test_table_with_the_bundled_model(capsys):
@@ -44,22 +44,19 @@ def test_json_rows_match_a_direct_session(capsys, demo_model):
 def test_export_keys_shapes_and_values(tmp_path, capsys, demo_model):
     path = tmp_path / "run.npz"
     assert main(["--steps", "4", "--seed", "9", "--top-p", "0.9", "--export", str(path)]) == 0
-    data = load_export(path)
+    saved = read_session(path)
+    data, meta = saved.arrays, saved.meta
     P, S, L, H, V, d = 5, 4, 4, 4, 50257, 256
     assert data["input_ids"].shape == (P + S,) and int(data["prompt_len"]) == P
-    assert data["chosen"].tolist() == data["input_ids"][P:].tolist()
-    assert data["logits"].shape == data["probs"].shape == (S, V)
-    assert data["logits"].dtype == data["probs"].dtype == np.float32
-    for layer in range(L):
-        assert data[f"attn_prefill_{layer}"].shape == (H, P, P)
-        for s in range(1, S):
-            assert data[f"attn_step_{s}_{layer}"].shape == (H, 1, P + s)
-    assert data["resid_prefill"].shape == (L + 1, P, d)
+    assert data["chosen"].tolist() == data["input_ids"][P:].tolist() == data["node_chosen"].tolist()
+    assert data["pass_logits"].shape == data["probs"].shape == (S, V)
+    assert data["pass_logits"].dtype == data["probs"].dtype == np.float32
+    assert data["pass_attn"].shape == (L, H, P * P + sum(P + s for s in range(1, S))) and data["pass_attn"].dtype == np.float16
+    assert data["pass_resid"].shape == (L + 1, P + S - 1, d)
     assert data["kv_len"].tolist() == [5, 6, 7, 8]
     assert data["kv_bytes"].tolist() == [2 * L * n * d * 4 for n in (5, 6, 7, 8)]
-    meta = data["meta"]
-    assert meta["model"]["name"] == "gpt2-tiny-demo" and meta["seed"] == 9
-    assert meta["settings"][0]["top_p"] == 0.9 and "transformers" in meta["versions"]
+    assert meta["format"] == "nexttoken-session/3" and meta["model"]["name"] == "gpt2-tiny-demo" and meta["seed"] == 9
+    assert meta["settings_table"][0]["top_p"] == 0.9 and "transformers" in meta["versions"]
     for s in range(S):  # every chosen token was possible under the distribution it came from
         assert data["probs"][s, data["chosen"][s]] > 0
         np.testing.assert_allclose(data["probs"][s].sum(), 1, atol=1e-5)
@@ -108,14 +105,14 @@ def test_no_cache_run_writes_the_same_keys(tmp_path, capsys):
     assert [r.split()[-2] for r in rows] == ["0"] * 4  # nothing cached
     assert all(float(r.split()[-1]) > 0 for r in rows)  # the time per step
     assert all(r.split()[4] == "-" for r in rows)  # greedy: no u drawn
-    a, b = load_export(cached), load_export(uncached)
+    a, b = read_session(cached).arrays, read_session(uncached).arrays
     assert set(a) == set(b)
     assert b["chosen"].tolist() == a["chosen"].tolist()
     assert b["kv_len"].tolist() == b["kv_bytes"].tolist() == [0] * 4 and a["kv_len"].tolist() == [5, 6, 7, 8]
     assert a["meta"]["use_cache"] is True and b["meta"]["use_cache"] is False
     for key in a:
-        if key.startswith(("logits", "probs", "attn_", "resid")):
-            np.testing.assert_allclose(b[key], a[key], atol=1e-3 if key.startswith("attn_") else 1e-5, rtol=0, err_msg=key)
+        if key.startswith(("pass_logits", "probs", "pass_attn", "pass_resid")):
+            np.testing.assert_allclose(b[key].astype(np.float32), a[key].astype(np.float32), atol=1e-3 if "attn" in key else 1e-5, rtol=0, err_msg=key)
 
 
 def test_table_shows_the_draw_u(capsys):

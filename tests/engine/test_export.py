@@ -1,4 +1,5 @@
-"""Session files: written atomically, read back without ever unpickling, hostile files refused."""
+"""Files of formats 1 and 2 (before branches): still read without ever unpickling, hostile ones refused;
+``write_npz`` writes atomically. Format 3 is tested in test_session_file.py."""
 
 import json
 import os
@@ -7,7 +8,9 @@ import numpy as np
 import pytest
 
 from engine import ExportError, SamplingSettings, Session
-from engine.export import FORMAT, load_export, save_session, session_arrays, write_npz
+from engine.export import FORMAT, load_export, write_npz
+
+from .legacy import legacy_arrays
 
 
 @pytest.fixture(scope="module")
@@ -16,7 +19,7 @@ def arrays(demo_model):
     session.set_prompt("The cat sat on the")
     for _ in range(3):
         session.step()
-    return session_arrays(session)
+    return legacy_arrays(session, inside=True)
 
 
 def write(tmp_path, arrays, **changes):
@@ -119,13 +122,6 @@ def test_unwritable_destination(tmp_path, arrays):
         write_npz(arrays, blocker / "sub" / "s.npz")
 
 
-def test_nothing_to_save(demo_model, tmp_path):
-    session = Session(demo_model)
-    session.set_prompt("x")
-    with pytest.raises(ExportError, match="Nothing to save"):
-        save_session(session, tmp_path / "s.npz")
-
-
 def reference_pick(probs: np.ndarray, u: float) -> int:
     """What the README tells a reader to do with probs[s] and draw_u[s]."""
     ids = np.flatnonzero(probs > 0)
@@ -141,7 +137,7 @@ def sampled(demo_model, tmp_path_factory):
     session.set_prompt("The cat sat on the")
     for _ in range(6):
         session.step()
-    return save_session(session, tmp_path_factory.mktemp("sampled") / "s.npz"), session
+    return write_npz(legacy_arrays(session), tmp_path_factory.mktemp("sampled") / "s.npz"), session
 
 
 def test_chosen_is_reproduced_from_probs_and_draw_u(sampled, demo_model):
@@ -156,7 +152,7 @@ def test_chosen_is_reproduced_from_probs_and_draw_u(sampled, demo_model):
     session.step()
     session.choose(13)
     session.step()
-    assert np.isnan(session_arrays(session)["draw_u"]).all()  # a user's choice, then greedy: nothing drawn
+    assert np.isnan(legacy_arrays(session)["draw_u"]).all()  # a user's choice, then greedy: nothing drawn
 
 
 def test_a_seeded_session_replays_exactly(sampled, demo_model):
@@ -168,7 +164,7 @@ def test_a_seeded_session_replays_exactly(sampled, demo_model):
     records = [replay.step().record for _ in range(len(data["chosen"]))]
     assert [r.chosen for r in records] == data["chosen"].tolist()
     np.testing.assert_array_equal([r.draw_u for r in records], data["draw_u"])
-    np.testing.assert_array_equal(session_arrays(replay)["probs"], data["probs"])
+    np.testing.assert_array_equal(legacy_arrays(replay)["probs"], data["probs"])
 
 
 def test_format_1_files_still_load(tmp_path, arrays):
