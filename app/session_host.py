@@ -333,6 +333,7 @@ class SessionHost:
         loaded = self.session.loaded if self.session is not None and self.session.loaded.model is not None else None
         session, note = open_session(saved, loaded)
         session.use_cache = request.use_cache
+        session.max_new_tokens = None  # a file from ``--export --steps N``: the window has no such limit
         if request.step >= 0:
             if request.step >= session.n_steps:
                 raise NextTokenError(

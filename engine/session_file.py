@@ -279,14 +279,27 @@ def read_session(path: str | os.PathLike) -> SavedSession:
                         meta["use_cache"], meta["max_new_tokens"], data, meta)
 
 
-def _read_npz(path: Path) -> dict[str, np.ndarray]:
-    """Every array of an .npz, loaded without pickles; ExportError for anything unreadable."""
+def read_meta(path: str | os.PathLike) -> dict:
+    """A quick look at a session file: its ``meta`` alone, parsed, its format checked (the command
+    line reads it before the window opens; opening the file checks all of it). ExportError as
+    ``read_session``."""
+    path = Path(path)
+    data = _read_npz(path, keys=("meta",))
+    if "meta" not in data:
+        raise ExportError(f"{path.name} is not a nexttoken session file (it has no 'meta').")
+    _version(path.name, data["meta"])
+    return _parse_meta(path.name, data["meta"])
+
+
+def _read_npz(path: Path, keys: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
+    """Every array of an .npz (or those of ``keys`` it holds), loaded without pickles; ExportError for
+    anything unreadable."""
     try:
         with open(path, "rb") as f:
             if f.read(4) != b"PK\x03\x04":
                 raise ExportError(f"{path.name} is not a readable .npz file (it is not a zip archive).")
         with np.load(path, allow_pickle=False) as z:
-            return {key: z[key] for key in z.files}
+            return {key: z[key] for key in z.files if keys is None or key in keys}
     except ExportError:
         raise
     except FileNotFoundError as exc:
