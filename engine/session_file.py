@@ -1,7 +1,7 @@
 """Session files: save a whole session (every branch, every recorded value), read one back safely, open it.
 
 Format 3 (``nexttoken-session/3``, laid out in the README's "Session files" section) is one ``.npz``
-written by ``np.savez_compressed``: the branch tree's nodes, the forward passes they come from (two
+written by ``engine.export.write_npz``: the branch tree's nodes, the forward passes they come from (two
 siblings that differ only in the token taken share one pass, as they share its arrays in memory),
 each pass's StepRecord arrays stacked per field over passes, the prompt, the model's name, source,
 shape and weights hash, its PCA projection, and the bytes of every token the file shows, so that a
