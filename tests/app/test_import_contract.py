@@ -22,6 +22,12 @@ window = MainWindow(remember=False)  # the default engine: a child process, whic
 window.show()
 qt.processEvents()
 window.close()
+from engine.errors import ExportError
+from engine.session_file import read_meta  # what --open reads before the window opens
+try:
+    read_meta("no-such-session.npz")
+except ExportError:
+    pass
 heavy = ("torch", "transformers", "safetensors", "huggingface_hub")
 print(json.dumps(sorted({m.split(".")[0] for m in sys.modules} & set(heavy))))
 """
