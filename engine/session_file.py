@@ -591,11 +591,11 @@ def open_session(saved: SavedSession, loaded=None):
     same = loaded is not None and loaded.model is not None and weights_hash(loaded) == saved.weights_hash
     host = loaded if same else stand_in(saved)
     if same:
-        note = f"Opened {saved.name} with {info.name}: stepping can go on."
+        note = f"Made with the model loaded ({info.name}): stepping can go on."
     elif loaded is None or loaded.model is None:
-        note = f"Opened {saved.name} to view: {info.name} is not loaded, showing the saved steps."
+        note = f"To view only: it was made with {info.name}, which is not loaded; the saved steps are shown."
     else:
-        note = f"Opened {saved.name} to view: the loaded model differs from {info.name}, showing the saved steps."
+        note = f"To view only: the loaded model differs from {info.name}, which made it; the saved steps are shown."
     session = Session(host, saved.settings, max_new_tokens=saved.max_new_tokens, use_cache=saved.use_cache)
     session.set_prompt_ids(saved.prompt_ids)
     tree, parents = session.tree, saved.arrays["node_parent"]
@@ -643,4 +643,4 @@ def _replay(saved: SavedSession, loaded):
         u = float(a["draw_u"][s]) if has_u else float("nan")
         session._take(session.node, replace(record, chosen=int(a["chosen"][s]), chosen_by=str(by), draw_u=u))
     session.settings = saved.settings
-    return session, f"Opened {saved.name} (format {saved.version}) by running {mine.name} over its {len(steps)} steps again."
+    return session, f"A format-{saved.version} file: its {len(steps)} steps were computed again by {mine.name}."

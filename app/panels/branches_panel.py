@@ -45,8 +45,8 @@ NODE = Qt.UserRole  # the tree item's data: the node a double-click switches to
 
 
 def text_of(pieces) -> str:
-    """The readable pieces (␣ for a space…) as the text they stand for."""
-    return b"".join(piece_bytes(p) for p in pieces).decode("utf-8", errors="replace")
+    """The readable pieces (␣ for a space…) as the text they stand for, on one line (⏎ for a newline)."""
+    return b"".join(piece_bytes(p) for p in pieces).decode("utf-8", errors="replace").replace("\n", " ⏎ ")
 
 
 def segments(table: BranchTable) -> dict[int, list[int]]:
@@ -195,7 +195,7 @@ class BranchesPanel(QWidget):
             where = "prefill" if table.steps[i] == 0 else f"step {int(table.steps[i])}"
             text = text_of(table.pieces[table.index(n)] for n in run)
             item = QTreeWidgetItem(
-                [f"{'▶ ' if marked else ''}{where}", f"“{table.pieces[i]}”  {p:.1%}{how}", clip(text.replace("\n", " ⏎ "), 160)]
+                [f"{'▶ ' if marked else ''}{where}", f"“{table.pieces[i]}”  {p:.1%}{how}", clip(text, 160)]
             )
             item.setData(0, NODE, table.leaf_of(run[-1]))
             item.setToolTip(2, text)
