@@ -643,4 +643,4 @@ def _replay(saved: SavedSession, loaded):
         u = float(a["draw_u"][s]) if has_u else float("nan")
         session._take(session.node, replace(record, chosen=int(a["chosen"][s]), chosen_by=str(by), draw_u=u))
     session.settings = saved.settings
-    return session, f"A format-{saved.version} file: its {len(steps)} steps were computed again by {mine.name}."
+    return session, f"A file of format {saved.version}: its {len(steps)} steps were computed again by {mine.name}."
