@@ -21,7 +21,7 @@ from PySide6.QtWidgets import QApplication, QFileDialog, QGroupBox, QMenu, QMenu
 
 from . import pictures, tables
 from .guard import guarded
-from .help_dialog import HelpButton
+from .help_dialog import CornerButton
 from .views import VIEW_BUTTONS, VIEWS
 
 log = logging.getLogger(__name__)
@@ -175,7 +175,7 @@ class ExportActions(QObject):
     @contextmanager
     def _without_buttons(self, target: QWidget):
         """The panels' "?" and "⋯" buttons hidden while ``target`` is pictured: not part of a slide."""
-        buttons = [b for b in target.findChildren(QToolButton) if isinstance(b, (HelpButton, PanelMenuButton)) and b.isVisible()]
+        buttons = [b for b in target.findChildren(QToolButton) if isinstance(b, CornerButton) and b.isVisible()]
         for b in buttons:
             b.hide()
         try:
@@ -225,30 +225,17 @@ class ExportActions(QObject):
         self.history_action.setEnabled(has_step)
 
 
-class PanelMenuButton(QToolButton):
+class PanelMenuButton(CornerButton):
     """A small "⋯" in ``panel``'s title row, left of its "?": copy or save a picture of the panel."""
 
     def __init__(self, panel: QWidget, actions: ExportActions):
-        super().__init__(panel)
-        self.setText("⋯")
-        self.setToolTip("Copy or save a picture of this panel")
-        self.setAutoRaise(True)
+        super().__init__(panel, "⋯", "Copy or save a picture of this panel", slot=1)  # the "?" is right of it
         self.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         self.setStyleSheet("QToolButton::menu-indicator { image: none; }")  # "⋯" says it is a menu
         menu = QMenu(self)
         menu.addAction("Copy picture", lambda: actions.copy_picture(panel))
         menu.addAction("Export picture…", lambda: actions.ask_picture(panel))
         self.setMenu(menu)
-        panel.installEventFilter(self)
-
-    @guarded(fallback=False)
-    def eventFilter(self, watched, event) -> bool:
-        if event.type() in (QEvent.Type.Resize, QEvent.Type.FontChange, QEvent.Type.Show):
-            h = watched.fontMetrics().height() + 2
-            self.setFixedSize(h + 6, h)
-            self.move(watched.width() - 2 * self.width() - 4, 0)  # the "?" (app.help_dialog) is right of it
-            self.raise_()
-        return False
 
 
 def _menu(bar: QMenuBar, title: str, place: int) -> QMenu:

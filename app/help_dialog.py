@@ -9,15 +9,16 @@ from .guard import guarded
 from .help import glossary_html
 
 
-class HelpButton(QToolButton):
-    """A small "?" in the top right corner of ``panel``'s title row; ``clicked`` opens its help."""
+class CornerButton(QToolButton):
+    """A small button in the top right corner of ``panel``'s title row, following its size and font;
+    ``slot`` counts from the right (0: the corner itself)."""
 
-    def __init__(self, panel: QWidget, on_click):
+    def __init__(self, panel: QWidget, text: str, tip: str, slot: int = 0):
         super().__init__(panel)
-        self.setText("?")
-        self.setToolTip("What am I looking at? (F1)")
+        self.slot = slot
+        self.setText(text)
+        self.setToolTip(tip)
         self.setAutoRaise(True)
-        self.clicked.connect(on_click)
         panel.installEventFilter(self)
 
     @guarded(fallback=False)
@@ -25,9 +26,17 @@ class HelpButton(QToolButton):
         if event.type() in (QEvent.Type.Resize, QEvent.Type.FontChange, QEvent.Type.Show):
             h = watched.fontMetrics().height() + 2
             self.setFixedSize(h + 6, h)
-            self.move(watched.width() - self.width() - 2, 0)
+            self.move(watched.width() - (self.slot + 1) * (self.width() + 2), 0)
             self.raise_()
         return False
+
+
+class HelpButton(CornerButton):
+    """A small "?" in the top right corner of ``panel``'s title row; ``clicked`` opens its help."""
+
+    def __init__(self, panel: QWidget, on_click):
+        super().__init__(panel, "?", "What am I looking at? (F1)")
+        self.clicked.connect(on_click)
 
 
 class HelpDialog(QDialog):

@@ -71,6 +71,19 @@ def pack_npz(f, arrays: dict[str, np.ndarray]) -> None:
                 np.lib.format.write_array(member, a, allow_pickle=False)
 
 
+def parse_meta(name: str, meta: np.ndarray) -> dict:
+    """A session file's ``meta``: a 0-d string array holding a JSON object; ExportError otherwise."""
+    if meta.dtype.kind != "U" or meta.ndim != 0:
+        raise ExportError(f"{name}: 'meta' should be a JSON string.")
+    try:
+        parsed = json.loads(str(meta))
+    except json.JSONDecodeError as exc:
+        raise ExportError(f"{name}: 'meta' is not valid JSON ({exc}).") from exc
+    if not isinstance(parsed, dict):
+        raise ExportError(f"{name}: 'meta' is not a JSON object.")
+    return parsed
+
+
 def load_export(path: str | os.PathLike) -> dict:
     """Read and check a format-1 or format-2 file; raise ExportError naming the first problem."""
     from .session_file import _read_npz  # the one reader of .npz files
@@ -116,14 +129,8 @@ def _check(name: str, d: dict) -> None:
     if ids.min() < 0 or ids.max() >= d["logits"].shape[1]:
         raise ExportError(f"{name}: token ids fall outside the vocabulary.")
     _check_inside(name, d, steps)
-    meta = d["meta"]
-    if meta.dtype.kind != "U" or meta.ndim != 0:
-        raise ExportError(f"{name}: 'meta' should be a JSON string.")
-    try:
-        parsed = json.loads(str(meta))
-    except json.JSONDecodeError as exc:
-        raise ExportError(f"{name}: 'meta' is not valid JSON ({exc}).") from exc
-    if not isinstance(parsed, dict) or parsed.get("format") not in READABLE_FORMATS:
+    parsed = parse_meta(name, d["meta"])
+    if parsed.get("format") not in READABLE_FORMATS:
         raise ExportError(f"{name}: 'meta' does not describe a {FORMAT} file (or an older one).")
     if parsed["format"] == FORMAT and "draw_u" not in d:
         raise ExportError(f"{name}: a {FORMAT} file must hold 'draw_u'.")

@@ -27,7 +27,7 @@ import numpy as np
 from . import sampling
 from .branches import ROOT
 from .errors import ExportError, PromptError, SettingsError
-from .export import MAX_STEPS, MAX_VOCAB, _check_inside, check_legacy, write_npz
+from .export import MAX_STEPS, MAX_VOCAB, _check_inside, check_legacy, parse_meta, write_npz
 from .info import ModelInfo
 from .projection import Projection
 from .sampling import SamplingSettings
@@ -270,7 +270,7 @@ def read_session(path: str | os.PathLike) -> SavedSession:
     version = _version(name, data["meta"])
     if version < VERSION:
         return _legacy(name, version, check_legacy(name, data))  # formats 1 and 2: their own checks
-    meta = _parse_meta(name, data["meta"])
+    meta = parse_meta(name, data["meta"])
     _check_v3(name, data, meta)
     data["meta"] = meta
     model, config = meta["model"], meta["config"]
@@ -288,7 +288,7 @@ def read_meta(path: str | os.PathLike) -> dict:
     if "meta" not in data:
         raise ExportError(f"{path.name} is not a nexttoken session file (it has no 'meta').")
     _version(path.name, data["meta"])
-    return _parse_meta(path.name, data["meta"])
+    return parse_meta(path.name, data["meta"])
 
 
 def _read_npz(path: Path, keys: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
@@ -313,20 +313,8 @@ def _read_npz(path: Path, keys: tuple[str, ...] | None = None) -> dict[str, np.n
         raise ExportError(f"{path.name} is damaged or not a readable .npz file ({first}).") from exc
 
 
-def _parse_meta(name: str, meta: np.ndarray) -> dict:
-    if meta.dtype.kind != "U" or meta.ndim != 0:
-        raise ExportError(f"{name}: 'meta' should be a JSON string.")
-    try:
-        parsed = json.loads(str(meta))
-    except json.JSONDecodeError as exc:
-        raise ExportError(f"{name}: 'meta' is not valid JSON ({exc}).") from exc
-    if not isinstance(parsed, dict):
-        raise ExportError(f"{name}: 'meta' is not a JSON object.")
-    return parsed
-
-
 def _version(name: str, meta: np.ndarray) -> int:
-    fmt = _parse_meta(name, meta).get("format")
+    fmt = parse_meta(name, meta).get("format")
     match = _FORMAT_RE.fullmatch(fmt) if isinstance(fmt, str) else None
     if match is None:
         raise ExportError(f"{name} is not a nexttoken session file (its format is {fmt!r}).")
