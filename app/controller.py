@@ -62,6 +62,7 @@ class SessionController(QObject):
     modelLoaded = Signal(object)  # ModelInfo
     engineRestarted = Signal(str)  # the engine died and a fresh one (no model loaded) replaced it: why
     engineStopped = Signal(str)  # the engine died quickly too often: no new one was started; why
+    noticed = Signal(str)  # a message for the status line from a result that is otherwise stale
 
     def __init__(self, parent: QObject | None = None, engine: str = "process"):
         super().__init__(parent)
@@ -155,7 +156,7 @@ class SessionController(QObject):
 
     def open_session(self, path: str, step: int = -1) -> int:
         """Open the session saved in ``path`` at ``step`` (-1: where it was saved); it brings its settings."""
-        return self._request(p.OpenSession(path=str(path), step=int(step), use_cache=self.use_cache))
+        return self._request(p.OpenSession(path=str(path), step=int(step), use_cache=self.use_cache, settings=self.settings))
 
     def inspect(self, step: int = -1, position: int = -1, layer: int = 0) -> int:
         """Ask for everything on the path at ``position`` of ``step`` (``insideReady`` answers)."""
@@ -180,7 +181,7 @@ class SessionController(QObject):
         if isinstance(request, p.RESTARTS):
             self._barrier = request.generation
             self.engine.set_control("latest_barrier", request.generation)
-            keep = () if isinstance(request, p.Load) else (p.Load,)
+            keep = tuple(k for k in p.KEPT_ON_RESTART if not (isinstance(request, p.Load) and k is p.Load))
             self._waiting = [r for r in self._waiting if isinstance(r, keep)]
         elif isinstance(request, p.COALESCING) and self._waiting and type(self._waiting[-1]) is type(request):
             self._waiting[-1] = request
@@ -227,10 +228,12 @@ class SessionController(QObject):
             self._quick_deaths = 0  # and it works
         if not current:
             log.debug("dropping stale %s result %d", result.kind, result.generation)
+            if result.kind == "save":  # what it shows is stale; that the file was written is not
+                self.noticed.emit(result.message)
             return
         if result.kind == "open":  # a reopened session brings its own settings: they are the person's now
             self.settings = result.settings
-        if result.kind in ("load", "open"):
+        if result.kind == "load" or (result.kind == "open" and result.can_step):  # a view-only session: no model
             self.modelLoaded.emit(result.info)
         self.resultReady.emit(result)
 

@@ -116,7 +116,9 @@ class ScriptedRun:
         self.opening = False
         if result.kind == "step":
             self.steps_done += 1
-        if self.steps_left > 0 and not result.stopped:
+        if self.steps_left > 0 and not result.can_step:  # opened to view only: the steps asked for cannot run
+            self._on_window_error_shown(f"--steps {self.steps_left}: {result.why_not}")
+        elif self.steps_left > 0 and not result.stopped:
             self.steps_left -= 1
             self.window.step()
         else:
@@ -294,7 +296,9 @@ def main(argv: list[str] | None = None) -> int:
     splash.finish(window)
     model = None if args.smoke_test else args.model
     if saved_model is not None and model is None:  # the session's own model, so that it can step on
-        model = None if saved_model.get("is_demo") else saved_model.get("source")
+        from engine import paths
+
+        model = paths.DEMO_MODEL_NAME if saved_model.get("is_demo") else saved_model.get("source")
 
     def start() -> None:
         window.start(model, args.prompt, fallback=True if args.open else not scripted)

@@ -145,12 +145,14 @@ class SaveSession(Request):
 class OpenSession(Request):
     """Replace the session with the one saved in ``path``, at its step ``step`` of the branch it was
     saved on (-1: the step it was saved at). Its own sampling settings come with it (the window adopts
-    them); it steps on only with the same model (else it is shown, not continued)."""
+    them); it steps on only with the same model (else it is shown, not continued). A refused file
+    changes nothing but the session's settings, which become ``settings`` (the window's)."""
 
     kind: ClassVar[str] = "open"
     path: str = ""
     step: int = -1
     use_cache: bool = True
+    settings: SamplingSettings = DEFAULT_SETTINGS  # the person's, kept if the file is refused
 
 
 @dataclass(frozen=True)
@@ -162,6 +164,7 @@ class Refresh(Request):
 
 REQUESTS = (Load, SetPrompt, Step, Play, Back, Choose, Resample, Reset, SetCache, Inspect, Switch, SaveSession, OpenSession, Refresh)
 RESTARTS = (Load, SetPrompt, Reset, OpenSession)  # after one of these, results of older requests are stale
+KEPT_ON_RESTART = (Load, SaveSession)  # still run after a restart (a save's result is stale, its message is not)
 COALESCING = (Step, Resample, Choose, Inspect, Switch)  # a newer one replaces an older one still waiting
 
 CONTROLS = ("play_generation", "latest_barrier")

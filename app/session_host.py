@@ -114,6 +114,7 @@ class SessionHost:
     def __init__(self, emit: Callable[..., None], again: Callable[[p.Request], None]):
         self.emit, self.again = emit, again
         self.session: Session | None = None
+        self.loaded = None  # the model loaded last: a session opened from a file to view only does not hold it
         self.latest_barrier = 0
         self.play_generation = 0
         self.cancelled = False
@@ -194,7 +195,7 @@ class SessionHost:
         session = Session(loaded, request.settings, use_cache=request.use_cache)
         prompt = request.prompt or self._prompt_text() or DEFAULT_PROMPT
         kept, whole = len(session.set_prompt(prompt, truncate=True)), len(loaded.tokenizer.encode(prompt))
-        self.session, self._points = session, PointCache()  # only now: a failed load keeps the old one
+        self.session, self.loaded, self._points = session, loaded, PointCache()  # only now: a failed load keeps the old one
         seconds = perf_counter() - t0
         if kept < whole:  # never cut silently
             note += (
@@ -213,8 +214,19 @@ class SessionHost:
             return ""
         return self.session.loaded.tokenizer.decode(self.session.prompt_ids)
 
-    def _set_prompt(self, request: p.SetPrompt) -> SessionResult:
+    def _live_session(self) -> Session:
+        """The session, or a fresh one on the model loaded last when the session on screen was opened
+        from a file to view only (a new prompt or a Reset starts over with a model that can step)."""
         session = self._need_session()
+        if session.loaded.model is None and self.loaded is not None:
+            text = session.loaded.tokenizer.decode(session.prompt_ids) or DEFAULT_PROMPT  # the file's prompt
+            session = Session(self.loaded, session.settings, use_cache=session.use_cache)
+            session.set_prompt(text, truncate=True)
+            self.session, self._points = session, PointCache()
+        return session
+
+    def _set_prompt(self, request: p.SetPrompt) -> SessionResult:
+        session = self._live_session()
         session.settings = request.settings  # first: a refused prompt must not lose them (a Resample
         # waiting behind this request was dropped when it was sent)
         text, truncate = str(request.text), request.truncate
@@ -240,6 +252,10 @@ class SessionHost:
             message = f"Prefill: {rec.n_new} prompt tokens in one pass ({rec.forward_ms:.0f} ms); {what}."
         else:
             message = f"Step {rec.step}: one new position in {rec.forward_ms:.0f} ms; {what}."
+        if session.last_catch_up:
+            n, ms = session.last_catch_up
+            message += (f" Before it, the KV cache caught up on {n:,} position{'s' if n != 1 else ''} it did not hold for "
+                        f"this branch ({ms:.0f} ms, not in the step's time).")
         if trace.stop_reason:
             message += " " + trace.stop_message
         return self._result(request, message)
@@ -263,8 +279,8 @@ class SessionHost:
             return self._result(request, "Already at the start: nothing to go back to.")
         session.rewind(session.n_steps - 2)
         if session.n_steps == 0:
-            return self._result(request, "Back before the prefill: no step shown (the steps stay as a branch: View → Branches).")
-        return self._result(request, f"Back to step {session.n_steps - 1} (the later steps stay as a branch: View → Branches).")
+            return self._result(request, "Back before the prefill: no step shown (the steps stay as a branch: the Branches view, Alt+5).")
+        return self._result(request, f"Back to step {session.n_steps - 1} (the later steps stay as a branch: the Branches view, Alt+5).")
 
     def _choose(self, request: p.Choose) -> SessionResult:
         trace = self._need_session().choose(int(request.token_id))
@@ -310,7 +326,7 @@ class SessionHost:
         session = self._need_session()
         trace = session.switch(int(request.node))
         if trace is None:
-            return self._result(request, "Before the prefill: every branch is kept (View → Branches).")
+            return self._result(request, "Before the prefill: every branch is kept (the Branches view, Alt+5).")
         return self._result(
             request, f"Showing a branch at step {trace.step} (“{trace.chosen_piece}”), as it was: nothing was recomputed."
         )
@@ -329,9 +345,10 @@ class SessionHost:
     def _open(self, request: p.OpenSession) -> SessionResult:
         from engine.session_file import open_session, read_session
 
-        saved = read_session(request.path)  # a refused file changes nothing
-        loaded = self.session.loaded if self.session is not None and self.session.loaded.model is not None else None
-        session, note = open_session(saved, loaded)
+        if self.session is not None:  # a refused file leaves the session as it was, with the person's settings
+            self.session.settings = request.settings
+        saved = read_session(request.path)
+        session, note = open_session(saved, self.loaded)
         session.use_cache = request.use_cache
         session.max_new_tokens = None  # a file from ``--export --steps N``: the window has no such limit
         if request.step >= 0:
@@ -352,7 +369,7 @@ class SessionHost:
         return self._result(request, "")
 
     def _reset(self, request: p.Reset) -> SessionResult:
-        session = self._need_session()
+        session = self._live_session()
         session.settings = request.settings
         session.reset()
         return self._result(request, "Reset: the prompt is kept, every step and branch dropped.")

@@ -93,6 +93,7 @@ class MainWindow(QMainWindow):
         self._closed = False
         self.focused: QWidget | None = None  # the panel shown alone (toggle_focus), or None
         self.prompt_refused = ""  # why the editor's prompt cannot run (Step is off meanwhile), or ""
+        self._viewing = False  # a session opened from a file without its model is on screen
 
         self.setWindowTitle("nexttoken — watch GPT-2 pick its next token")
         self.resize(1600, 1000)
@@ -145,6 +146,7 @@ class MainWindow(QMainWindow):
         c.modelLoaded.connect(self._on_controller_model_loaded)
         c.engineRestarted.connect(self._on_controller_engine_restarted)
         c.engineStopped.connect(self._on_controller_engine_stopped)
+        c.noticed.connect(self._set_status)
         self.painter.resultStarted.connect(self._on_painter_result_started)
         self.painter.resultApplied.connect(self.resultApplied)
         self.painter.resultApplied.connect(self._on_painter_result_applied)
@@ -322,7 +324,7 @@ class MainWindow(QMainWindow):
     # ------------------------------------------------------------ export (app/export_actions.py)
     def _build_export_menus(self) -> None:
         """File → Export, Edit → Copy text / Copy picture, and a "⋯" menu on each titled panel."""
-        panels = [self.tokens, *self.stages.panels(), self.inside, self.sampling_view, self.cache_view]
+        panels = [self.tokens, *self.stages.panels(), self.inside, self.sampling_view, self.cache_view, self.branches_view]
         self.exporter = ExportActions(self, panels, lambda text, error=False: self._set_status(text, error=error))
         self.exporter.add_to(self.menuBar())
 
@@ -458,6 +460,13 @@ class MainWindow(QMainWindow):
             self.prompt_refused = ""
         if result.kind == "open":  # the file's settings are the person's now (the tokens panel shows its prompt)
             self.sampling.set_settings(self.controller.settings)
+            if not result.can_step:
+                self.model_label.setText(f"Viewing a session made with {result.info.name} (not loaded)")
+                self.model_label.setToolTip(result.why_not)
+                self._viewing = True
+        elif self._viewing and result.can_step:  # a new prompt or Reset left the file: the loaded model again
+            self._viewing = False
+            self._on_controller_model_loaded(result.info)
         if result.message:
             self._set_status(result.message)
         if result.stopped:

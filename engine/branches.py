@@ -16,6 +16,7 @@ the nodes dropped). The current path is never dropped.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from functools import cached_property
 
 import numpy as np
 
@@ -57,19 +58,39 @@ class BranchTable:
     def __len__(self) -> int:
         return len(self.ids)
 
+    # Lookups built once per table, on first use (the window reads a table many times; a tree of
+    # thousands of nodes must not be scanned once per row).
+    @cached_property
+    def _rows(self) -> dict[int, int]:
+        return {int(node): row for row, node in enumerate(self.ids.tolist())}
+
+    @cached_property
+    def _children(self) -> dict[int, list[int]]:
+        children: dict[int, list[int]] = {}
+        for node, parent in zip(self.ids.tolist(), self.parents.tolist()):
+            children.setdefault(parent, []).append(node)
+        return children
+
+    @cached_property
+    def _newest_leaf(self) -> dict[int, int]:
+        newest: dict[int, int] = {}
+        for node in sorted(self.ids.tolist(), reverse=True):  # a child is made after its parent
+            below = self._children.get(node)
+            newest[node] = max(newest[c] for c in below) if below else node
+        return newest
+
     def index(self, node: int) -> int:
-        return int(np.flatnonzero(self.ids == node)[0])
+        return self._rows[node]
 
     def parent(self, node: int) -> int:
-        return int(self.parents[self.index(node)])
+        return int(self.parents[self._rows[node]])
 
     def children(self, node: int) -> list[int]:
-        return [int(i) for i in self.ids[self.parents == node]]
+        return list(self._children.get(node, []))
 
     def leaves(self) -> list[int]:
         """Every branch's last node, in the order the nodes were made."""
-        has_child = set(int(p) for p in self.parents)
-        return [int(i) for i in self.ids if int(i) not in has_child]
+        return [n for n in self.ids.tolist() if n not in self._children]
 
     def path_to(self, node: int) -> list[int]:
         """The ids from the prefill down to ``node`` (empty for ROOT)."""
@@ -81,8 +102,7 @@ class BranchTable:
 
     def leaf_of(self, node: int) -> int:
         """The branch ``node`` lies on: its newest descendant leaf (``node`` itself when a leaf)."""
-        below = [leaf for leaf in self.leaves() if node in self.path_to(leaf)]
-        return max(below) if below else node
+        return self._newest_leaf.get(node, node)
 
     def split(self, a: int, b: int) -> int:
         """The last node the paths to ``a`` and ``b`` share (ROOT when they differ from the prefill on)."""
@@ -102,6 +122,8 @@ class BranchTree:
         self.clear()
 
     def clear(self) -> None:
+        """Drop every node. Ids are not reused: a request naming a node of the old tree (sent before
+        a Reset reached the window) names no node of the new one."""
         self._record: dict[int, StepRecord] = {}
         self._parent: dict[int, int] = {}
         self._children: dict[int, dict[int, int]] = {ROOT: {}}  # node -> {chosen token: child}
@@ -109,8 +131,9 @@ class BranchTree:
         self._logprob: dict[int, float] = {}
         self._visited: dict[int, int] = {}  # node -> clock of the last time it was on the current path
         self._clock = 0
-        self._next = 0
+        self._next = getattr(self, "_next", 0)
         self.dropped = 0
+        self._counted = 0  # bytes of every node's arrays, shared ones counted twice: a bound that is cheap to keep
 
     def __len__(self) -> int:
         return len(self._record)
@@ -131,6 +154,9 @@ class BranchTree:
             siblings[int(record.chosen)] = node
             self._parent[node] = parent
             self._children[node] = {}
+        else:
+            self._counted -= self._record[node].nbytes
+        self._counted += record.nbytes
         self._record[node] = record
         self._piece[node] = piece
         self._logprob[node] = model_logprob(record.logits, int(record.chosen))
@@ -145,6 +171,8 @@ class BranchTree:
     def prune(self, keep: list[int]) -> int:
         """Drop whole branches, the one visited longest ago first, until the nodes off ``keep`` (the
         current path) hold at most ``budget_bytes``; returns how many nodes were dropped."""
+        if self._counted <= self.budget_bytes:  # even counting shared arrays twice, all of it fits
+            return 0
         protected = set(keep)
         spare = self.nbytes(exclude=protected)
         dropped = 0
@@ -164,7 +192,9 @@ class BranchTree:
 
     def _remove(self, node: int) -> None:
         parent = self._parent.pop(node)
-        token = int(self._record.pop(node).chosen)
+        record = self._record.pop(node)
+        self._counted -= record.nbytes
+        token = int(record.chosen)
         del self._children[parent][token], self._children[node], self._piece[node], self._logprob[node]
         self._visited.pop(node, None)
 

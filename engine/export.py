@@ -43,6 +43,7 @@ def write_npz(arrays: dict[str, np.ndarray], path: str | os.PathLike) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         try:
+            os.chmod(tmp, path.stat().st_mode & 0o777 if path.exists() else 0o644)  # mkstemp's are owner-only
             with os.fdopen(fd, "wb") as f:
                 pack_npz(f, arrays)
                 f.flush()

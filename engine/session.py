@@ -85,6 +85,7 @@ class Session:
         self._cache = None
         self._latest_dist: Distribution | None = None
         self._use_cache = bool(use_cache)
+        self.last_catch_up: tuple[int, float] | None = None  # the last step's cache catch-up (see _catch_up)
 
     # ----------------------------------------------------------------- state
     @property
@@ -295,19 +296,22 @@ class Session:
     def _run(self, step: int, start: int, new_ids: list[int]) -> tuple[StepRecord, Distribution]:
         """One forward pass with every hook recorded. On any failure the cache is restored.
 
-        With the cache in step with ``start``, only ``new_ids`` are fed; with a cache holding fewer
-        positions (after Back or a switch to another branch), the positions it lacks are fed with
-        them; otherwise (no-cache mode, or the cache switched back on) the whole sequence is. The
-        newest n rows are kept.
+        With the cache, only ``new_ids`` are fed: a cache holding fewer than ``start`` positions (after
+        Back, a switch to another branch, or the cache switched back on) first catches up
+        (``_catch_up``), so the step itself is always an ordinary one. Without it (no-cache mode)
+        the whole sequence is fed and the newest n rows are kept.
         """
         if self.loaded.model is None:
             raise SessionError(self.loaded.missing_reason or "No model is loaded to compute a step with.")
         t_step = perf_counter()
         model, n_layers, n = self.loaded.model, self.info.n_layer, len(new_ids)
-        cached = self.cache_length() if self._use_cache else 0
-        incremental = self._use_cache and 0 < cached <= start
         whole = self._context(step).tolist()  # positions 0..start + n - 1
-        fed = whole[cached:] if incremental else whole
+        self.last_catch_up = None
+        if self._use_cache and self.cache_length() < start:
+            self._catch_up(whole[:start])
+        cached = self.cache_length() if self._use_cache else 0
+        incremental = self._use_cache
+        fed = new_ids if incremental else whole
         if not incremental:
             self._cache = None
         try:
@@ -342,6 +346,25 @@ class Session:
             **record_arrays,
         )
         return record, dist
+
+    def _catch_up(self, tokens: list[int]) -> None:
+        """Give the cache the positions of ``tokens`` it lacks (it holds their first ones, or none) in one
+        forward pass, unrecorded and untimed as a step: the step that follows is then the ordinary
+        one-position decode step its record says. ``last_catch_up`` = (positions fed, milliseconds)."""
+        cached = self.cache_length()
+        if cached == 0:
+            self._cache = None
+        t0 = perf_counter()
+        try:
+            with torch.inference_mode():
+                _, self._cache = hf_compat.forward(self.loaded.model, torch.tensor([tokens[cached:]], dtype=torch.long), self._cache)
+        except BaseException:
+            if self._cache is not None and cached:
+                hf_compat.crop_cache(self._cache, cached)
+            else:
+                self._cache = None
+            raise
+        self.last_catch_up = (len(tokens) - cached, (perf_counter() - t0) * 1e3)
 
     def _kv_stats(self) -> KVStats:
         layers = hf_compat.layer_tensors(self._cache)

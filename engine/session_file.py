@@ -288,7 +288,11 @@ def read_meta(path: str | os.PathLike) -> dict:
     if "meta" not in data:
         raise ExportError(f"{path.name} is not a nexttoken session file (it has no 'meta').")
     _version(path.name, data["meta"])
-    return parse_meta(path.name, data["meta"])
+    meta = parse_meta(path.name, data["meta"])
+    model = meta.get("model")
+    if not isinstance(model, dict) or not isinstance(model.get("source", ""), str) or not isinstance(model.get("name", ""), str):
+        raise ExportError(f"{path.name} does not say which model made it (its 'meta' has no valid 'model').")
+    return meta
 
 
 def _read_npz(path: Path, keys: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
@@ -382,6 +386,8 @@ def _check_v3(name: str, d: dict, meta: dict) -> None:
             raise ValueError("use_cache or max_new_tokens has the wrong type")
         if not (tok["eos_id"] is None or 0 <= int(tok["eos_id"]) < V):
             raise ValueError("the end-of-text token is outside the vocabulary")
+        if not 0 < int(tok["vocab_size"]) <= MAX_VOCAB:
+            raise ValueError("the tokenizer's vocabulary size is out of range")
         table = [_settings(name, s) for s in meta["settings_table"]]
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ExportError(f"{name}: 'meta' lacks the model, its shape or the settings ({exc}).") from exc

@@ -78,7 +78,8 @@ def test_continuing_a_branch_reuses_the_cache_up_to_the_split(demo_model):
         trace = session.step()
     finally:
         handle.remove()
-    assert calls == [2]  # one forward pass: the position the cache lacked and the new one
+    assert calls == [1, 1]  # the position the cache lacked (a catch-up, not recorded), then the step itself
+    assert session.last_catch_up[0] == 1 and trace.record.n_new == 1
     assert session.cache_length() == p + 5
     np.testing.assert_allclose(trace.record.logits, plain_logits(demo_model.model, session.token_ids()[:-1]), atol=1e-4)
     assert trace.chosen == traces[5].chosen  # greedy: the first branch's step 5 again, from the cache
