@@ -135,8 +135,9 @@ REQUESTS = (Load, SetPrompt, Step, Play, Back, Choose, Resample, Reset, SetCache
 RESTARTS = (Load, SetPrompt, Reset)  # after one of these, results of older requests are stale
 COALESCING = (Step, Resample, Choose, Inspect)  # a newer one replaces an older one still waiting
 
-CONTROLS = ("play_generation", "latest_barrier")
+CONTROLS = ("play_generation", "latest_barrier", "cancel_load")
 """The host attributes the window may set while a request runs (and nothing else):
 ``play_generation``, the Play request still wanted (0: none); ``latest_barrier``, the newest
-restart: a Step older than it is skipped unrun."""
+restart: a Step older than it is skipped unrun; ``cancel_load``, the generation of a Load whose
+download the person cancelled: it stops at its next progress report."""
 

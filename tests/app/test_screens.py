@@ -14,7 +14,7 @@ import pyqtgraph as pg
 import pytest
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QImage
-from PySide6.QtWidgets import QLabel, QStyle, QStyleOptionGroupBox, QTabWidget
+from PySide6.QtWidgets import QLabel, QSplitter, QStyle, QStyleOptionGroupBox, QTabWidget, QToolButton
 
 from .helpers import run
 
@@ -162,6 +162,11 @@ def test_on_a_narrow_screen_buttons_choose_the_page_of_panels(window, qtbot):
     assert shown() == 0
     stages.show_panel(window.kv)
     assert shown() == stages.page_of(window.kv) > 0
+    stages.relayout(force=True)  # new pages and buttons: the old ones are not drawn while they wait to be deleted
+    buttons = stages.page_buttons.buttons()
+    assert not [b for b in stages.page_bar.findChildren(QToolButton) if b not in buttons and not b.isHidden()]
+    rows = stages.stack.findChildren(QSplitter, options=Qt.FindDirectChildrenOnly)
+    assert not [row for row in rows if row is not stages.stack.currentWidget() and not row.isHidden()]
     window.resize(1600, 1000)  # everything fits one page: no buttons
     qtbot.wait(30)
     assert len(stages.pages) == 1 and not stages.page_bar.isVisible()
