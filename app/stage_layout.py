@@ -153,14 +153,16 @@ class StageArea(QWidget):
         for panel in self.panels():  # out of the old pages first, so deleting them leaves the panels
             panel.hide()
             panel.setParent(self)
-        old = [self.stack.widget(i) for i in range(self.stack.count())] + self.page_buttons.buttons()
-        for widget in old:  # hidden now: until the event loop deletes them, they would still be drawn
-            widget.hide()
-            self.stack.removeWidget(widget)
-            self._page_row.removeWidget(widget)
-            if widget in self.page_buttons.buttons():
-                self.page_buttons.removeButton(widget)
-            widget.deleteLater()
+        # the old pages and buttons are hidden now: until the event loop deletes them, they would be drawn
+        for row in [self.stack.widget(i) for i in range(self.stack.count())]:
+            row.hide()
+            self.stack.removeWidget(row)
+            row.deleteLater()
+        for button in self.page_buttons.buttons():
+            button.hide()
+            self.page_buttons.removeButton(button)
+            self._page_row.removeWidget(button)
+            button.deleteLater()
         self._splitters = []
         for page in self.pages:
             row = QSplitter(Qt.Horizontal)

@@ -252,14 +252,14 @@ class EmbeddingsPanel(QGroupBox):
             self.caption.setText("Step once to place the tokens.")
             return
         pts = result.points  # [L + 1, T, 2]
+        depth = min(depth, pts.shape[0] - 1)
+        part = self.part.currentIndex() if depth == 0 else SUM
         parts = result.embed_points  # [2, T, 2]: token, position
         context = self.basis.currentText() == CONTEXT_BASIS
         if context:
-            pts, parts, explained = self._context_points(result, min(depth, pts.shape[0] - 1))
+            pts, parts, explained = self._context_points(result, depth, parts=part != SUM)
             self._label_axes(explained)
         T = pts.shape[1]
-        depth = min(depth, pts.shape[0] - 1)
-        part = self.part.currentIndex() if depth == 0 else SUM
         xy = pts[depth] if part == SUM else parts[part - 1]
         self._set_points(xy, len(result.prompt_ids))
         sel = min(max(self.state.selected_position, 0), T - 1)
@@ -270,7 +270,10 @@ class EmbeddingsPanel(QGroupBox):
         else:
             path = xy[:0]
         self.path.setData(path[:, 0], path[:, 1])
-        self.path_points.setData(x=path[:, 0], y=path[:, 1]) if part == SUM else self.path_points.setData([], [])
+        if part == SUM:
+            self.path_points.setData(x=path[:, 0], y=path[:, 1])
+        else:
+            self.path_points.setData([], [])
         self.selected.setData(x=[xy[sel, 0]], y=[xy[sel, 1]])
         pieces = result.trace.pieces if result.trace is not None else result.prompt_pieces
         if part == POSITION:  # a position's embedding does not depend on its token: label the position
@@ -308,10 +311,11 @@ class EmbeddingsPanel(QGroupBox):
             text = f"{T} positions at {where}. Dashed line: position {sel} “{piece}” through all {pts.shape[0] - 1} blocks."
         self.caption.setText(f"{text} {fitted}. Blue = prompt, orange = generated.")
 
-    def _context_points(self, result, depth: int) -> tuple[np.ndarray, np.ndarray, tuple[float, float]]:
+    def _context_points(self, result, depth: int, *, parts: bool) -> tuple[np.ndarray, np.ndarray | None, tuple[float, float]]:
         """float32 [L + 1, T, 2]: every depth's vectors on the two directions that spread this text's
         vectors at ``depth`` most (PCA, fitted here in the window on ``records[*].resid``); float32
-        [2, T, 2]: the token and position embeddings on them (centred like the sum); and the share of
+        [2, T, 2]: the token and position embeddings on them, centred like the sum (None unless
+        ``parts``); and the share of
         their variance each direction explains. Signs follow the previous fit, so the picture does
         not flip from one step to the next."""
         resid = np.concatenate([r.resid for r in result.records], axis=1).astype(np.float64)  # [L + 1, T, d]
@@ -335,10 +339,12 @@ class EmbeddingsPanel(QGroupBox):
             basis = basis * np.where((basis * self._context_basis).sum(axis=0) < 0, -1.0, 1.0)
         self._context_basis = basis
         points = ((resid - mean) @ basis).astype(np.float32)
-        embeds = np.stack([np.concatenate([getattr(r, name) for r in result.records]) for name in ("token_embed", "pos_embed")])
-        parts = ((embeds.astype(np.float64) - mean) @ basis).astype(np.float32)  # [2, T, 2]
+        embeds = None
+        if parts:
+            embeds = np.stack([np.concatenate([getattr(r, name) for r in result.records]) for name in ("token_embed", "pos_embed")])
+            embeds = ((embeds.astype(np.float64) - mean) @ basis).astype(np.float32)  # [2, T, 2]
         explained = tuple(float(v / total) if total > 0 else 0.0 for v in variances)
-        return points, parts, explained
+        return points, embeds, explained
 
 
 def _fits(bounds, view) -> bool:

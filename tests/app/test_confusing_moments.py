@@ -140,6 +140,13 @@ def test_the_embedding_view_shows_the_token_and_position_embeddings_apart(window
     position = np.concatenate([r.pos_embed for r in following.records])
     np.testing.assert_allclose(shown(), projection.project(position), rtol=1e-5, atol=1e-5)
 
+    from app.panels.embeddings_panel import CONTEXT_BASIS
+
+    panel.basis.setCurrentText(CONTEXT_BASIS)  # the text's own axes: the parts go on them too
+    basis = panel._context_basis  # float64 [d, 2], fitted on the sums
+    np.testing.assert_allclose(shown() - shown()[0], (position - position[0]) @ basis, atol=1e-4)
+    panel.basis.setCurrentIndex(0)
+
     panel.slider.setValue(2)  # deeper than the embeddings: the residual stream, the selector gives way
     assert not panel.part.isVisible() and panel.depth_label.text() == "after block 1"
     np.testing.assert_allclose(shown(), following.points[2], atol=1e-6)
