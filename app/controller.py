@@ -162,6 +162,15 @@ class SessionController(QObject):
         """Ask for everything on the path at ``position`` of ``step`` (``insideReady`` answers)."""
         return self._request(p.Inspect(step=step, position=position, layer=layer))
 
+    def cancel_load(self) -> int:
+        """Stop the download of the Load that runs (the person pressed Cancel): it fails with "Download
+        cancelled: still using <model>." and the session it would have replaced stays. Returns that
+        Load's generation (0: no Load runs)."""
+        if not isinstance(self._in_flight, p.Load) or self.engine is None:
+            return 0
+        self.engine.set_control("cancel_load", self._in_flight.generation)
+        return self._in_flight.generation
+
     def refresh(self) -> int:
         """Ask for the session as it stands (nothing changes)."""
         return self._request(p.Refresh())

@@ -167,8 +167,9 @@ RESTARTS = (Load, SetPrompt, Reset, OpenSession)  # after one of these, results 
 KEPT_ON_RESTART = (Load, SaveSession)  # still run after a restart (a save's result is stale, its message is not)
 COALESCING = (Step, Resample, Choose, Inspect, Switch)  # a newer one replaces an older one still waiting
 
-CONTROLS = ("play_generation", "latest_barrier")
+CONTROLS = ("play_generation", "latest_barrier", "cancel_load")
 """The host attributes the window may set while a request runs (and nothing else):
 ``play_generation``, the Play request still wanted (0: none); ``latest_barrier``, the newest
-restart: a Step older than it is skipped unrun."""
+restart: a Step older than it is skipped unrun; ``cancel_load``, the generation of a Load whose
+download the person cancelled: it stops at its next progress report."""
 

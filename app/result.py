@@ -29,6 +29,10 @@ class SessionResult:
     points: float32 [L + 1, T, 2], the residual stream of every computed position on the model's
         fixed PCA basis (index 0 = embeddings, i = after block i - 1); shape [L + 1, 0, 2] before
         the prefill. T == trace.record.end.
+    embed_parts: per record, float32 [2, n, 2]: its token embeddings (hook_embed) and position
+        embeddings (hook_pos_embed) on the same basis as ``points`` (each has the basis' centre
+        subtracted, so their sum is ``points[0]`` shifted by that centre's projection);
+        ``embed_points`` joins them. Kept per record, so the pipe carries only the newest step's.
     explained: float32 [2], the variance fraction of the two PCA axes.
     settings: the sampling settings the session will use.
     message: one sentence for the status line.
@@ -54,6 +58,15 @@ class SessionResult:
     branches: BranchTable | None = None
     can_step: bool = True
     why_not: str = ""
+    embed_parts: tuple[np.ndarray, ...] = ()
+
+    @property
+    def embed_points(self) -> np.ndarray:
+        """float32 [2, T, 2]: token embeddings ([0]) and position embeddings ([1]) of every position,
+        projected like ``points``."""
+        if not self.embed_parts:
+            return np.zeros((2, 0, 2), np.float32)
+        return np.concatenate(self.embed_parts, axis=1)
 
     @property
     def n_layer(self) -> int:

@@ -32,7 +32,12 @@ log = logging.getLogger(__name__)
 
 
 class Cancelled(Exception):
-    """Raised from a download's progress callback once the window is closing: ends the download."""
+    """Raised from a download's progress callback once the window is closing or the person cancelled
+    that load (``cancel_load``): ends the download."""
+
+
+class LoadCancelled(NextTokenError):
+    """The person cancelled a download: the load fails with this message, the session stays."""
 
 
 class PromptTooLong(PromptError):
@@ -40,22 +45,30 @@ class PromptTooLong(PromptError):
 
 
 class PointCache:
-    """The residual stream of every computed position projected to 2-D, kept in step with a history.
+    """The residual stream of every computed position projected to 2-D, kept in step with a history,
+    and the two parts of its first vector (token and position embeddings) on the same basis.
 
     Records whose ``resid`` array is the one already projected are not projected again, so a step
-    costs one [L + 1, n, d] @ [d, 2] product.
+    costs one [L + 1, n, d] @ [d, 2] product and one [2, n, d] @ [d, 2].
     """
 
     def __init__(self):
         self._resids: list[np.ndarray] = []
         self._points: list[np.ndarray] = []  # per record: float32 [L + 1, n, 2]
+        self._embeds: list[np.ndarray] = []  # per record: float32 [2, n, 2], token then position embeddings
+
+    def embed_parts(self) -> tuple[np.ndarray, ...]:
+        """Per record of the last ``sync``, float32 [2, n, 2]: each array is made once, so a result
+        that carries them sends only the newest step's on the pipe (``app.wire``)."""
+        return tuple(self._embeds)
 
     def sync(self, records: tuple[StepRecord, ...], projection) -> np.ndarray:
         keep = shared_prefix(records, self._resids, "resid")
-        del self._resids[keep:], self._points[keep:]
+        del self._resids[keep:], self._points[keep:], self._embeds[keep:]
         for rec in records[keep:]:
             self._resids.append(rec.resid)
             self._points.append(projection.project(rec.resid, dims=2))  # [L + 1, n, 2]
+            self._embeds.append(projection.project(np.stack([rec.token_embed, rec.pos_embed]), dims=2))  # [2, n, 2]
         if not self._points:
             return np.zeros((0, 0, 2), np.float32)
         return np.concatenate(self._points, axis=1)  # [L + 1, T, 2]
@@ -90,6 +103,7 @@ def make_result(
         trace=trace,
         records=records,
         points=pts,
+        embed_parts=cache.embed_parts() if records else (),
         explained=projection.explained[:2].copy(),
         settings=session.settings,
         message=message,
@@ -108,7 +122,9 @@ class SessionHost:
     "progress" (bytes done, bytes total) to the window; ``again(request)`` queues a play loop's next step behind whatever arrived
     meanwhile. The control values (``protocol.CONTROLS``) are written from another thread while a
     request runs (plain values, read atomically); ``cancelled`` (the window is closing) makes the
-    next download progress report raise ``Cancelled``, so quitting never waits for a download.
+    next download progress report raise ``Cancelled``, so quitting never waits for a download, and
+    so does ``cancel_load`` naming the Load that runs (the person pressed Cancel): that load then
+    fails with "Download cancelled: still using <model>." (with no model yet, the demo model opens).
     """
 
     def __init__(self, emit: Callable[..., None], again: Callable[[p.Request], None]):
@@ -117,7 +133,9 @@ class SessionHost:
         self.loaded = None  # the model loaded last: a session opened from a file to view only does not hold it
         self.latest_barrier = 0
         self.play_generation = 0
+        self.cancel_load = 0
         self.cancelled = False
+        self._loading = -1  # the generation of the Load whose download runs
         self._points = PointCache()
         self._run = {
             p.Load: self._load,
@@ -183,8 +201,16 @@ class SessionHost:
         note = ""
         if self.session is not None:  # a failed load keeps this session: with the settings the person chose
             self.session.settings, self.session.use_cache = request.settings, request.use_cache
+        self._loading = request.generation
         try:
             loaded = request.loaded or load_model(source, progress=self._report_progress)
+        except Cancelled:
+            if self.cancelled:  # the window is closing: nobody to tell
+                raise
+            if self.session is not None:
+                raise LoadCancelled(f"Download cancelled: still using {self.session.info.name}.") from None
+            note = f"Download of {source} cancelled: opened the tiny demo model instead. "
+            loaded = load_model(None)
         except NextTokenError as exc:
             if self.cancelled:  # the download was stopped because the window is closing
                 raise Cancelled() from exc
@@ -207,6 +233,8 @@ class SessionHost:
     def _report_progress(self, done: int, total: int) -> None:
         if self.cancelled:
             raise Cancelled("the window is closing")
+        if self.cancel_load == self._loading:
+            raise Cancelled("the person cancelled the download")
         self.emit("progress", int(done), int(total))
 
     def _prompt_text(self) -> str:

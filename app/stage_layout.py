@@ -1,18 +1,22 @@
-"""Where the panels go: as many side by side as the window has room for, the rest on tabs.
+"""Where the panels go: as many side by side as the window has room for, the rest on other pages.
 
 The panels come in the order the model computes, grouped in columns (embeddings over attention,
 candidates over sampling, the KV cache). A column whose panels do not fit one above the other at
 their minimum heights is split into one column per panel; then columns are packed, in order, onto
-pages as wide as the window, and each page is a tab (the tab bar is hidden when one page holds
-them all). A panel never gets less than its ``minimumSizeHint``, which each panel derives from its
-fonts and the room its plots need to be read, so a small screen gets more tabs, never squeezed
-plots. ``focus(panel)`` shows one panel alone, filling the area, until ``focus(None)``.
+pages as wide as the window. The pages are a QStackedWidget under a row of checkable buttons, one
+per page, named for its panels (the row is hidden when one page holds them all; Ctrl+Tab and
+Ctrl+Shift+Tab go to the next and previous page). Not a QTabWidget: its tab bar re-measured itself
+on every layout pass a step set off, about 10 ms a drawn step (see benchmarks/RESULTS_GUI.md). A
+panel never gets less than its ``minimumSizeHint``, which each panel derives from its fonts and
+the room its plots need to be read, so a small screen gets more pages, never squeezed plots.
+``focus(panel)`` shows one panel alone, filling the area, until ``focus(None)``.
 """
 
 from __future__ import annotations
 
 from PySide6.QtCore import QSize, Qt, Signal
-from PySide6.QtWidgets import QSplitter, QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtGui import QKeySequence, QShortcut
+from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QSplitter, QStackedWidget, QToolButton, QVBoxLayout, QWidget
 
 from .guard import guarded
 
@@ -52,11 +56,22 @@ class StageArea(QWidget):
         super().__init__(parent)
         self.columns = columns
         self.weights = weights
-        self.tabs = QTabWidget()
-        self.tabs.setDocumentMode(True)
+        self.stack = QStackedWidget()
+        self.page_bar = QWidget()  # the page buttons, in a row above the pages
+        self._page_row = QHBoxLayout(self.page_bar)
+        self._page_row.setContentsMargins(0, 0, 0, 0)
+        self._page_row.setSpacing(2)
+        self._page_row.addStretch(1)
+        self.page_buttons = QButtonGroup(self)  # exclusive: the checked one is the page shown
+        self.page_buttons.idClicked.connect(self.show_page)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.tabs)
+        layout.setSpacing(2)
+        layout.addWidget(self.page_bar)
+        layout.addWidget(self.stack, 1)
+        for keys, turn in ((QKeySequence.NextChild, 1), (QKeySequence.PreviousChild, -1)):  # Ctrl+Tab, Ctrl+Shift+Tab
+            shortcut = QShortcut(keys, self, context=Qt.WindowShortcut)
+            shortcut.activated.connect(lambda turn=turn: self._turn_page(turn))
         self.pages: list[list[list[QWidget]]] = []
         self.focused: QWidget | None = None
         self._splitters: list[QSplitter] = []
@@ -76,16 +91,36 @@ class StageArea(QWidget):
         """Bring the page holding ``panel`` to the front."""
         i = self.page_of(panel)
         if i >= 0:
-            self.tabs.setCurrentIndex(i)
+            self.show_page(i)
+
+    @property
+    def current_page(self) -> int:
+        """The index of the page in front (-1 before the first layout)."""
+        return self.stack.currentIndex()
+
+    def show_page(self, index: int) -> None:
+        """Bring page ``index`` to the front, its button checked."""
+        self.stack.setCurrentIndex(index)
+        button = self.page_buttons.button(index)
+        if button is not None:
+            button.setChecked(True)
+
+    def _turn_page(self, turn: int) -> None:
+        if len(self.pages) > 1 and self.isVisible():
+            self.show_page((self.current_page + turn) % len(self.pages))
 
     @guarded(fallback=lambda self: QSize())
     def minimumSizeHint(self) -> QSize:
-        """Room for the largest panel alone on a page, under a tab bar: whatever the window's size,
+        """Room for the largest panel alone on a page, under the page buttons: whatever the window's size,
         the panels then fit on some pages (what the current pages need does not count: they change
         with the size)."""
         w = max(p.minimumSizeHint().width() for p in self.panels())
         h = max(p.minimumSizeHint().height() for p in self.panels())
-        return QSize(w, h + self.tabs.tabBar().sizeHint().height())
+        return QSize(w, h + self._bar_height())
+
+    def _bar_height(self) -> int:
+        """What the row of page buttons takes of the height, when it is shown."""
+        return self.page_bar.sizeHint().height() + self.layout().spacing()
 
     @guarded
     def resizeEvent(self, event) -> None:
@@ -99,13 +134,13 @@ class StageArea(QWidget):
         else:
             width, height = self.width(), self.height()
             pages = plan_pages(self.columns, width, height)
-            if len(pages) > 1:  # the tab bar takes a line: plan again for the room under it
-                pages = plan_pages(self.columns, width, height - self.tabs.tabBar().sizeHint().height())
+            if len(pages) > 1:  # the page buttons take a line: plan again for the room under them
+                pages = plan_pages(self.columns, width, height - self._bar_height())
         if pages == self.pages and not force:
             for splitter in self._splitters:  # a panel that needs more room now (new axis titles) gets it
                 splitter.setSizes(splitter.sizes())
             return
-        current = self.tabs.currentWidget()
+        current = self.stack.currentWidget()
         front = next((p for page in self.pages for c in page for p in c if current is not None and current.isAncestorOf(p)), None)
         self.pages = pages
         self._build()
@@ -118,10 +153,16 @@ class StageArea(QWidget):
         for panel in self.panels():  # out of the old pages first, so deleting them leaves the panels
             panel.hide()
             panel.setParent(self)
-        old = [self.tabs.widget(i) for i in range(self.tabs.count())]
-        self.tabs.clear()
-        for widget in old:
-            widget.deleteLater()
+        # the old pages and buttons are hidden now: until the event loop deletes them, they would be drawn
+        for row in [self.stack.widget(i) for i in range(self.stack.count())]:
+            row.hide()
+            self.stack.removeWidget(row)
+            row.deleteLater()
+        for button in self.page_buttons.buttons():
+            button.hide()
+            self.page_buttons.removeButton(button)
+            self._page_row.removeWidget(button)
+            button.deleteLater()
         self._splitters = []
         for page in self.pages:
             row = QSplitter(Qt.Horizontal)
@@ -143,7 +184,19 @@ class StageArea(QWidget):
                 widths.append(max(self.weights.get(p, 1) for p in column) * 100)
             row.setSizes(widths)
             self._splitters.append(row)
-            self.tabs.addTab(row, " · ".join(p.short_title for c in page for p in c))
+            index = self.stack.addWidget(row)
+            self._add_page_button(index, " · ".join(p.short_title for c in page for p in c))
         for panel in shown:
             panel.show()
-        self.tabs.tabBar().setVisible(len(self.pages) > 1)
+        self.page_bar.setVisible(len(self.pages) > 1)
+        self.show_page(0)
+
+    def _add_page_button(self, index: int, title: str) -> None:
+        button = QToolButton()
+        button.setText(title)
+        button.setCheckable(True)
+        button.setAutoRaise(True)
+        button.setFocusPolicy(Qt.NoFocus)  # keys: Ctrl+Tab and Ctrl+Shift+Tab (Space is Step in this window)
+        button.setToolTip(f"Show {title} (Ctrl+Tab: the next page, Ctrl+Shift+Tab: the previous one)")
+        self.page_buttons.addButton(button, index)
+        self._page_row.insertWidget(index, button)

@@ -136,7 +136,10 @@ def need_area(view: pg.GraphicsView, plot: pg.PlotItem, width: int, height: int,
     if plot.titleLabel.isVisible() and plot.titleLabel.text:  # a title wider than the plot was cut
         width = max(width, int(plot.titleLabel.item.boundingRect().width()) + 6)
     w = width + beside + 24  # + the layout's margins and spacing
-    h = height + 12
+    # + the plot's margins, and a GraphicsLayoutWidget's own around it (9 px each side: the attention
+    # map's drawing area came out 7 px short of its need on a projector)
+    margins = [plot.layout.getContentsMargins()] + ([view.ci.layout.getContentsMargins()] if hasattr(view, "ci") else [])
+    h = height + max(12, int(sum(top + bottom for _left, top, _right, bottom in margins)))
     for name in ("left", "right"):
         axis = plot.getAxis(name)
         if axis.isVisible():

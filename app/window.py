@@ -90,6 +90,7 @@ class MainWindow(QMainWindow):
         self.controller = SessionController(self, engine=engine)
         self._loading_source: str | None = None
         self._progress: QProgressDialog | None = None
+        self._download_cancelled = False  # Cancel pressed: progress reports still on their way are ignored
         self._closed = False
         self.focused: QWidget | None = None  # the panel shown alone (toggle_focus), or None
         self.prompt_refused = ""  # why the editor's prompt cannot run (Step is off meanwhile), or ""
@@ -488,8 +489,9 @@ class MainWindow(QMainWindow):
             message = self.prompt_refused
         if kind == "load":
             self._close_progress()
+            self._download_cancelled = False
             prior = self.state.result
-            if prior is not None:
+            if prior is not None and prior.info.name not in message:
                 message += f" Still using {prior.info.name}."
         self._set_status(message, error=True)
         self._sync_actions()
@@ -543,23 +545,36 @@ class MainWindow(QMainWindow):
                 QApplication.restoreOverrideCursor()
 
     def _on_controller_download_progress(self, done: int, total: int) -> None:
+        if self._download_cancelled:  # reports sent before the download heard of the cancel
+            return
         if self._progress is None:
-            self._progress = QProgressDialog(f"Downloading {self._loading_source}…", None, 0, 100, self)
+            self._progress = QProgressDialog(f"Downloading {self._loading_source}…", "Cancel", 0, 100, self)
             self._progress.setWindowTitle("Downloading a model")
             self._progress.setWindowModality(Qt.WindowModal)
             self._progress.setMinimumDuration(0)
+            self._progress.canceled.connect(self._on_progress_canceled)
         self._progress.setValue(int(100 * done / total) if total else 0)
         self._progress.setLabelText(
             f"Downloading {self._loading_source}: {human_bytes(done)} of {human_bytes(total) if total else '?'}"
         )
 
+    def _on_progress_canceled(self) -> None:
+        """Cancel pressed: the download stops at its next report and the load fails with a message
+        (``_on_controller_error``); the session shown meanwhile stays usable."""
+        self._download_cancelled = True
+        self._close_progress()
+        if self.controller.cancel_load():
+            self._set_status(f"Cancelling the download of {self._loading_source}…")
+
     def _close_progress(self) -> None:
         if self._progress is not None:
+            self._progress.blockSignals(True)  # closing emits canceled: only the Cancel button cancels
             self._progress.close()
             self._progress.deleteLater()
             self._progress = None
 
     def _on_controller_model_loaded(self, info) -> None:
+        self._download_cancelled = False
         self._close_progress()
         if info.is_demo:  # one calm line: what this model is for, and how to get a real one
             self.model_label.setText("Tiny demo model: it writes word salad. Real text: Model → GPT-2 small")

@@ -1,8 +1,11 @@
 """Panel 2, embeddings: every token as a point on the model's fixed 2-D PCA basis.
 
 A slider picks how deep to look: the embeddings (token + position) or the residual stream after
-any block. The axes never move between steps (the basis is fit once per model), so a point moves
-only when its vector does. The selected token's path through every layer is drawn as a line.
+any block. At the embeddings, a selector shows either part alone on the same axes (the token
+embeddings, or the position embeddings joined in position order), so the sum that enters the first
+block can be compared with what it is made of. The axes never move between steps (the basis is fit
+once per model), so a point moves only when its vector does. The selected token's path through every
+layer is drawn as a line.
 Items are built once; a step calls ``setData``; at most ``MAX_LABELS`` text labels are reused.
 """
 
@@ -12,7 +15,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QFontMetrics
-from PySide6.QtWidgets import QComboBox, QGroupBox, QHBoxLayout, QLabel, QSlider, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QComboBox, QGroupBox, QHBoxLayout, QLabel, QSlider, QStackedWidget, QVBoxLayout, QWidget
 
 from .. import theme as th
 from ..state import LATEST, AppState
@@ -22,6 +25,13 @@ from .steady_label import SteadyLabel
 MAX_LABELS = 16
 MODEL_BASIS = "axes: the model's"  # fitted once on its embedding table
 CONTEXT_BASIS = "axes: this text"  # fitted on the text's vectors at the depth shown
+SUM, TOKEN, POSITION = range(3)  # what the embeddings depth shows (``EmbeddingsPanel.part``)
+PARTS = ("sum", "token", "position")  # short: the row also holds the slider and the basis, on a projector too
+PART_TIPS = (
+    "The sum of the token and the position embeddings: what block 0 reads",
+    "The token embeddings alone: one row of the token table per token, whatever its position",
+    "The position embeddings alone: one row of the position table per position, whatever its token",
+)
 
 
 class EmbeddingsPanel(QGroupBox):
@@ -39,10 +49,23 @@ class EmbeddingsPanel(QGroupBox):
         self.slider.valueChanged.connect(self._on_slider_value_changed)
         self.depth_label = QLabel()
         self.depth_label.setWordWrap(True)
+        self.part = QComboBox()  # at the embeddings depth: the sum, or one of its two parts
+        for i, (text, tip) in enumerate(zip(PARTS, PART_TIPS)):
+            self.part.addItem(text)
+            self.part.setItemData(i, tip, Qt.ToolTipRole)
+        self.part.setToolTip(
+            "What enters block 0 is a sum: the token's embedding (a row of the token table) plus its "
+            "position's embedding (a row of the position table). Show the sum, or either part alone, "
+            "on the same axes."
+        )
+        self.part.currentIndexChanged.connect(self._on_part_changed)
+        self.depth_what = QStackedWidget()  # the part selector at the embeddings, else "after block i"
+        self.depth_what.addWidget(self.part)
+        self.depth_what.addWidget(self.depth_label)
         row = QHBoxLayout()
         row.addWidget(QLabel("Depth"))
         row.addWidget(self.slider, 1)
-        row.addWidget(self.depth_label, 1)
+        row.addWidget(self.depth_what, 1)
         self.basis = QComboBox()
         self.basis.addItems([MODEL_BASIS, CONTEXT_BASIS])
         self.basis.setToolTip(
@@ -115,6 +138,9 @@ class EmbeddingsPanel(QGroupBox):
         if self.state.result is not None:
             self._draw(autorange=False)
 
+    def _on_part_changed(self, _index: int) -> None:
+        self._draw(autorange=True)
+
     def _on_basis_changed(self, _index: int) -> None:
         self._context_basis = None
         self._label_axes()
@@ -160,6 +186,10 @@ class EmbeddingsPanel(QGroupBox):
             label.setFont(theme.font(-1))
         self._label_fm = QFontMetrics(theme.font(-1))
         self.depth_label.setFont(theme.font())
+        for box in (self.part, self.basis):
+            box.setFont(theme.font())
+            box.setMinimumWidth(box.sizeHint().width())  # their words whole, whatever the row's room
+        self.slider.setMinimumWidth(4 * theme.text_px())  # and room to slide
         self.caption.setFont(theme.font(-1))
         self._draw(autorange=False)
         self._fit()
@@ -209,7 +239,8 @@ class EmbeddingsPanel(QGroupBox):
     def _draw(self, *, autorange: bool) -> None:
         result = self.state.result
         depth = self.depth
-        self.depth_label.setText("embeddings (token + position)" if depth == 0 else f"after block {depth - 1}")
+        self.depth_label.setText(f"after block {depth - 1}")
+        self.depth_what.setCurrentIndex(0 if depth == 0 else 1)
         self.empty_note.setVisible(result is None or result.points.shape[1] == 0)
         if result is None or result.points.shape[1] == 0:
             self._set_points(np.zeros((0, 2), np.float32), 0)
@@ -221,20 +252,32 @@ class EmbeddingsPanel(QGroupBox):
             self.caption.setText("Step once to place the tokens.")
             return
         pts = result.points  # [L + 1, T, 2]
+        depth = min(depth, pts.shape[0] - 1)
+        part = self.part.currentIndex() if depth == 0 else SUM
+        parts = result.embed_points  # [2, T, 2]: token, position
         context = self.basis.currentText() == CONTEXT_BASIS
         if context:
-            pts, explained = self._context_points(result, min(depth, pts.shape[0] - 1))
+            pts, parts, explained = self._context_points(result, depth, parts=part != SUM)
             self._label_axes(explained)
         T = pts.shape[1]
-        depth = min(depth, pts.shape[0] - 1)
-        xy = pts[depth]
+        xy = pts[depth] if part == SUM else parts[part - 1]
         self._set_points(xy, len(result.prompt_ids))
         sel = min(max(self.state.selected_position, 0), T - 1)
-        path = pts[:, sel]  # [L + 1, 2]
+        if part == SUM:  # the selected token's path through the blocks
+            path = pts[:, sel]  # [L + 1, 2]
+        elif part == POSITION:  # the positions in order: neighbours lie near each other
+            path = xy
+        else:
+            path = xy[:0]
         self.path.setData(path[:, 0], path[:, 1])
-        self.path_points.setData(x=path[:, 0], y=path[:, 1])
+        if part == SUM:
+            self.path_points.setData(x=path[:, 0], y=path[:, 1])
+        else:
+            self.path_points.setData([], [])
         self.selected.setData(x=[xy[sel, 0]], y=[xy[sel, 1]])
         pieces = result.trace.pieces if result.trace is not None else result.prompt_pieces
+        if part == POSITION:  # a position's embedding does not depend on its token: label the position
+            pieces = [str(i) for i in range(T)]
         view = self.plot.getViewBox().viewRange()
         if autorange:
             both = np.concatenate([xy, path])
@@ -253,22 +296,28 @@ class EmbeddingsPanel(QGroupBox):
             if i is not None:
                 label.setText(pieces[i] if i < len(pieces) else "", color=th.SELECTED if i == sel else th.DARK)
                 label.setPos(float(xy[i, 0]), float(xy[i, 1]))
-        where = "its embedding" if depth == 0 else f"the residual stream after block {depth - 1}"
+        where = "their token + position embeddings (what block 0 reads)" if depth == 0 else f"the residual stream after block {depth - 1}"
         piece = pieces[sel] if sel < len(pieces) else ""
         fitted = (
             f"Axes fitted on these {T} vectors at this depth" if context
             else "Axes fitted once on the model's embedding table (the same for every text)"
         )
-        self.caption.setText(
-            f"{T} positions at {where}. {fitted}. Dashed line: position {sel} “{piece}” through all "
-            f"{pts.shape[0] - 1} blocks. Blue = prompt, orange = generated."
-        )
+        if part == TOKEN:
+            text = f"{T} token embeddings alone, without their positions: a repeated token lands on the same point."
+        elif part == POSITION:
+            text = (f"{T} position embeddings alone, whatever the token (the axes zoom to them); dashed line: "
+                    "positions 0, 1, 2, … in order: neighbours lie near each other.")
+        else:
+            text = f"{T} positions at {where}. Dashed line: position {sel} “{piece}” through all {pts.shape[0] - 1} blocks."
+        self.caption.setText(f"{text} {fitted}. Blue = prompt, orange = generated.")
 
-    def _context_points(self, result, depth: int) -> tuple[np.ndarray, tuple[float, float]]:
+    def _context_points(self, result, depth: int, *, parts: bool) -> tuple[np.ndarray, np.ndarray | None, tuple[float, float]]:
         """float32 [L + 1, T, 2]: every depth's vectors on the two directions that spread this text's
-        vectors at ``depth`` most (PCA, fitted here in the window on ``records[*].resid``), and the
-        share of their variance each direction explains. Signs follow the previous fit, so the picture
-        does not flip from one step to the next."""
+        vectors at ``depth`` most (PCA, fitted here in the window on ``records[*].resid``); float32
+        [2, T, 2]: the token and position embeddings on them, centred like the sum (None unless
+        ``parts``); and the share of
+        their variance each direction explains. Signs follow the previous fit, so the picture does
+        not flip from one step to the next."""
         resid = np.concatenate([r.resid for r in result.records], axis=1).astype(np.float64)  # [L + 1, T, d]
         x = resid[depth]
         mean = x.mean(axis=0)
@@ -290,8 +339,12 @@ class EmbeddingsPanel(QGroupBox):
             basis = basis * np.where((basis * self._context_basis).sum(axis=0) < 0, -1.0, 1.0)
         self._context_basis = basis
         points = ((resid - mean) @ basis).astype(np.float32)
+        embeds = None
+        if parts:
+            embeds = np.stack([np.concatenate([getattr(r, name) for r in result.records]) for name in ("token_embed", "pos_embed")])
+            embeds = ((embeds.astype(np.float64) - mean) @ basis).astype(np.float32)  # [2, T, 2]
         explained = tuple(float(v / total) if total > 0 else 0.0 for v in variances)
-        return points, explained
+        return points, embeds, explained
 
 
 def _fits(bounds, view) -> bool:

@@ -102,6 +102,56 @@ def test_the_embedding_view_can_fit_its_axes_on_this_text_and_says_which(window,
     assert "fitted on these 8 vectors" in panel.caption.text()
 
 
+def test_the_embedding_view_shows_the_token_and_position_embeddings_apart(window, qtbot, demo_model):
+    """At the embeddings depth a selector shows the sum that enters block 0, the token embeddings
+    alone or the position embeddings alone (joined in position order), each projected on the same
+    basis: the points drawn are ``projection.project`` of the records' ``token_embed`` / ``pos_embed``."""
+    import numpy as np
+
+    from app.panels.embeddings_panel import POSITION, SUM, TOKEN
+
+    for _ in range(3):
+        result = run(qtbot, window, window.step, "step")
+    panel = window.embeddings
+    projection = demo_model.projection
+    token = np.concatenate([r.token_embed for r in result.records])  # [T, d]
+    position = np.concatenate([r.pos_embed for r in result.records])
+    T = result.context_len
+    resid0 = np.concatenate([r.resid[0] for r in result.records])
+    np.testing.assert_allclose(resid0, token + position, atol=1e-5)  # the sum is what block 0 reads
+
+    def shown():
+        return np.asarray(panel.points.getData()).T  # [T, 2]
+
+    assert panel.depth == 0 and panel.part.isVisible() and panel.part.currentIndex() == SUM
+    np.testing.assert_allclose(shown(), result.points[0], atol=1e-6)
+    panel.part.setCurrentIndex(TOKEN)
+    np.testing.assert_allclose(shown(), projection.project(token), rtol=1e-5, atol=1e-5)
+    assert panel.caption.text().startswith(f"{T} token embeddings alone")
+    panel.part.setCurrentIndex(POSITION)
+    np.testing.assert_allclose(shown(), projection.project(position), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(panel.path.getData()).T, shown())  # the positions joined in order
+    labels = [label.toPlainText() for label in panel.labels if label.isVisible()]
+    assert labels and all(text.isdigit() and int(text) < T for text in labels)  # labelled by position
+
+    following = run(qtbot, window, window.step, "step")  # a step adds its own part; the older ones are the same arrays
+    assert len(following.embed_parts) == len(result.embed_parts) + 1
+    assert all(a is b for a, b in zip(following.embed_parts, result.embed_parts))
+    position = np.concatenate([r.pos_embed for r in following.records])
+    np.testing.assert_allclose(shown(), projection.project(position), rtol=1e-5, atol=1e-5)
+
+    from app.panels.embeddings_panel import CONTEXT_BASIS
+
+    panel.basis.setCurrentText(CONTEXT_BASIS)  # the text's own axes: the parts go on them too
+    basis = panel._context_basis  # float64 [d, 2], fitted on the sums
+    np.testing.assert_allclose(shown() - shown()[0], (position - position[0]) @ basis, atol=1e-4)
+    panel.basis.setCurrentIndex(0)
+
+    panel.slider.setValue(2)  # deeper than the embeddings: the residual stream, the selector gives way
+    assert not panel.part.isVisible() and panel.depth_label.text() == "after block 1"
+    np.testing.assert_allclose(shown(), following.points[2], atol=1e-6)
+
+
 def test_attention_at_length_zooms_to_a_region_and_can_show_small_weights(window, qtbot):
     import numpy as np
 

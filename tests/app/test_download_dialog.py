@@ -1,5 +1,5 @@
 """The window downloading a model by hub id from a stand-in hub on 127.0.0.1 (tests/hub_server.py):
-its progress dialog, and closing the window mid-download (the only cancel the window has)."""
+its progress dialog, its Cancel button, and closing the window mid-download."""
 
 from __future__ import annotations
 
@@ -7,11 +7,14 @@ import threading
 from pathlib import Path
 
 import pytest
-from PySide6.QtWidgets import QProgressBar, QProgressDialog
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QProgressBar, QProgressDialog, QPushButton
 
 from engine.loading import load_model
 from tests.conftest import make_tiny_folder
 from tests.hub_server import FakeHub, point_client_at
+
+from .helpers import run
 
 REPO = "someone/gpt2-shaped"
 
@@ -76,6 +79,55 @@ def test_closing_the_window_mid_download_stops_it_and_a_later_load_finishes(make
     assert (snapshot / "config.json").exists() and not (snapshot / "model.safetensors").exists()
     loaded = load_model(REPO)  # the next load (any window, or the terminal) fetches the rest
     assert loaded.info.name == REPO and len(hub.gets("model.safetensors")) == gets_before + 1
+
+
+def cancel_mid_download(window, qtbot, hub) -> str:
+    """Start loading REPO, press the dialog's Cancel while the hub holds the weights after 1 MB, then
+    let more bytes arrive (the next progress report stops the download); return the status shown
+    while the cancel was on its way."""
+    hub.hold_at["model.safetensors"] = 1 << 20
+    window.load_model(REPO)
+    with qtbot.waitSignal(window.controller.downloadProgress, timeout=30_000,
+                          check_params_cb=lambda done, total: done >= 1 << 20):
+        pass
+    cancel = dialog_of(window).findChild(QPushButton)
+    assert cancel.text() == "Cancel"
+    qtbot.mouseClick(cancel, Qt.LeftButton)
+    assert dialog_of(window) is None  # gone at once
+    cancelling = window.status_label.text()
+    hub.release.set()
+    return cancelling
+
+
+def test_cancel_stops_the_download_the_old_model_still_steps_and_a_later_load_finishes(window, qtbot, hub, tmp_path):
+    with qtbot.waitSignal(window.errorShown, timeout=30_000) as error:
+        cancelling = cancel_mid_download(window, qtbot, hub)
+    assert cancelling == f"Cancelling the download of {REPO}…"
+    message = "Download cancelled: still using gpt2-tiny-demo."
+    assert error.args == [message] and window.status_label.text() == message
+    qtbot.wait(200)  # progress reports sent before the cancel was heard open no dialog again
+    assert dialog_of(window, visible=False) is None
+
+    result = run(qtbot, window, window.step, "step")  # the old session runs on
+    assert result.info.is_demo and result.trace is not None and result.trace.step == 0
+    snapshot = tmp_path / "hf-home" / "hub" / ("models--" + REPO.replace("/", "--")) / "snapshots" / hub.commit
+    assert (snapshot / "config.json").exists() and not (snapshot / "model.safetensors").exists()
+
+    gets = len(hub.gets("model.safetensors"))
+    hub.hold_at.clear()
+    result = run(qtbot, window, lambda: window.load_model(REPO), "load", timeout=30_000)  # the next load finishes it
+    assert result.info.name == REPO and REPO in window.model_label.text()
+    assert len(hub.gets("model.safetensors")) == gets + 1 and len(hub.gets("config.json")) == 1  # the files done are kept
+
+
+def test_cancel_before_any_model_opens_the_demo_model(make_window, qtbot, hub):
+    window = make_window()
+    with qtbot.waitSignal(window.resultApplied, timeout=30_000, check_params_cb=lambda r: r.kind == "load") as done:
+        cancel_mid_download(window, qtbot, hub)
+    result = done.args[0]
+    assert result.info.is_demo
+    assert result.message.startswith(f"Download of {REPO} cancelled: opened the tiny demo model instead.")
+    assert window.status_label.text() == result.message and dialog_of(window) is None
 
 
 @pytest.mark.slow

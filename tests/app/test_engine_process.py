@@ -70,6 +70,9 @@ def test_wire_sends_each_record_once_and_keeps_identity(wire, demo_model):
     # every earlier record arrives as the very object received the first time
     assert all(last.records[i] is received[i].records[i] for i in range(6))
     assert last.trace.record is last.records[-1] and last.info is first.info
+    # so does each step's token and position embeddings on the PCA basis (the embeddings view)
+    assert all(last.embed_parts[i] is received[i].embed_parts[i] for i in range(6))
+    np.testing.assert_array_equal(result.embed_points, last.embed_points)
     # a decode step's message holds its own record, not the history: no bigger at step 5 than at 1
     assert sizes[5] < sizes[1] * 1.2, sizes
     assert sender.remembered == receiver.remembered

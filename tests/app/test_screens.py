@@ -14,7 +14,7 @@ import pyqtgraph as pg
 import pytest
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QImage
-from PySide6.QtWidgets import QLabel, QStyle, QStyleOptionGroupBox
+from PySide6.QtWidgets import QLabel, QSplitter, QStyle, QStyleOptionGroupBox, QTabWidget, QToolButton
 
 from .helpers import run
 
@@ -92,8 +92,8 @@ def window_problems(window, qtbot) -> list[str]:
     """Every panel on every page: what does not have room."""
     problems = []
     stages = window.stages
-    for page in range(stages.tabs.count()):
-        stages.tabs.setCurrentIndex(page)
+    for page in range(len(stages.pages)):
+        stages.show_page(page)
         settle(window, qtbot)
         for panel in (window.tokens, *(p for column in stages.pages[page] for p in column)):
             assert panel.isVisible(), panel.short_title
@@ -127,6 +127,49 @@ def test_every_plot_and_label_has_room_at_every_size(window, qtbot, projector):
     window.resize(1366, 768)
     qtbot.wait(30)
     assert (len(window.stages.pages) == 1) is (not projector)
+
+
+def test_on_a_narrow_screen_buttons_choose_the_page_of_panels(window, qtbot):
+    """At 1024 x 768 the panels take more than one page: a row of buttons, one per page and named for
+    its panels, shows one page at a time (a click, or Ctrl+Tab and Ctrl+Shift+Tab: Space is Step in
+    this window), with no QTabWidget anywhere (its tab bar cost about 10 ms a drawn step)."""
+    window.resize(1024, 768)
+    qtbot.wait(30)
+    stages = window.stages
+    pages = stages.pages
+    assert len(pages) > 1 and not window.findChildren(QTabWidget)
+    buttons = [stages.page_buttons.button(i) for i in range(len(pages))]
+    assert len(stages.page_buttons.buttons()) == len(pages) and stages.page_bar.isVisible()
+    assert [b.text() for b in buttons] == [" · ".join(p.short_title for c in page for p in c) for page in pages]
+
+    def shown() -> int:
+        """The one page whose panels are visible, and whose button alone is checked."""
+        visible = [i for i, page in enumerate(pages) if all(p.isVisible() for c in page for p in c)]
+        hidden = [i for i, page in enumerate(pages) if not any(p.isVisible() for c in page for p in c)]
+        assert len(visible) == 1 and len(hidden) == len(pages) - 1
+        assert [b.isChecked() for b in buttons] == [i == visible[0] for i in range(len(pages))]
+        return visible[0]
+
+    assert shown() == 0
+    qtbot.mouseClick(buttons[-1], Qt.LeftButton)
+    assert shown() == len(pages) - 1 == stages.current_page
+    window.attention.setFocus()
+    qtbot.keyClick(window, Qt.Key_Tab, Qt.ControlModifier)  # the next page, round to the first
+    assert shown() == 0
+    qtbot.keyClick(window, Qt.Key_Tab, Qt.ControlModifier)
+    assert shown() == 1
+    qtbot.keyClick(window, Qt.Key_Backtab, Qt.ControlModifier | Qt.ShiftModifier)
+    assert shown() == 0
+    stages.show_panel(window.kv)
+    assert shown() == stages.page_of(window.kv) > 0
+    stages.relayout(force=True)  # new pages and buttons: the old ones are not drawn while they wait to be deleted
+    buttons = stages.page_buttons.buttons()
+    assert not [b for b in stages.page_bar.findChildren(QToolButton) if b not in buttons and not b.isHidden()]
+    rows = stages.stack.findChildren(QSplitter, options=Qt.FindDirectChildrenOnly)
+    assert not [row for row in rows if row is not stages.stack.currentWidget() and not row.isHidden()]
+    window.resize(1600, 1000)  # everything fits one page: no buttons
+    qtbot.wait(30)
+    assert len(stages.pages) == 1 and not stages.page_bar.isVisible()
 
 
 def test_focusing_a_panel_fills_the_window_and_comes_back(window, qtbot):
