@@ -62,6 +62,9 @@ class StageArea(QWidget):
         self._page_row.setContentsMargins(0, 0, 0, 0)
         self._page_row.setSpacing(2)
         self._page_row.addStretch(1)
+        self._probe = QToolButton(self.page_bar)  # never shown: how tall a page button is before there is one
+        self._probe.setText("Ag")
+        self._probe.hide()
         self.page_buttons = QButtonGroup(self)  # exclusive: the checked one is the page shown
         self.page_buttons.idClicked.connect(self.show_page)
         layout = QVBoxLayout(self)
@@ -120,7 +123,7 @@ class StageArea(QWidget):
 
     def _bar_height(self) -> int:
         """What the row of page buttons takes of the height, when it is shown."""
-        return self.page_bar.sizeHint().height() + self.layout().spacing()
+        return max(self.page_bar.sizeHint().height(), self._probe.sizeHint().height()) + self.layout().spacing()
 
     @guarded
     def resizeEvent(self, event) -> None:

@@ -717,6 +717,7 @@ class MainWindow(QMainWindow):
     @guarded
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
+        self.tokens.fit_chips()  # how many rows of chips the new height has room for
         self.painter.repaint_later()
 
     # ------------------------------------------------------------ closing

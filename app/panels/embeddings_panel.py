@@ -34,6 +34,9 @@ PART_TIPS = (
 )
 
 
+GAP = 2  # pixels kept between two labels
+
+
 class EmbeddingsPanel(QGroupBox):
     """Token positions in 2-D at a chosen depth, with the selected token's path through the layers."""
 
@@ -223,12 +226,15 @@ class EmbeddingsPanel(QGroupBox):
         box = self.plot.getViewBox().boundingRect()
         sx, sy = max(box.width(), 1) / max(x1 - x0, 1e-9), max(box.height(), 1) / max(y1 - y0, 1e-9)
         fm = self._label_fm
+        m = self.labels[0].textItem.document().documentMargin()  # a TextItem's box is its text plus this
         taken: list[tuple[float, float, float, float]] = []
         kept = []
         for i in candidates:
             px, py = (xy[i, 0] - x0) * sx, (y1 - xy[i, 1]) * sy
-            left, top = px, py - fm.height()  # anchor (-0.1, 1.1): the text sits above and right of its point
-            right, bottom = left + fm.horizontalAdvance(pieces[i] if i < len(pieces) else ""), py
+            w, h = fm.horizontalAdvance(pieces[i] if i < len(pieces) else ""), fm.height()
+            # anchor (-0.1, 1.1) of the box (text and margins): the text sits above and right of its point
+            left, top = px + 0.1 * (w + 2 * m) + m, py - 1.1 * (h + 2 * m) + m
+            right, bottom = left + w + GAP, top + h + GAP
             if all(right < l or left > r or bottom < t or top > b for l, t, r, b in taken):
                 taken.append((left, top, right, bottom))
                 kept.append(i)

@@ -54,6 +54,9 @@ def _is_variation_selector(ch: str) -> bool:
     return 0xFE00 <= c <= 0xFE0F or 0xE0100 <= c <= 0xE01EF or 0x180B <= c <= 0x180F or c == 0x034F
 
 
+CHIP_SHARE = 0.12  # the most of the window's height the rows of chips take (a scroll bar beyond)
+
+
 @dataclass(frozen=True)
 class Chip:
     """One token chip. kind: "prompt", "generated" or "next" (chosen, not yet fed back)."""
@@ -239,7 +242,7 @@ class TokensPanel(QGroupBox):
         self.scroll.setWidget(self.strip)
         self.scroll.setWidgetResizable(True)
         self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
-        self.strip.heightChanged.connect(self._fit_scroll)
+        self.strip.heightChanged.connect(self.fit_chips)
         self.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Maximum)  # no empty space below the chips
 
         # the whole text so far as a sentence, the newest token marked
@@ -348,7 +351,7 @@ class TokensPanel(QGroupBox):
         self.setFont(theme.font())
         self.counts.setMinimumWidth(QFontMetrics(theme.font()).horizontalAdvance("x" * 40))
         self.strip.set_theme(theme)
-        self._fit_scroll()
+        self.fit_chips()
 
     def _show_sentence(self) -> None:
         """The text so far in two lines at most: its end, the newest token marked."""
@@ -369,17 +372,20 @@ class TokensPanel(QGroupBox):
 
     def set_expanded(self, expanded: bool) -> None:
         """Focused (True): the chips take all the height there is; else as many rows as they need,
-        up to three, and a scroll bar beyond."""
+        up to three (fewer on a short window: ``CHIP_SHARE``), and a scroll bar beyond."""
         self.expanded = expanded
         self.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Preferred if expanded else QSizePolicy.Maximum)
-        self._fit_scroll()
+        self.fit_chips()
 
-    def _fit_scroll(self, *_args) -> None:
+    def fit_chips(self, *_args) -> None:
+        """Give the chips the rows they need, as many as there is room for (called on a resize too)."""
         frame = 2 * self.scroll.frameWidth()
         if self.expanded:
             self.scroll.setMinimumHeight(self.strip.rows_height(1) + frame)
             self.scroll.setMaximumHeight(16777215)
             return
-        rows = min(max(self.strip.height(), self.strip.rows_height(1)), self.strip.rows_height(3))
+        one = self.strip.rows_height(1)
+        most = max(1, min(3, int(CHIP_SHARE * self.window().height() / max(one, 1))))  # a long prompt never
+        rows = min(max(self.strip.height(), one), self.strip.rows_height(most))  # pushes the window past its size
         self.scroll.setFixedHeight(rows + frame)
 

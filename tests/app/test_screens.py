@@ -16,6 +16,8 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QLabel, QSplitter, QStyle, QStyleOptionGroupBox, QTabWidget, QToolButton
 
+from app.panels.tokens_panel import CHIP_SHARE
+
 from .helpers import run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,6 +129,33 @@ def test_every_plot_and_label_has_room_at_every_size(window, qtbot, projector):
     window.resize(1366, 768)
     qtbot.wait(30)
     assert (len(window.stages.pages) == 1) is (not projector)
+
+
+LONG_PROMPT = ("In a quiet village by the sea, an old fisherman told the children stories about the storms he had "
+               "seen and the ships that never came back home again")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("projector", [False, True], ids=["normal", "projector"])
+def test_a_long_prompt_keeps_the_window_its_size(window, qtbot, projector):
+    """Three rows of chips pushed a 1280 x 720 projector window to 799 px: the chips take at most
+    a share of the height and scroll beyond it."""
+    window.state.set_projector(projector)
+    run(qtbot, window, lambda: window.tokens.editor.setPlainText(LONG_PROMPT), "prompt")
+    run(qtbot, window, window.step, "step")
+    problems = []
+    for size in [(1024, 768), (1280, 720), (1366, 768)]:
+        window.resize(*size)
+        qtbot.wait(10)
+        settle(window, qtbot)
+        if window.size().toTuple() != size:
+            problems.append(f"{size}: window {window.size().toTuple()}")
+        problems += [f"{size}: {p}" for p in window_problems(window, qtbot)]
+        tokens = window.tokens  # the chips take at most their share of the height (one row at least) and scroll
+        room = max(CHIP_SHARE * size[1], tokens.strip.rows_height(1)) + 2 * tokens.scroll.frameWidth()
+        if tokens.scroll.height() > room:
+            problems.append(f"{size}: the chips take {tokens.scroll.height()} px, more than {room:.0f}")
+    assert problems == []
 
 
 def test_on_a_narrow_screen_buttons_choose_the_page_of_panels(window, qtbot):
