@@ -553,10 +553,9 @@ class MainWindow(QMainWindow):
             self._progress.setWindowModality(Qt.WindowModal)
             self._progress.setMinimumDuration(0)
             self._progress.canceled.connect(self._on_progress_canceled)
-        self._progress.setValue(int(100 * done / total) if total else 0)
-        self._progress.setLabelText(
-            f"Downloading {self._loading_source}: {human_bytes(done)} of {human_bytes(total) if total else '?'}"
-        )
+        dialog = self._progress  # setValue runs the event loop (a modal dialog): the load may end and close it
+        dialog.setLabelText(f"Downloading {self._loading_source}: {human_bytes(done)} of {human_bytes(total) if total else '?'}")
+        dialog.setValue(int(100 * done / total) if total else 0)
 
     def _on_progress_canceled(self) -> None:
         """Cancel pressed: the download stops at its next report and the load fails with a message
