@@ -2,7 +2,6 @@
 ``write_npz`` writes atomically. Format 3 is tested in test_session_file.py."""
 
 import json
-import os
 
 import numpy as np
 import pytest
@@ -11,6 +10,7 @@ from engine import export
 from engine import ExportError, SamplingSettings, Session
 from engine.export import FORMAT, load_export, write_npz
 
+from .evil import write_pickle_bomb
 from .legacy import legacy_arrays
 
 
@@ -80,14 +80,8 @@ def test_malformed_files_are_refused(tmp_path, arrays, changes, words):
 
 
 def test_pickled_objects_are_never_loaded(tmp_path, arrays):
-    marker = tmp_path / "pwned"
-
-    class Evil:
-        def __reduce__(self):
-            return (os.system, (f"touch {marker}",))
-
-    path = tmp_path / "evil.npz"
-    np.savez(path, **dict(arrays, meta=np.array([Evil()], dtype=object)))
+    marker, path = tmp_path / "pwned", tmp_path / "evil.npz"
+    write_pickle_bomb(path, arrays, "meta", marker)
     with pytest.raises(ExportError, match="Python objects"):
         load_export(path)
     assert not marker.exists()

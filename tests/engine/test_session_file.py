@@ -3,7 +3,6 @@ have, a session opens for viewing without its model, bad files are refused, save
 files of formats 1 and 2 still open."""
 
 import json
-import os
 import subprocess
 import sys
 import zipfile
@@ -21,6 +20,7 @@ from engine.sampling import SamplingSettings
 from engine.session import Session
 from engine.session_file import FORMAT, open_session, read_session, save_session, session_arrays, weights_hash
 
+from .evil import write_pickle_bomb
 from .legacy import legacy_arrays
 
 PROMPT = "The cat sat on the"
@@ -275,14 +275,8 @@ def test_missing_not_a_zip_truncated_and_damaged(tmp_path, saved_path):
 
 
 def test_pickled_objects_are_never_loaded(tmp_path, arrays):
-    marker = tmp_path / "pwned"
-
-    class Evil:
-        def __reduce__(self):
-            return (os.system, (f"touch {marker}",))
-
-    path = tmp_path / "evil.npz"
-    np.savez(path, **dict(arrays, node_parent=np.array([Evil()], dtype=object)))
+    marker, path = tmp_path / "pwned", tmp_path / "evil.npz"
+    write_pickle_bomb(path, arrays, "node_parent", marker)
     with pytest.raises(ExportError, match="holds Python objects"):
         read_session(path)
     assert not marker.exists()
