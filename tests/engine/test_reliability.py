@@ -431,13 +431,15 @@ def test_thousand_steps_hold_a_bounded_history(tmp_path, one_thread):
 def test_looping_play_on_the_demo_model_does_not_leak(demo_model, one_thread):
     """1,000 steps of Play, rewinding to step 0 each time the 256-position window fills, with a
     branch (step back, choose another token, re-sample) every 25 steps: the history never exceeds
-    one full window's bound and RSS shows no growth from loop to loop after the first."""
+    one full window's bound, the branches kept beside it never exceed their budget, and RSS grows
+    by no more than that budget from loop to loop after the first."""
     info = demo_model.info
     eos = demo_model.tokenizer.eos_id
 
     def other_token() -> int:
         return int(rng.integers(0, eos))  # any token but <|endoftext|> (the last id)
     session = Session(demo_model, SamplingSettings(temperature=1.0, top_k=50, seed=7))
+    budget = session.tree.budget_bytes = 48 * 2**20  # every rewind keeps the old loop as a branch: bounded by this
     prompt_len = len(session.set_prompt("The cat sat on the mat and looked at the door. " * 8 + "Then"))  # 97 tokens
     window_bound = step_bytes_bound(info, prompt_len, prompt_len) + sum(
         step_bytes_bound(info, 1, T) for T in range(prompt_len + 1, info.n_positions + 1)
@@ -454,6 +456,7 @@ def test_looping_play_on_the_demo_model_does_not_leak(demo_model, one_thread):
                 session.choose(other_token())
                 continue
             assert stopped.reason == "context_full"
+            assert session.tree.nbytes(exclude=set(session.tree.path(session.node))) <= budget
             rss_at_loop.append(rss_bytes())
             session.rewind(0)  # what a looping Play does
             if session.stop_reason()[0]:
@@ -468,4 +471,5 @@ def test_looping_play_on_the_demo_model_does_not_leak(demo_model, one_thread):
     assert loops >= 5
     assert peak_history <= window_bound  # a full window after a 97-token prompt: 36.0 MB, measured and bound
     after_warmup = rss_at_loop[1:]
-    assert max(after_warmup) - after_warmup[0] <= 32 * 2**20  # measured: +3 MiB over 5 loops, +1.9 MiB over 23
+    assert session.tree.dropped > 0  # the budget was reached: old branches went
+    assert max(after_warmup) - after_warmup[0] <= budget + 32 * 2**20
