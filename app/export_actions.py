@@ -15,7 +15,7 @@ import re
 from contextlib import contextmanager
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, QObject
+from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QApplication, QFileDialog, QGroupBox, QMenu, QMenuBar, QToolButton, QWidget
 
@@ -126,11 +126,14 @@ class ExportActions(QObject):
         """Write the ``which`` table ("candidates" or "history", see app.tables) to ``path`` as CSV."""
         title, columns, build = TABLES[which]
         path = Path(path)
-        try:
+        QApplication.setOverrideCursor(Qt.WaitCursor)  # the history recomputes every step's distribution:
+        try:  # about 3 ms a step at GPT-2's vocabulary, seconds for a long session
             rows = build(self.window.state.result)
             tables.write_csv(path, columns, rows)
         except (OSError, tables.TableError) as exc:
             return self._failed(f"Could not save the {title.lower()} to {path}", exc)
+        finally:
+            QApplication.restoreOverrideCursor()
         self.folder = path.parent
         self.status(f"Saved the {title.lower()} ({len(rows):,} rows) to {path}.")
         return True
