@@ -190,7 +190,7 @@ class SessionController(QObject):
         if isinstance(request, p.RESTARTS):
             self._barrier = request.generation
             self.engine.set_control("latest_barrier", request.generation)
-            keep = tuple(k for k in p.KEPT_ON_RESTART if not (isinstance(request, p.Load) and k is p.Load))
+            keep = tuple(k for k in p.KEPT_ON_RESTART if not isinstance(request, k))  # a newer Load replaces a waiting one
             self._waiting = [r for r in self._waiting if isinstance(r, keep)]
         elif isinstance(request, p.COALESCING) and self._waiting and type(self._waiting[-1]) is type(request):
             self._waiting[-1] = request

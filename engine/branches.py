@@ -208,9 +208,6 @@ class BranchTree:
     def children(self, node: int) -> list[int]:
         return list(self._children[node].values())
 
-    def child(self, node: int, token: int) -> int | None:
-        return self._children[node].get(int(token))
-
     def path(self, node: int) -> list[int]:
         """The node ids from the prefill down to ``node`` (empty for ROOT)."""
         out = []

@@ -122,9 +122,7 @@ def inside(session, step: int | None = None, position: int | None = None, *,
     keys and values of every visible position are included (float32 2 x H x T x dh each).
     """
     s, p, ids, next_id = _resolve(session, step, position)
-    model, info = session.loaded.model, session.info
-    if model is None:  # a session file opened without its model
-        raise SessionError(session.loaded.missing_reason or "No model is loaded to recompute the path with.")
+    model, info = session.require_model("recompute the path"), session.info
     n_layers = info.n_layer
     layers_kv = tuple(range(n_layers)) if kv_layers is None else tuple(sorted(set(kv_layers)))
     last = hooks.Keep(rows=slice(-1, None))  # position p is the pass's last position either way

@@ -56,8 +56,8 @@ class Session:
     Nothing taken is lost: every step lives in a tree of branches (``engine.branches``). The
     history (``records``) is the path to the current node; a different token at some step starts a
     new branch beside the earlier one, and ``switch`` moves to any node. Back and switching keep the
-    KV cache's positions the new path shares with the old one; the next step feeds the rest in one
-    forward pass (a prefill when nothing is shared).
+    KV cache's positions the new path shares with the old one; before the next step, one catch-up
+    pass gives it the rest (``_catch_up``).
 
     With ``use_cache=False`` every step runs the whole sequence through the model, as a model
     without a KV cache must, and nothing is cached; the records are the same (the rows of the newest
@@ -158,9 +158,7 @@ class Session:
         if not (0 <= layer < info.n_layer and 0 <= head < info.n_head):
             raise SessionError(f"There is no layer {layer}, head {head} (layers 0 to {info.n_layer - 1}, heads 0 to {info.n_head - 1}).")
         record = self.trace(step).record if step is not None else self._current("read a query")
-        if self.loaded.model is None:
-            raise SessionError(self.loaded.missing_reason or "No model is loaded to compute a query with.")
-        block = self.loaded.model.transformer.h[layer]
+        block = self.require_model("compute a query").transformer.h[layer]
         dh = info.d_model // info.n_head
         with torch.inference_mode():
             x = torch.from_numpy(record.resid[layer, -1:])  # [1, d]: block L's input (resid[L] is its resid_pre)
@@ -259,6 +257,12 @@ class Session:
         self.tree.prune(self._path)
 
     # ------------------------------------------------------------- stepping
+    def require_model(self, what: str):
+        """The model, or SessionError when this session was opened from a file without it."""
+        if self.loaded.model is None:
+            raise SessionError(self.loaded.missing_reason or f"No model is loaded to {what} with.")
+        return self.loaded.model
+
     def stop_reason(self) -> tuple[str | None, str]:
         """(reason, message) if no further step can run, else (None, "")."""
         if not self._records:
@@ -282,16 +286,18 @@ class Session:
         reason, message = self.stop_reason()
         if reason:
             raise GenerationStopped(reason, message)
-        if not self._records:
-            start, new_ids = 0, self._prompt_ids
-        else:
-            start, new_ids = self._records[-1].end, [self._records[-1].chosen]
-        record, dist = self._run(len(self._records), start, new_ids)
+        record, dist = self._run(len(self._records), *self.next_input())
         self._take(self.node, record)
         self._latest_dist = dist
         if len(self._records) % TRIM_EVERY == 0:
             release_freed_memory()
         return self.trace()
+
+    def next_input(self) -> tuple[int, list[int]]:
+        """(start, token ids) the next step feeds: the prompt at the prefill, then the token chosen last."""
+        if not self._records:
+            return 0, list(self._prompt_ids)
+        return self._records[-1].end, [self._records[-1].chosen]
 
     def _run(self, step: int, start: int, new_ids: list[int]) -> tuple[StepRecord, Distribution]:
         """One forward pass with every hook recorded. On any failure the cache is restored.
@@ -301,18 +307,16 @@ class Session:
         (``_catch_up``), so the step itself is always an ordinary one. Without it (no-cache mode)
         the whole sequence is fed and the newest n rows are kept.
         """
-        if self.loaded.model is None:
-            raise SessionError(self.loaded.missing_reason or "No model is loaded to compute a step with.")
+        model = self.require_model("compute a step")
         t_step = perf_counter()
-        model, n_layers, n = self.loaded.model, self.info.n_layer, len(new_ids)
+        n_layers, n = self.info.n_layer, len(new_ids)
         whole = self._context(step).tolist()  # positions 0..start + n - 1
         self.last_catch_up = None
         if self._use_cache and self.cache_length() < start:
             self._catch_up(whole[:start])
         cached = self.cache_length() if self._use_cache else 0
-        incremental = self._use_cache
-        fed = new_ids if incremental else whole
-        if not incremental:
+        fed = new_ids if self._use_cache else whole
+        if not self._use_cache:
             self._cache = None
         try:
             with torch.inference_mode(), hooks.capture(model, n_layers, STEP_HOOKS) as rec:
@@ -327,10 +331,7 @@ class Session:
             dist = sampling.distribution(record_arrays["logits"], self._context(step), self.settings)
             drawn = sampling.draw(dist, step)
         except BaseException:
-            if self._cache is not None and incremental:
-                hf_compat.crop_cache(self._cache, cached)
-            if not incremental:
-                self._cache = None
+            self._restore_cache(cached)
             raise
         record = StepRecord(
             step=step,
@@ -359,12 +360,16 @@ class Session:
             with torch.inference_mode():
                 _, self._cache = hf_compat.forward(self.loaded.model, torch.tensor([tokens[cached:]], dtype=torch.long), self._cache)
         except BaseException:
-            if self._cache is not None and cached:
-                hf_compat.crop_cache(self._cache, cached)
-            else:
-                self._cache = None
+            self._restore_cache(cached)
             raise
         self.last_catch_up = (len(tokens) - cached, (perf_counter() - t0) * 1e3)
+
+    def _restore_cache(self, cached: int) -> None:
+        """After a failed forward pass: the cache as it held ``cached`` positions before it (none: no cache)."""
+        if self._cache is not None and cached:
+            hf_compat.crop_cache(self._cache, cached)
+        else:
+            self._cache = None
 
     def _kv_stats(self) -> KVStats:
         layers = hf_compat.layer_tensors(self._cache)

@@ -623,7 +623,7 @@ def _replay(saved: SavedSession, loaded):
     has_u = "draw_u" in a
     for s, entry in enumerate(steps):
         session.settings = _settings(saved.name, {k: v for k, v in entry.items() if k != "chosen_by"})
-        start, fed = (0, session.prompt_ids) if s == 0 else (session.records[-1].end, [session.records[-1].chosen])
+        start, fed = session.next_input()
         if start + len(fed) > mine.n_positions:
             raise ExportError(f"{saved.name} holds more positions than {mine.name} reads.")
         record, _ = session._run(s, start, list(fed))

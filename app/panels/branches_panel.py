@@ -52,18 +52,15 @@ def text_of(pieces) -> str:
 def segments(table: BranchTable) -> dict[int, list[int]]:
     """Each stretch of steps without a split, by its first node: the nodes from it while each has
     exactly one child (a stretch ends at a leaf or where the tree splits)."""
-    children: dict[int, list[int]] = {}
-    for node, parent in zip(table.ids.tolist(), table.parents.tolist()):
-        children.setdefault(parent, []).append(node)
     out: dict[int, list[int]] = {}
-    starts = list(children.get(ROOT, []))
+    starts = table.children(ROOT)
     while starts:
         start = starts.pop(0)
         run = [start]
-        while len(children.get(run[-1], [])) == 1:
-            run.append(children[run[-1]][0])
+        while len(below := table.children(run[-1])) == 1:
+            run.append(below[0])
         out[start] = run
-        starts.extend(children.get(run[-1], []))
+        starts.extend(table.children(run[-1]))
     return out
 
 
