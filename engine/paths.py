@@ -1,18 +1,27 @@
-"""Where the bundled resources live, from a source checkout or a PyInstaller bundle."""
+"""Where the bundled resources live: a source checkout, an installed wheel or a PyInstaller bundle."""
 
 from __future__ import annotations
 
 import sys
+from importlib import resources
 from pathlib import Path
 
 DEMO_MODEL_NAME = "gpt2-tiny-demo"
 
 
 def resources_dir() -> Path:
+    """The folder holding ``help/``, ``icons/`` and ``models/``.
+
+    A PyInstaller bundle has it at ``resources/`` in ``sys._MEIPASS``; a source checkout (the folder
+    with pyproject.toml) reads its own ``resources/``, even when the venv has another checkout
+    installed; an installed wheel carries it as the package ``nexttoken_resources``."""
     frozen_root = getattr(sys, "_MEIPASS", None)
     if frozen_root:
         return Path(frozen_root) / "resources"
-    return Path(__file__).resolve().parent.parent / "resources"
+    checkout = Path(__file__).resolve().parent.parent
+    if (checkout / "pyproject.toml").is_file():
+        return checkout / "resources"
+    return Path(str(resources.files("nexttoken_resources")))
 
 
 def demo_model_dir() -> Path:
