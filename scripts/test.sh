@@ -1,9 +1,22 @@
 #!/usr/bin/env bash
-# Set up .venv (scripts/setup.sh), check the import contracts, run the whole test suite offscreen.
+# Run the tests offscreen after checking the import contracts:
+#     ./scripts/test.sh               the fast tests (all but those marked slow)
+#     ./scripts/test.sh --all         every test (.ci/run; the packaging tests want the packaging extra)
+#     ./scripts/test.sh -k attention  more arguments go to pytest
+# .venv is set up (scripts/setup.sh) only when it is missing or pyproject.toml changed since its last
+# setup (setup.sh writes pyproject.toml's hash to .venv/nexttoken-setup.sha256): nothing is installed here
+# otherwise, and never the packaging tools.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-EXTRAS=${EXTRAS:-packaging} ./scripts/setup.sh
+select=(-m "not slow")
+if [ "${1:-}" = "--all" ]; then
+    select=()
+    shift
+fi
+if [ ! -x .venv/bin/python ] || [ "$(cat .venv/nexttoken-setup.sha256 2>/dev/null)" != "$(./scripts/setup.sh --hash)" ]; then
+    ./scripts/setup.sh
+fi
 . .venv/bin/activate
 export QT_QPA_PLATFORM=offscreen HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 lint-imports
-python -m pytest "$@"
+python -m pytest "${select[@]}" "$@"
