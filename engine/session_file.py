@@ -303,7 +303,7 @@ def _read_npz(path: Path, keys: tuple[str, ...] | None = None) -> dict[str, np.n
             if f.read(4) != b"PK\x03\x04":
                 raise ExportError(f"{path.name} is not a readable .npz file (it is not a zip archive).")
         with np.load(path, allow_pickle=False) as z:
-            return {key: z[key] for key in z.files if keys is None or key in keys}
+            data = {key: z[key] for key in z.files if keys is None or key in keys}
     except ExportError:
         raise
     except FileNotFoundError as exc:
@@ -315,6 +315,10 @@ def _read_npz(path: Path, keys: tuple[str, ...] | None = None) -> dict[str, np.n
             raise ExportError(f"{path.name} holds Python objects, which nexttoken never loads.") from exc
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ExportError(f"{path.name} is damaged or not a readable .npz file ({first}).") from exc
+    for key, value in data.items():  # a zip member that is not an .npy file comes back as bytes
+        if not isinstance(value, np.ndarray):
+            raise ExportError(f"{path.name} is not a nexttoken session file ('{key}' is not a numpy array).")
+    return data
 
 
 def _version(name: str, meta: np.ndarray) -> int:

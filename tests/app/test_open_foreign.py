@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import zipfile
 
-import pytest
-
 from app.main import main
 
 
-@pytest.mark.xfail(strict=True, reason="issue 26 defect 5: AttributeError, a traceback, status 1")
 def test_open_refuses_a_foreign_npz_with_status_2_and_one_line(tmp_path, capsys):
     path = tmp_path / "foreign.npz"
     with zipfile.ZipFile(path, "w") as z:

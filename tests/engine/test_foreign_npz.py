@@ -40,10 +40,7 @@ def _foreign(tmp_path, members: dict[str, bytes]):
     return path
 
 
-XFAIL = pytest.mark.xfail(strict=True, reason="issue 26 defect 5: a member numpy reads as bytes reaches parse_meta")
-
-
-@pytest.mark.parametrize("case", [pytest.param(c, marks=XFAIL) if c == "meta is raw bytes" else c for c in FOREIGN])
+@pytest.mark.parametrize("case", list(FOREIGN))
 def test_a_foreign_npz_is_refused_with_one_line(tmp_path, case):
     path = _foreign(tmp_path, FOREIGN[case])
     for read in (read_session, read_meta):
