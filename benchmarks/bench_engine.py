@@ -616,10 +616,10 @@ def measure_file(loaded, steps: int, folder: Path) -> dict:
     """Size and times of a session file of ``steps`` sampled steps (one branch) at this model's shape."""
     import zipfile
 
-    from engine.session_file import open_session, read_session, save_session, session_arrays, weights_hash
+    from engine.session_file import open_session, read_session, save_session, session_arrays
 
     t0 = time.perf_counter()
-    weights_hash(loaded)
+    loaded.weights_hash
     hash_s = time.perf_counter() - t0
     loaded.projection  # fitted once per model in the app too, before any save
     session = session_with_prompt(loaded, 16)

@@ -213,7 +213,7 @@ def saved_session(demo_model, tmp_path_factory) -> Path:
 @given(data=st.data())
 def test_damaged_session_files_are_refused_with_a_message(saved_session, tmp_path_factory, data):
     """A file cut short (a crash mid-copy) or with a byte changed is an ExportError, never a crash.
-    (Found: a damaged deflate stream raised zlib.error past load_export.)"""
+    (Found: a damaged deflate stream raised zlib.error past the reader.)"""
     from engine import ExportError
     from engine.session_file import read_session
 
