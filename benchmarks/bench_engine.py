@@ -650,7 +650,7 @@ def measure_file(loaded, steps: int, folder: Path) -> dict:
     open_view_s = time.perf_counter() - t0
     with zipfile.ZipFile(path) as z:
         members = {i.filename.removesuffix(".npy"): (i.file_size, i.compress_size) for i in z.infolist()}
-    return dict(steps=steps, size=path.stat().st_size, history=session.history_nbytes(), step_s=step_s, save_s=save_s, arrays_s=arrays_s,
+    return dict(steps=steps, size=path.stat().st_size, history=sum(r.nbytes for r in session.records), step_s=step_s, save_s=save_s, arrays_s=arrays_s,
                 read_s=read_s, open_same_s=open_same_s, open_view_s=open_view_s, hash_s=hash_s, members=members,
                 deflate_s=deflate_s, deflate_size=deflate_size)
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 import os
 import re
+from types import MappingProxyType
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -46,19 +48,94 @@ def save_session(session, path: str | os.PathLike, *, inside: bool = False) -> P
     mid-save leaves the old file whole. ``inside`` adds, for the current path, the final
     distributions and the recomputed path arrays of engine.inside (``python -m engine --export``;
     needs the model)."""
-    return write_npz(session_arrays(session, inside=inside), path)
+    return write_snapshot(snapshot(session, inside=inside), path)
 
 
 def session_arrays(session, *, inside: bool = False) -> dict[str, np.ndarray]:
     """The arrays of ``session``'s file, typed as engine.session_format's table says."""
+    return snapshot_arrays(snapshot(session, inside=inside))
+
+
+@dataclass(frozen=True)
+class SessionSnapshot:
+    """What a session file holds, taken from a Session on the thread that owns it, so that another
+    thread can write it while the session steps on. Cheap: the StepRecords are immutable and shared
+    (no array is copied), only the tree's shape is copied.
+
+    records: every node's record, parents before children; parents: each one's parent index (ROOT
+    for a prefill); path: the indices from the prefill to the current node; token_bytes: id -> raw
+    bytes, safe to read from any thread (a KeyError for a token a view-only session never saw);
+    extra: arrays computed with the model while taking it (``--export``'s path arrays); meta: the
+    ``meta`` JSON but for the settings table, which the arrays add.
+    """
+
+    records: tuple[StepRecord, ...]
+    parents: tuple[int, ...]
+    path: tuple[int, ...]
+    prompt_ids: np.ndarray
+    projection: Projection
+    token_bytes: Mapping[int, bytes]
+    inside: bool
+    extra: dict
+    meta: dict
+
+    @property
+    def n_branches(self) -> int:
+        """Leaves of the tree: the branches the file holds."""
+        return len(self.records) - len(set(self.parents) - {ROOT})
+
+
+def snapshot(session, *, inside: bool = False) -> SessionSnapshot:
+    """Take a SessionSnapshot of ``session`` (ExportError when there is nothing to save). Call it on the
+    session's own thread; ``inside`` runs the model (``--export``) here too."""
     tree = session.tree
     nodes = tree.nodes()  # ascending ids: a parent always before its children
     if not nodes:
         raise ExportError("Nothing to save yet: step at least once.")
-    tokenizer = session.loaded.tokenizer
     index = {node: i for i, node in enumerate(nodes)}
-    records = [tree.record(n) for n in nodes]
+    loaded, info = session.loaded, session.info
+    extra = {}
+    if inside and session.records:
+        from .inside import inside_arrays  # torch: only for --export
 
+        extra = inside_arrays(session)
+    meta = {
+        "format": FORMAT,
+        "model": {"name": info.name, "source": info.source, "n_params": info.n_params, "is_demo": info.is_demo,
+                  "weights_hash": loaded.weights_hash},
+        "config": {"n_layer": info.n_layer, "n_head": info.n_head, "d_model": info.d_model,
+                   "n_positions": info.n_positions, "vocab_size": info.vocab_size},
+        "tokenizer": {"eos_id": loaded.tokenizer.eos_id, "vocab_size": loaded.tokenizer.vocab_size},
+        "settings": asdict(session.settings),
+        "seed": session.settings.seed,
+        "use_cache": session.use_cache,
+        "max_new_tokens": session.max_new_tokens,
+        "dropped": tree.dropped,
+        "prompt_text": loaded.tokenizer.decode(session.prompt_ids),
+        "text": session.text(),
+        "versions": _versions(),
+    }
+    return SessionSnapshot(
+        records=tuple(tree.record(n) for n in nodes),
+        parents=tuple(index.get(tree.parent(n), ROOT) for n in nodes),
+        path=tuple(index[n] for n in tree.path(session.node)),
+        prompt_ids=np.array(session.prompt_ids, dtype=np.int64),
+        projection=session.projection,
+        token_bytes=loaded.tokenizer.bytes_by_id(),
+        inside=inside,
+        extra=extra,
+        meta=meta,
+    )
+
+
+def write_snapshot(snap: SessionSnapshot, path: str | os.PathLike) -> Path:
+    """Write ``snap`` to ``path`` atomically (``engine.export.write_npz``); any thread may call it."""
+    return write_npz(snapshot_arrays(snap), path)
+
+
+def snapshot_arrays(snap: SessionSnapshot) -> dict[str, np.ndarray]:
+    """The arrays of ``snap``'s file, typed as engine.session_format's table says."""
+    records, prompt = snap.records, snap.prompt_ids
     passes: list[StepRecord] = []  # one per forward pass: siblings made by a click or a re-draw share theirs
     pass_of: dict[tuple, int] = {}
     node_pass = []
@@ -73,12 +150,11 @@ def session_arrays(session, *, inside: bool = False) -> dict[str, np.ndarray]:
     for r in records:
         if r.settings not in settings_table:
             settings_table.append(r.settings)
-    path = [index[n] for n in tree.path(session.node)]
+    path = list(snap.path)
     path_records = [records[i] for i in path]
-    prompt = np.array(session.prompt_ids, dtype=np.int64)
     out: dict[str, np.ndarray] = {
         "prompt_ids": prompt,
-        "node_parent": [index.get(tree.parent(n), ROOT) for n in nodes],
+        "node_parent": list(snap.parents),
         "node_pass": node_pass,
         "node_chosen": [r.chosen for r in records],
         "node_chosen_by": [r.chosen_by for r in records],
@@ -95,17 +171,16 @@ def session_arrays(session, *, inside: bool = False) -> dict[str, np.ndarray]:
         "kv_bytes": [r.kv.total_bytes for r in path_records],
     }
     out |= _pass_arrays(passes)
-    projection = session.projection
+    projection = snap.projection
     out |= {"projection_mean": projection.mean, "projection_components": projection.components,
             "projection_explained": projection.explained}
-    out |= _token_table(tokenizer, prompt, records, out["node_parent"])
-    if inside and path_records:
+    out |= _token_table(snap.token_bytes, prompt, records, snap.parents)
+    if snap.inside and path_records:
         out["probs"] = np.stack([sampling.distribution(r.logits, out["input_ids"][: len(prompt) + r.step], r.settings).probs
                                  for r in path_records])
-        from .inside import inside_arrays  # torch: only for --export
-
-        out |= inside_arrays(session)
-    out["meta"] = np.array(json.dumps(_meta(session, settings_table), ensure_ascii=False))
+    out |= snap.extra
+    meta = dict(snap.meta, settings_table=[asdict(s) for s in settings_table])
+    out["meta"] = np.array(json.dumps(meta, ensure_ascii=False))
     return session_format.typed(out)
 
 
@@ -139,14 +214,13 @@ def _pass_arrays(passes: list[StepRecord]) -> dict[str, np.ndarray]:
 
 
 def candidate_ids(logits: np.ndarray, context: np.ndarray, penalty: float, k: int = N_CANDIDATES) -> np.ndarray:
-    """Every token among the ``k`` highest penalised logits (ties at the k-th included): a superset of
-    the candidates ``Session.trace`` lists for that step, whatever its temperature, top-k or top-p."""
+    """The ``k`` candidates ``Session.trace`` lists for that step, whatever its temperature, top-k or
+    top-p: the highest penalised logits, ties by lower id."""
     penalised = sampling.apply_repetition_penalty(np.asarray(logits, dtype=np.float32), np.unique(context), penalty)
-    k = min(k, penalised.shape[0])
-    return np.flatnonzero(penalised >= np.partition(penalised, -k)[-k])
+    return sampling.top_ids(penalised, k)
 
 
-def _token_table(tokenizer, prompt: np.ndarray, records: list[StepRecord], parents: np.ndarray) -> dict[str, np.ndarray]:
+def _token_table(token_bytes: Mapping[int, bytes], prompt: np.ndarray, records, parents) -> dict[str, np.ndarray]:
     """The raw bytes of every token the file shows: the prompt, each node's chosen token and its top
     candidates (their readable pieces are ``tokens.readable`` of the bytes)."""
     ids = set(prompt.tolist())
@@ -160,35 +234,14 @@ def _token_table(tokenizer, prompt: np.ndarray, records: list[StepRecord], paren
     known, raw = [], []
     for token in sorted(ids):
         try:
-            raw.append(tokenizer.token_bytes(token))
-        except KeyError:  # a view-only session's stand-in never saw this token: it stays unknown
+            raw.append(token_bytes[token])
+        except KeyError:  # a view-only session never saw this token: it stays unknown
             continue
         known.append(token)
     return {
         "token_ids": np.array(known, dtype=np.int64),
         "token_bytes_len": [len(b) for b in raw],
         "token_bytes": np.frombuffer(b"".join(raw), dtype=np.uint8).copy(),
-    }
-
-
-def _meta(session, settings_table: list[SamplingSettings]) -> dict:
-    info, loaded = session.info, session.loaded
-    return {
-        "format": FORMAT,
-        "model": {"name": info.name, "source": info.source, "n_params": info.n_params, "is_demo": info.is_demo,
-                  "weights_hash": loaded.weights_hash},
-        "config": {"n_layer": info.n_layer, "n_head": info.n_head, "d_model": info.d_model,
-                   "n_positions": info.n_positions, "vocab_size": info.vocab_size},
-        "tokenizer": {"eos_id": loaded.tokenizer.eos_id, "vocab_size": loaded.tokenizer.vocab_size},
-        "settings": asdict(session.settings),
-        "settings_table": [asdict(s) for s in settings_table],
-        "seed": session.settings.seed,
-        "use_cache": session.use_cache,
-        "max_new_tokens": session.max_new_tokens,
-        "dropped": session.tree.dropped,
-        "prompt_text": loaded.tokenizer.decode(session.prompt_ids),
-        "text": session.text(),
-        "versions": _versions(),
     }
 
 
@@ -422,6 +475,10 @@ class SavedTokens:
 
     def token_bytes(self, token_id: int) -> bytes:
         return self._bytes[int(token_id)]  # KeyError for a token the file does not hold
+
+    def bytes_by_id(self) -> Mapping[int, bytes]:
+        """The bytes of every token the file holds, by id (read-only; any thread may read it)."""
+        return MappingProxyType(self._bytes)
 
     def decode(self, ids) -> str:
         return b"".join(self._bytes.get(int(i), "\ufffd".encode()) for i in ids).decode("utf-8", errors="replace")
