@@ -34,6 +34,7 @@ from . import protocol as p
 log = logging.getLogger(__name__)
 
 ENGINES = ("process", "thread")
+SAVE_GRACE_S = 600.0  # how long quitting waits for a session file being written before stopping the engine
 QUICK_DEATH_S = 20.0  # an engine that dies sooner than this after it started died "quickly"
 MAX_QUICK_DEATHS = 3  # after this many quick deaths in a row, stop restarting and ask the person
 
@@ -78,6 +79,7 @@ class SessionController(QObject):
         self._closed = False
         self._dead_barrier = 0  # requests older than this went to an engine that has died
         self._quick_deaths = 0
+        self.saves_pending = 0  # Saves sent whose file is not yet written (quitting waits for them)
         self.forward_requests = 0  # step requests sent to the engine (tests and benchmarks read it)
         self.engine_kind = engine
         self.engine = None
@@ -195,6 +197,8 @@ class SessionController(QObject):
         elif isinstance(request, p.COALESCING) and self._waiting and type(self._waiting[-1]) is type(request):
             self._waiting[-1] = request
             return request.generation
+        if isinstance(request, p.SaveSession):
+            self.saves_pending += 1
         self._waiting.append(request)
         self._dispatch()
         return request.generation
@@ -231,6 +235,8 @@ class SessionController(QObject):
     # A dead engine's results, failures and skips that were queued before its death was known are
     # all older than the barrier its death set, so they count as stale below.
     def _on_engine_finished(self, result) -> None:
+        if result.kind == "save":  # the file is written (a "saving" result came first)
+            self.saves_pending = max(0, self.saves_pending - 1)
         current = self._finish(result.generation)
         if result.kind in ("load", "open") and (current or result.generation >= self._dead_barrier):
             self._has_session = True  # this engine has a session (even if a newer request made it stale)
@@ -247,6 +253,8 @@ class SessionController(QObject):
         self.resultReady.emit(result)
 
     def _on_engine_failed(self, generation: int, kind: str, message: str) -> None:
+        if kind == "save":
+            self.saves_pending = max(0, self.saves_pending - 1)
         if not self._finish(generation):
             return
         log.info("%s failed: %s", kind, message)
@@ -277,6 +285,7 @@ class SessionController(QObject):
         self._in_flight = None
         self._play_generation = 0
         self._has_session = False
+        self.saves_pending = 0  # a file it was writing is gone (the old one, if any, is whole)
         self._barrier = self._dead_barrier = self._generation + 1
         self._quick_deaths = self._quick_deaths + 1 if lived < QUICK_DEATH_S else 0
         self._sync_busy()
@@ -316,11 +325,14 @@ class SessionController(QObject):
 
     # ------------------------------------------------------------- shutdown
     def shutdown(self) -> None:
-        """Stop the engine (see its ``shutdown``); blocks until it has. Safe to call twice."""
+        """Stop the engine (see its ``shutdown``); blocks until it has, and until the session files
+        being written are (``saves_pending``). Safe to call twice."""
         self._closed = True
         self._waiting.clear()
         self._play_generation = 0
-        if self.engine is not None:
+        if self.engine is not None and self.saves_pending:
+            self.engine.shutdown(SAVE_GRACE_S)
+        elif self.engine is not None:
             self.engine.shutdown()
 
 

@@ -130,15 +130,16 @@ class EngineProcess(QObject):
             pass
 
     # ---------------------------------------------------------------- closing
-    def shutdown(self) -> None:
-        """End the child: at once if idle, after ``QUIT_GRACE_S`` by force if it is busy."""
+    def shutdown(self, grace_s: float = QUIT_GRACE_S) -> None:
+        """End the child: at once if idle, after ``grace_s`` by force if it is busy (a session file
+        being written gets longer: the controller passes ``SAVE_GRACE_S``)."""
         if self._closing:
             return
         self._closing = True
         self._post(("quit",))
-        self.process.join(QUIT_GRACE_S)
+        self.process.join(grace_s)
         if self.process.is_alive():
-            log.warning("the engine process is still busy after %.0f s; stopping it", QUIT_GRACE_S)
+            log.warning("the engine process is still busy after %.0f s; stopping it", grace_s)
             self.process.terminate()
             self.process.join(5)
             if self.process.is_alive():
@@ -212,6 +213,7 @@ def serve(requests, results, threads: int) -> None:
         if host.cancelled:
             break
         host.handle(request)
+    host.close()  # a session file being written is finished first
     outbox.put(None)
     writer.join()
     results.close()

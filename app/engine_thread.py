@@ -85,8 +85,9 @@ class EngineThread(QObject):
         """Set one of ``protocol.CONTROLS`` on the host now, even while a request runs."""
         self.host.set_control(name, value)
 
-    def shutdown(self) -> None:
-        """Stop the thread after the request it is running (if any); blocks until it has."""
+    def shutdown(self, grace_s: float = 0.0) -> None:
+        """Stop the thread after the request it is running (if any), then wait for the session files
+        being written; blocks until both have (``grace_s``: the process engine's, unused here)."""
         self.host.play_generation = 0
         self.host.cancelled = True  # a download in progress stops at its next progress report
         if self.thread.isRunning():
@@ -94,3 +95,4 @@ class EngineThread(QObject):
             if not self.thread.wait(60_000):  # a model download can hold it; never destroy it running
                 log.warning("the worker thread is still busy after 60 s; waiting for it")
                 self.thread.wait()
+        self.host.close()

@@ -18,7 +18,7 @@ from typing import Callable
 
 import numpy as np
 
-from engine.errors import GenerationStopped, NextTokenError, PromptError
+from engine.errors import ExportError, GenerationStopped, NextTokenError, PromptError
 from engine.loading import load_model
 from engine.defaults import DEFAULT_PROMPT
 from engine.session import Session
@@ -27,6 +27,7 @@ from engine.trace import StepRecord
 from . import protocol as p
 from .history import shared_prefix
 from .result import InsideResult, SessionResult
+from .saver import Saver, SaveJob, SaveWritten
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +138,7 @@ class SessionHost:
         self.cancelled = False
         self._loading = -1  # the generation of the Load whose download runs
         self._points = PointCache()
+        self.saver = Saver(self._on_saver_written)  # writes session files on its own thread
         self._run = {
             p.Load: self._load,
             p.SetPrompt: self._set_prompt,
@@ -152,6 +154,7 @@ class SessionHost:
             p.SaveSession: self._save,
             p.OpenSession: self._open,
             p.Refresh: self._refresh,
+            SaveWritten: self._saved,
         }
 
     def set_control(self, name: str, value: int) -> None:
@@ -360,15 +363,40 @@ class SessionHost:
         )
 
     def _save(self, request: p.SaveSession) -> SessionResult:
-        from engine.session_file import save_session
+        """Snapshot the session here (cheap) and let the saver write it on its thread: the next
+        request runs at once. The file's own result (kind "save") follows when it is written."""
+        from engine.session_file import snapshot
 
         session = self._need_session()
-        path = save_session(session, request.path)
-        branches = len(session.branches().leaves())
-        size = path.stat().st_size
-        return self._result(
-            request, f"Saved {len(session.tree):,} steps on {branches} branch{'es' if branches != 1 else ''} to {path} ({size / 2**20:.1f} MiB)."
+        snap = snapshot(session)
+        ahead = self.saver.pending
+        self.saver.submit(SaveJob(snap, request.path, request.generation))
+        branches = snap.n_branches
+        after = f", after {ahead} other save{'s' if ahead != 1 else ''}" if ahead else ""
+        return make_result(
+            session, "saving", request.generation,
+            f"Saving {len(snap.records):,} step{'s' if len(snap.records) != 1 else ''} on {branches} branch{'es' if branches != 1 else ''} to {request.path}{after}…",
+            points=self._points,
         )
+
+    def _on_saver_written(self, job: SaveJob, path, error) -> None:
+        """On the saver's thread: queue the report behind whatever this host is running."""
+        if error is not None:
+            self.again(SaveWritten(generation=job.tag, error=str(error)))
+            return
+        n, branches = len(job.snapshot.records), job.snapshot.n_branches
+        size = path.stat().st_size
+        self.again(SaveWritten(generation=job.tag, message=(
+            f"Saved {n:,} step{'s' if n != 1 else ''} on {branches} branch{'es' if branches != 1 else ''} to {path} ({size / 2**20:.1f} MiB).")))
+
+    def _saved(self, request: SaveWritten) -> SessionResult:
+        if request.error:
+            raise ExportError(request.error)
+        return self._result(request, request.message)
+
+    def close(self) -> None:
+        """Wait for the session files being written (quitting never loses a save)."""
+        self.saver.close()
 
     def _open(self, request: p.OpenSession) -> SessionResult:
         from engine.session_file import open_session, read_session

@@ -728,6 +728,9 @@ class MainWindow(QMainWindow):
         self.pause()
         self.painter.stop()
         self._close_progress()
+        if self.controller.saves_pending:  # shutdown waits for the file: say why the window stays
+            self.status_label.setText("Waiting for the session file to be written before quitting…")
+            self.status_label.repaint()
         self.controller.shutdown()
         while QApplication.overrideCursor():
             QApplication.restoreOverrideCursor()

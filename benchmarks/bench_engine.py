@@ -616,10 +616,10 @@ def measure_file(loaded, steps: int, folder: Path) -> dict:
     """Size and times of a session file of ``steps`` sampled steps (one branch) at this model's shape."""
     import zipfile
 
-    from engine.session_file import open_session, read_session, save_session, session_arrays, weights_hash
+    from engine.session_file import open_session, read_session, save_session, session_arrays
 
     t0 = time.perf_counter()
-    weights_hash(loaded)
+    loaded.weights_hash
     hash_s = time.perf_counter() - t0
     loaded.projection  # fitted once per model in the app too, before any save
     session = session_with_prompt(loaded, 16)
@@ -650,7 +650,7 @@ def measure_file(loaded, steps: int, folder: Path) -> dict:
     open_view_s = time.perf_counter() - t0
     with zipfile.ZipFile(path) as z:
         members = {i.filename.removesuffix(".npy"): (i.file_size, i.compress_size) for i in z.infolist()}
-    return dict(steps=steps, size=path.stat().st_size, history=session.history_nbytes(), step_s=step_s, save_s=save_s, arrays_s=arrays_s,
+    return dict(steps=steps, size=path.stat().st_size, history=sum(r.nbytes for r in session.records), step_s=step_s, save_s=save_s, arrays_s=arrays_s,
                 read_s=read_s, open_same_s=open_same_s, open_view_s=open_view_s, hash_s=hash_s, members=members,
                 deflate_s=deflate_s, deflate_size=deflate_size)
 

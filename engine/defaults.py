@@ -14,6 +14,5 @@ def truncation_keeps(capacity: int) -> int:
     return max(1, capacity - room)
 
 
-DEFAULT_SETTINGS = SamplingSettings(top_k=50, seed=0)
-"""Sampling from the whole vocabulary, a small model often draws tokens of almost no probability;
-top-k 50 is also Hugging Face ``generate``'s default."""
+DEFAULT_SETTINGS = SamplingSettings()
+"""Sampling at temperature 1 with top-k 50 (``SamplingSettings``' defaults, Hugging Face ``generate``'s), seed 0."""

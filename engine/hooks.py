@@ -157,15 +157,14 @@ def capture(
     model,
     n_layers: int,
     keep: Mapping[str, Keep] | Iterable[str] | None = None,
-    pattern_dtype: torch.dtype | None = None,
 ) -> Iterator[dict[str, torch.Tensor]]:
     """Record hook points of ``model`` during the ``with`` body into the yielded dict.
 
     ``keep`` names the points (templates with ``{L}`` or expanded names) and what to keep of each;
     default: the residual stream, embeddings, attention patterns and ``ln_final.hook_out``, every
-    position. ``pattern_dtype`` (e.g. float16) converts each attention pattern as its layer
-    finishes, so the float32 pattern is freed at once instead of all L of them living until the
-    pass ends (at a 1,024-token prefill of GPT-2 small that is 600 MB, and fresh pages for each layer).
+    position. A Keep's dtype (e.g. float16 for attention patterns) converts each value as its layer
+    finishes, so the float32 one is freed at once instead of all L of them living until the pass
+    ends (at a 1,024-token prefill of GPT-2 small that is 600 MB, and fresh pages for each layer).
     """
     if keep is None:
         keep = ["hook_embed", "hook_pos_embed", "blocks.0.hook_resid_pre", "blocks.{L}.attn.hook_pattern",
@@ -175,8 +174,6 @@ def capture(
     by_module: dict[str, list[tuple[str, HookPoint, Keep]]] = {}
     for name, k in wanted.items():
         point = table[name]  # KeyError names an unknown hook
-        if point.view == "" and point.take == "output[1]" and pattern_dtype is not None and k.dtype is None:
-            k = Keep(k.rows, pattern_dtype)
         by_module.setdefault(point.module, []).append((name, point, k))
     records: dict[str, torch.Tensor] = {}
     handles = []

@@ -18,6 +18,7 @@ import torch
 from . import hf_compat, hooks
 from .errors import SessionError
 from .inside_trace import InsideTrace, ParamPart
+from .sampling import top_ids
 
 LENS_TOP = 10  # logit-lens candidates per depth
 
@@ -60,14 +61,10 @@ def lm_head_tied(model) -> bool:
 
 
 def top_by_id(logits: torch.Tensor, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The ``k`` highest of each row of ``logits`` [N, V], best first, ties by lower id:
-    (ids int64 [N, k], values float32 [N, k])."""
+    """The ``k`` highest of each row of ``logits`` [N, V], best first, ties by lower id
+    (``sampling.top_ids``): (ids int64 [N, k], values float32 [N, k])."""
     values = logits.float().numpy()
-    kth = logits.topk(k, dim=-1).values[:, -1:].numpy()  # [N, 1]
-    ids = np.empty((len(values), k), dtype=np.int64)
-    for i, row in enumerate(values):
-        cand = np.flatnonzero(row >= kth[i])  # the top k and anything tied with the k-th
-        ids[i] = cand[np.lexsort((cand, -row[cand]))[:k]]
+    ids = np.stack([top_ids(row, k) for row in values]) if len(values) else np.zeros((0, k), dtype=np.int64)
     return ids, np.take_along_axis(values, ids, axis=1).astype(np.float32)
 
 

@@ -12,6 +12,8 @@ from math import prod
 
 import numpy as np
 
+from .sampling import top_ids
+
 
 @dataclass(frozen=True)
 class ParamPart:
@@ -141,10 +143,11 @@ class InsideTrace:
         return out
 
     def top_units(self, layer: int, n: int = 8) -> tuple[np.ndarray, np.ndarray]:
-        """The ``n`` MLP hidden units of ``layer`` with the largest activation (mlp_post): (indices, values)."""
+        """The ``n`` strongest MLP hidden units of ``layer``: largest absolute activation (mlp_post)
+        first, ties by lower index; (indices int64 [n], their signed values)."""
         post = self.mlp_post[layer]
-        order = np.lexsort((np.arange(len(post)), -post))[:n]
-        return order.astype(np.int64), post[order]
+        order = top_ids(np.abs(post), n)
+        return order, post[order]
 
     def params_by_part(self) -> dict[str, int]:
         """Parameter count per part, in model order."""

@@ -31,8 +31,10 @@ class SamplingSettings:
 
     greedy: always take the highest (penalised) logit; temperature 0 means the same.
     temperature: divide logits by it, in (0, 100]; 0 means greedy.
-    top_k: keep the k highest logits, 0 means off.
-    top_p: keep the smallest set of tokens whose probability reaches p, in (0, 1]; 1 means off.
+    top_k: keep the k highest logits, 0 means off; 50 by default, as in Hugging Face ``generate``
+        (sampling from the whole vocabulary, a small model often draws tokens of almost no probability).
+    top_p: keep the smallest set of tokens whose probability reaches p; 1 means off.
+    Allowed values: ``RANGES``.
     repetition_penalty: in [1, 10]; for tokens already in the context positive logits are divided by
         it and negative ones multiplied (1 means off).
     seed: None for a fresh random draw every time, or an int in [0, 2**32) to replay exactly.
@@ -40,7 +42,7 @@ class SamplingSettings:
 
     greedy: bool = False
     temperature: float = 1.0
-    top_k: int = 0
+    top_k: int = 50
     top_p: float = 1.0
     repetition_penalty: float = 1.0
     seed: int | None = 0
@@ -69,17 +71,22 @@ class SamplingSettings:
 
 
 MIN_TEMPERATURE = 1e-3  # below ~1e-37, logits / temperature overflows float32 and every probability is NaN
-RANGES = {
-    "temperature": (0.0, 100.0),
+RANGES = {  # the one rule for each setting's allowed values, both ends included: validate and the panel read it
+    "temperature": (0.0, 100.0),  # and 0 < temperature < MIN_TEMPERATURE is refused
     "top_k": (0, 1_000_000),
-    "top_p": (0.0, 1.0),
+    "top_p": (0.01, 1.0),  # 0 would keep no token; the panel shows two decimals
     "repetition_penalty": (1.0, 10.0),
     "seed": (0, 2**32 - 1),
 }
+_MEANING = {"temperature": "0 means greedy", "top_k": "0 means off", "top_p": "1 means off", "repetition_penalty": "1 means off"}
+
+
+def _number(v: float) -> str:
+    return f"{v:,}" if isinstance(v, int) else f"{v:g}"
 
 
 def validate(s: SamplingSettings) -> None:
-    """Raise SettingsError naming the allowed range of the first bad setting."""
+    """Raise SettingsError naming the allowed range (``RANGES``) of the first bad setting."""
 
     def bad(name: str, rule: str):
         value = getattr(s, name)
@@ -93,18 +100,21 @@ def validate(s: SamplingSettings) -> None:
             bad(name, "a number")
         if not math.isfinite(value):
             bad(name, "a finite number")
-    if not (s.temperature == 0 or MIN_TEMPERATURE <= s.temperature <= 100):
+    for name in ("top_k", "seed"):
+        value = getattr(s, name)
+        if name == "seed" and value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            bad(name, f"a whole number from {RANGES[name][0]} to {RANGES[name][1]:,}" + (", or empty for unseeded" if name == "seed" else ""))
+    for name, (lo, hi) in RANGES.items():
+        value = getattr(s, name)
+        if value is None or lo <= value <= hi:
+            continue
+        if name == "seed":
+            bad(name, f"a whole number from {lo} to {hi}, or empty for unseeded")
+        bad(name, f"between {_number(lo)} and {_number(hi)} ({_MEANING[name]})")
+    if 0 < s.temperature < MIN_TEMPERATURE:
         bad("temperature", f"between 0 and 100 (0 means greedy; the smallest other value is {MIN_TEMPERATURE:g})")
-    if not 0 < s.top_p <= 1:
-        bad("top_p", "greater than 0 and at most 1 (1 means off)")
-    if not 1 <= s.repetition_penalty <= 10:
-        bad("repetition_penalty", "between 1 and 10 (1 means off)")
-    if isinstance(s.top_k, bool) or not isinstance(s.top_k, (int, np.integer)) or s.top_k < 0:
-        bad("top_k", "a whole number, 0 or more (0 means off)")
-    if s.seed is not None and (
-        isinstance(s.seed, bool) or not isinstance(s.seed, (int, np.integer)) or not 0 <= s.seed < 2**32
-    ):
-        bad("seed", f"a whole number from 0 to {2**32 - 1}, or empty for unseeded")
 
 
 @dataclass(frozen=True)
@@ -141,11 +151,8 @@ class Distribution:
         return entropy_bits(self.probs)
 
     def top(self, n: int, by: np.ndarray | None = None) -> np.ndarray:
-        """Indices of the n largest values of ``by`` (default: final probs), largest first."""
-        values = self.probs if by is None else by
-        n = min(n, values.shape[0])
-        idx = np.argpartition(-values, n - 1)[:n]
-        return idx[np.argsort(-values[idx], kind="stable")]
+        """Indices of the n largest values of ``by`` (default: final probs), largest first, ties by lower id."""
+        return top_ids(self.probs if by is None else by, n)
 
     # ------------------------------------------------------------ the draw
     def draw_order(self) -> tuple[np.ndarray, np.ndarray]:
@@ -251,6 +258,18 @@ class CandidateStages:
     rest_removed_by_top_p: int
     rest_before_top_p: float
     rest_prob: float
+
+
+def top_ids(values: np.ndarray, n: int) -> np.ndarray:
+    """int64 [min(n, len)]: the indices of the ``n`` largest of ``values`` [V], largest first, ties
+    by lower index: the one rule for every top-n list (candidates, logit lens, MLP units)."""
+    values = np.asarray(values)
+    n = min(int(n), values.shape[0])
+    if n <= 0:
+        return np.zeros(0, dtype=np.int64)
+    kth = np.partition(values, values.shape[0] - n)[values.shape[0] - n]
+    ids = np.flatnonzero(values >= kth)  # the top n and everything tied with the n-th, ascending
+    return ids[np.lexsort((ids, -values[ids]))[:n]].astype(np.int64)
 
 
 def ranked(values: np.ndarray) -> np.ndarray:

@@ -115,10 +115,6 @@ class Session:
     def n_steps(self) -> int:
         return len(self._records)
 
-    def history_nbytes(self) -> int:
-        """Bytes held by the recorded steps' arrays (the KV cache and model weights not included)."""
-        return sum(r.nbytes for r in self._records)
-
     def token_ids(self) -> np.ndarray:
         """int64 [P + S]: the prompt then every chosen token."""
         return np.array(self._prompt_ids + [r.chosen for r in self._records], dtype=np.int64)

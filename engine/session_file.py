@@ -1,12 +1,11 @@
 """Session files: save a whole session (every branch, every recorded value), read one back safely, open it.
 
-Format 3 (``nexttoken-session/3``, laid out in the README's "Session files" section) is one ``.npz``
-written by ``engine.export.write_npz``: the branch tree's nodes, the forward passes they come from (two
-siblings that differ only in the token taken share one pass, as they share its arrays in memory),
-each pass's StepRecord arrays stacked per field over passes, the prompt, the model's name, source,
-shape and weights hash, its PCA projection, and the bytes of every token the file shows, so that a
-session opens without its model for viewing. Formats 1 and 2 (``python -m engine --export`` before
-branches) hold the current path and part of each step: they open by running the model again.
+A session file (``nexttoken-session/3``, laid out in engine.session_format's table and
+docs/SESSION_FILE.md) is one ``.npz`` written by ``engine.export.write_npz``: the branch tree's nodes,
+the forward passes they come from (two siblings that differ only in the token taken share one pass,
+as they share its arrays in memory), each pass's StepRecord arrays stacked per field over passes, the
+prompt, the model's name, source, shape and weights hash, its PCA projection, and the bytes of every
+token the file shows, so that a session opens without its model for viewing.
 
 ``read_session`` imports no torch and never unpickles; every problem is an ExportError of one line
 naming the file. ``open_session`` turns what was read into a Session (it imports engine.session,
@@ -15,51 +14,32 @@ hence torch).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
-from dataclasses import asdict, dataclass, replace
+from types import MappingProxyType
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
-from . import sampling
+from . import sampling, session_format
 from .branches import ROOT
 from .errors import ExportError, PromptError, SettingsError
-from .export import MAX_STEPS, MAX_VOCAB, _check_inside, check_legacy, parse_meta, write_npz
+from .export import write_npz
 from .info import ModelInfo
 from .projection import Projection
 from .sampling import SamplingSettings
+from .session_format import FORMAT
 from .tokens import readable
 from .trace import N_CANDIDATES, KVStats, StepRecord
 
-FORMAT = "nexttoken-session/3"
 VERSION = 3
 _FORMAT_RE = re.compile(r"nexttoken-session/(\d+)")
 CHOSEN_BY = ("greedy", "sampled", "user")
-REPLAY_ATOL = 1e-3  # how far a replayed step's logits may be from a format-1/2 file's before the model "differs"
-
-
-# ----------------------------------------------------------------------------------- weights hash
-def weights_hash(loaded) -> str:
-    """sha256 over the model's state dict (each tensor's name, dtype, shape and bytes, in name order;
-    a tied tensor counted once), as "sha256:<hex>". Computed once per LoadedModel and kept on it."""
-    if loaded._weights_hash:
-        return loaded._weights_hash
-    import torch
-
-    digest, seen = hashlib.sha256(), set()
-    for name, tensor in sorted(loaded.model.state_dict().items()):
-        t = tensor.detach().cpu().contiguous()
-        key = (t.data_ptr(), tuple(t.shape), t.dtype)
-        if key in seen:  # a tied weight (lm_head.weight is transformer.wte.weight)
-            continue
-        seen.add(key)
-        digest.update(f"{name}|{t.dtype}|{tuple(t.shape)}\n".encode())
-        digest.update(t.reshape(-1).view(torch.uint8).numpy().data)
-    loaded._weights_hash = f"sha256:{digest.hexdigest()}"
-    return loaded._weights_hash
+MAX_STEPS = 100_000
+MAX_VOCAB = 1_000_000
 
 
 # --------------------------------------------------------------------------------------- writing
@@ -68,19 +48,94 @@ def save_session(session, path: str | os.PathLike, *, inside: bool = False) -> P
     mid-save leaves the old file whole. ``inside`` adds, for the current path, the final
     distributions and the recomputed path arrays of engine.inside (``python -m engine --export``;
     needs the model)."""
-    return write_npz(session_arrays(session, inside=inside), path)
+    return write_snapshot(snapshot(session, inside=inside), path)
 
 
 def session_arrays(session, *, inside: bool = False) -> dict[str, np.ndarray]:
-    """The format-3 arrays of ``session`` (see the README's "Session files")."""
+    """The arrays of ``session``'s file, typed as engine.session_format's table says."""
+    return snapshot_arrays(snapshot(session, inside=inside))
+
+
+@dataclass(frozen=True)
+class SessionSnapshot:
+    """What a session file holds, taken from a Session on the thread that owns it, so that another
+    thread can write it while the session steps on. Cheap: the StepRecords are immutable and shared
+    (no array is copied), only the tree's shape is copied.
+
+    records: every node's record, parents before children; parents: each one's parent index (ROOT
+    for a prefill); path: the indices from the prefill to the current node; token_bytes: id -> raw
+    bytes, safe to read from any thread (a KeyError for a token a view-only session never saw);
+    extra: arrays computed with the model while taking it (``--export``'s path arrays); meta: the
+    ``meta`` JSON but for the settings table, which the arrays add.
+    """
+
+    records: tuple[StepRecord, ...]
+    parents: tuple[int, ...]
+    path: tuple[int, ...]
+    prompt_ids: np.ndarray
+    projection: Projection
+    token_bytes: Mapping[int, bytes]
+    inside: bool
+    extra: dict
+    meta: dict
+
+    @property
+    def n_branches(self) -> int:
+        """Leaves of the tree: the branches the file holds."""
+        return len(self.records) - len(set(self.parents) - {ROOT})
+
+
+def snapshot(session, *, inside: bool = False) -> SessionSnapshot:
+    """Take a SessionSnapshot of ``session`` (ExportError when there is nothing to save). Call it on the
+    session's own thread; ``inside`` runs the model (``--export``) here too."""
     tree = session.tree
     nodes = tree.nodes()  # ascending ids: a parent always before its children
     if not nodes:
         raise ExportError("Nothing to save yet: step at least once.")
-    tokenizer = session.loaded.tokenizer
     index = {node: i for i, node in enumerate(nodes)}
-    records = [tree.record(n) for n in nodes]
+    loaded, info = session.loaded, session.info
+    extra = {}
+    if inside and session.records:
+        from .inside import inside_arrays  # torch: only for --export
 
+        extra = inside_arrays(session)
+    meta = {
+        "format": FORMAT,
+        "model": {"name": info.name, "source": info.source, "n_params": info.n_params, "is_demo": info.is_demo,
+                  "weights_hash": loaded.weights_hash},
+        "config": {"n_layer": info.n_layer, "n_head": info.n_head, "d_model": info.d_model,
+                   "n_positions": info.n_positions, "vocab_size": info.vocab_size},
+        "tokenizer": {"eos_id": loaded.tokenizer.eos_id, "vocab_size": loaded.tokenizer.vocab_size},
+        "settings": asdict(session.settings),
+        "seed": session.settings.seed,
+        "use_cache": session.use_cache,
+        "max_new_tokens": session.max_new_tokens,
+        "dropped": tree.dropped,
+        "prompt_text": loaded.tokenizer.decode(session.prompt_ids),
+        "text": session.text(),
+        "versions": _versions(),
+    }
+    return SessionSnapshot(
+        records=tuple(tree.record(n) for n in nodes),
+        parents=tuple(index.get(tree.parent(n), ROOT) for n in nodes),
+        path=tuple(index[n] for n in tree.path(session.node)),
+        prompt_ids=np.array(session.prompt_ids, dtype=np.int64),
+        projection=session.projection,
+        token_bytes=loaded.tokenizer.bytes_by_id(),
+        inside=inside,
+        extra=extra,
+        meta=meta,
+    )
+
+
+def write_snapshot(snap: SessionSnapshot, path: str | os.PathLike) -> Path:
+    """Write ``snap`` to ``path`` atomically (``engine.export.write_npz``); any thread may call it."""
+    return write_npz(snapshot_arrays(snap), path)
+
+
+def snapshot_arrays(snap: SessionSnapshot) -> dict[str, np.ndarray]:
+    """The arrays of ``snap``'s file, typed as engine.session_format's table says."""
+    records, prompt = snap.records, snap.prompt_ids
     passes: list[StepRecord] = []  # one per forward pass: siblings made by a click or a re-draw share theirs
     pass_of: dict[tuple, int] = {}
     node_pass = []
@@ -95,81 +150,77 @@ def session_arrays(session, *, inside: bool = False) -> dict[str, np.ndarray]:
     for r in records:
         if r.settings not in settings_table:
             settings_table.append(r.settings)
-    path = [index[n] for n in tree.path(session.node)]
+    path = list(snap.path)
     path_records = [records[i] for i in path]
-    prompt = np.array(session.prompt_ids, dtype=np.int64)
     out: dict[str, np.ndarray] = {
         "prompt_ids": prompt,
-        "node_parent": np.array([index.get(tree.parent(n), ROOT) for n in nodes], dtype=np.int64),
-        "node_pass": np.array(node_pass, dtype=np.int64),
-        "node_chosen": np.array([r.chosen for r in records], dtype=np.int64),
-        "node_chosen_by": np.array([r.chosen_by for r in records], dtype="<U7"),
-        "node_draw_u": np.array([r.draw_u for r in records], dtype=np.float64),
-        "node_settings": np.array([settings_table.index(r.settings) for r in records], dtype=np.int64),
-        "current": np.array(path[-1] if path else ROOT, dtype=np.int64),
-        "path": np.array(path, dtype=np.int64),
-        # the current path as format 2 laid it out, for readers of --export files
+        "node_parent": list(snap.parents),
+        "node_pass": node_pass,
+        "node_chosen": [r.chosen for r in records],
+        "node_chosen_by": [r.chosen_by for r in records],
+        "node_draw_u": [r.draw_u for r in records],
+        "node_settings": [settings_table.index(r.settings) for r in records],
+        "current": path[-1] if path else ROOT,
+        "path": path,
+        # the current path on its own, for readers of --export files
         "input_ids": np.concatenate([prompt, np.array([r.chosen for r in path_records], dtype=np.int64)]),
-        "prompt_len": np.array(len(prompt), dtype=np.int64),
-        "chosen": np.array([r.chosen for r in path_records], dtype=np.int64),
-        "draw_u": np.array([r.draw_u for r in path_records], dtype=np.float64),
-        "kv_len": np.array([r.kv.positions for r in path_records], dtype=np.int64),
-        "kv_bytes": np.array([r.kv.total_bytes for r in path_records], dtype=np.int64),
+        "prompt_len": len(prompt),
+        "chosen": [r.chosen for r in path_records],
+        "draw_u": [r.draw_u for r in path_records],
+        "kv_len": [r.kv.positions for r in path_records],
+        "kv_bytes": [r.kv.total_bytes for r in path_records],
     }
     out |= _pass_arrays(passes)
-    projection = session.projection
-    out |= {"projection_mean": projection.mean.astype(np.float32),
-            "projection_components": projection.components.astype(np.float32),
-            "projection_explained": projection.explained.astype(np.float32)}
-    out |= _token_table(tokenizer, prompt, records, out["node_parent"])
-    if inside and path_records:
+    projection = snap.projection
+    out |= {"projection_mean": projection.mean, "projection_components": projection.components,
+            "projection_explained": projection.explained}
+    out |= _token_table(snap.token_bytes, prompt, records, snap.parents)
+    if snap.inside and path_records:
         out["probs"] = np.stack([sampling.distribution(r.logits, out["input_ids"][: len(prompt) + r.step], r.settings).probs
-                                 for r in path_records]).astype(np.float32)
-        from .inside import inside_arrays  # torch: only for --export
-
-        out |= inside_arrays(session)
-    out["meta"] = np.array(json.dumps(_meta(session, settings_table), ensure_ascii=False))
-    return out
+                                 for r in path_records])
+    out |= snap.extra
+    meta = dict(snap.meta, settings_table=[asdict(s) for s in settings_table])
+    out["meta"] = np.array(json.dumps(meta, ensure_ascii=False))
+    return session_format.typed(out)
 
 
 _PASS_ARRAYS = ("input_ids", "token_embed", "pos_embed", "attn", "resid", "attn_out", "mlp_out", "final_hidden", "logits")
 
 
 def _pass_arrays(passes: list[StepRecord]) -> dict[str, np.ndarray]:
-    """Each pass's record, stacked per field: rows of the n positions a pass computed are concatenated
+    """Each pass's record, stacked per field (cast by session_format.typed): rows of the n positions a pass computed are concatenated
     over passes (pass_n says how many each has); attention rows [L, H, n, T] are flattened to
     [L, H, n x T] and concatenated on the last axis."""
     return {
-        "pass_step": np.array([r.step for r in passes], dtype=np.int64),
-        "pass_start": np.array([r.start for r in passes], dtype=np.int64),
-        "pass_n": np.array([r.n_new for r in passes], dtype=np.int64),
-        "pass_input_ids": np.concatenate([r.input_ids for r in passes]).astype(np.int64),
-        "pass_token_embed": np.concatenate([r.token_embed for r in passes]).astype(np.float32),
-        "pass_pos_embed": np.concatenate([r.pos_embed for r in passes]).astype(np.float32),
-        "pass_resid": np.concatenate([r.resid for r in passes], axis=1).astype(np.float32),
-        "pass_attn": np.concatenate([r.attn.reshape(*r.attn.shape[:2], -1) for r in passes], axis=2).astype(np.float16),
-        "pass_attn_out": np.stack([r.attn_out for r in passes]).astype(np.float16),
-        "pass_mlp_out": np.stack([r.mlp_out for r in passes]).astype(np.float16),
-        "pass_final_hidden": np.stack([r.final_hidden for r in passes]).astype(np.float32),
-        "pass_logits": np.stack([r.logits for r in passes]).astype(np.float32),
-        "pass_kv_key_positions": np.stack([r.kv.key_positions for r in passes]).astype(np.int64),
-        "pass_kv_value_positions": np.stack([r.kv.value_positions for r in passes]).astype(np.int64),
-        "pass_kv_total_bytes": np.array([r.kv.total_bytes for r in passes], dtype=np.int64),
-        "pass_kv_bytes_per_value": np.array([r.kv.bytes_per_value for r in passes], dtype=np.int64),
-        "pass_forward_ms": np.array([r.forward_ms for r in passes], dtype=np.float64),
-        "pass_step_ms": np.array([r.step_ms for r in passes], dtype=np.float64),
+        "pass_step": [r.step for r in passes],
+        "pass_start": [r.start for r in passes],
+        "pass_n": [r.n_new for r in passes],
+        "pass_input_ids": np.concatenate([r.input_ids for r in passes]),
+        "pass_token_embed": np.concatenate([r.token_embed for r in passes]),
+        "pass_pos_embed": np.concatenate([r.pos_embed for r in passes]),
+        "pass_resid": np.concatenate([r.resid for r in passes], axis=1),
+        "pass_attn": np.concatenate([r.attn.reshape(*r.attn.shape[:2], -1) for r in passes], axis=2),
+        "pass_attn_out": np.stack([r.attn_out for r in passes]),
+        "pass_mlp_out": np.stack([r.mlp_out for r in passes]),
+        "pass_final_hidden": np.stack([r.final_hidden for r in passes]),
+        "pass_logits": np.stack([r.logits for r in passes]),
+        "pass_kv_key_positions": np.stack([r.kv.key_positions for r in passes]),
+        "pass_kv_value_positions": np.stack([r.kv.value_positions for r in passes]),
+        "pass_kv_total_bytes": [r.kv.total_bytes for r in passes],
+        "pass_kv_bytes_per_value": [r.kv.bytes_per_value for r in passes],
+        "pass_forward_ms": [r.forward_ms for r in passes],
+        "pass_step_ms": [r.step_ms for r in passes],
     }
 
 
 def candidate_ids(logits: np.ndarray, context: np.ndarray, penalty: float, k: int = N_CANDIDATES) -> np.ndarray:
-    """Every token among the ``k`` highest penalised logits (ties at the k-th included): a superset of
-    the candidates ``Session.trace`` lists for that step, whatever its temperature, top-k or top-p."""
+    """The ``k`` candidates ``Session.trace`` lists for that step, whatever its temperature, top-k or
+    top-p: the highest penalised logits, ties by lower id."""
     penalised = sampling.apply_repetition_penalty(np.asarray(logits, dtype=np.float32), np.unique(context), penalty)
-    k = min(k, penalised.shape[0])
-    return np.flatnonzero(penalised >= np.partition(penalised, -k)[-k])
+    return sampling.top_ids(penalised, k)
 
 
-def _token_table(tokenizer, prompt: np.ndarray, records: list[StepRecord], parents: np.ndarray) -> dict[str, np.ndarray]:
+def _token_table(token_bytes: Mapping[int, bytes], prompt: np.ndarray, records, parents) -> dict[str, np.ndarray]:
     """The raw bytes of every token the file shows: the prompt, each node's chosen token and its top
     candidates (their readable pieces are ``tokens.readable`` of the bytes)."""
     ids = set(prompt.tolist())
@@ -183,35 +234,14 @@ def _token_table(tokenizer, prompt: np.ndarray, records: list[StepRecord], paren
     known, raw = [], []
     for token in sorted(ids):
         try:
-            raw.append(tokenizer.token_bytes(token))
-        except KeyError:  # a view-only session's stand-in never saw this token: it stays unknown
+            raw.append(token_bytes[token])
+        except KeyError:  # a view-only session never saw this token: it stays unknown
             continue
         known.append(token)
     return {
         "token_ids": np.array(known, dtype=np.int64),
-        "token_bytes_len": np.array([len(b) for b in raw], dtype=np.int64),
+        "token_bytes_len": [len(b) for b in raw],
         "token_bytes": np.frombuffer(b"".join(raw), dtype=np.uint8).copy(),
-    }
-
-
-def _meta(session, settings_table: list[SamplingSettings]) -> dict:
-    info, loaded = session.info, session.loaded
-    return {
-        "format": FORMAT,
-        "model": {"name": info.name, "source": info.source, "n_params": info.n_params, "is_demo": info.is_demo,
-                  "weights_hash": weights_hash(loaded)},
-        "config": {"n_layer": info.n_layer, "n_head": info.n_head, "d_model": info.d_model,
-                   "n_positions": info.n_positions, "vocab_size": info.vocab_size},
-        "tokenizer": {"eos_id": loaded.tokenizer.eos_id, "vocab_size": loaded.tokenizer.vocab_size},
-        "settings": asdict(session.settings),
-        "settings_table": [asdict(s) for s in settings_table],
-        "seed": session.settings.seed,
-        "use_cache": session.use_cache,
-        "max_new_tokens": session.max_new_tokens,
-        "dropped": session.tree.dropped,
-        "prompt_text": loaded.tokenizer.decode(session.prompt_ids),
-        "text": session.text(),
-        "versions": _versions(),
     }
 
 
@@ -232,14 +262,13 @@ def _versions() -> dict[str, str]:
 class SavedSession:
     """A session file read and checked, not yet opened. numpy and the standard library only.
 
-    name: the file's name; version: its format number (1, 2 or 3); info: the model it was saved with;
-    weights_hash: "sha256:..." ("" in formats 1 and 2); prompt_ids: int64 [P]; settings: the session's
-    sampling settings when saved; use_cache, max_new_tokens: the session's switches; arrays: every key
-    as read (the README lists them); meta: the parsed ``meta`` JSON.
+    name: the file's name; info: the model it was saved with; weights_hash: "sha256:..."; prompt_ids:
+    int64 [P]; settings: the session's sampling settings when saved; use_cache, max_new_tokens: the
+    session's switches; arrays: every key as read (engine.session_format lists them); meta: the
+    parsed ``meta`` JSON.
     """
 
     name: str
-    version: int
     info: ModelInfo
     weights_hash: str
     prompt_ids: np.ndarray
@@ -252,30 +281,27 @@ class SavedSession:
     @property
     def n_steps(self) -> int:
         """Steps on the current branch."""
-        return len(self.arrays["chosen"])
+        return len(self.arrays["path"])
 
     @property
     def n_nodes(self) -> int:
-        """Steps in every branch (formats 1 and 2: the one branch)."""
-        return len(self.arrays["node_parent"]) if self.version >= 3 else self.n_steps
+        """Steps in every branch."""
+        return len(self.arrays["node_parent"])
 
 
 def read_session(path: str | os.PathLike) -> SavedSession:
-    """Read and check a session file of any format; raise ExportError naming the first problem."""
+    """Read and check a session file; raise ExportError naming the first problem."""
     path = Path(path)
     name = path.name
     data = _read_npz(path)
     if "meta" not in data:
         raise ExportError(f"{name} is not a nexttoken session file (it has no 'meta').")
-    version = _version(name, data["meta"])
-    if version < VERSION:
-        return _legacy(name, version, check_legacy(name, data))  # formats 1 and 2: their own checks
     meta = parse_meta(name, data["meta"])
-    _check_v3(name, data, meta)
+    _check(name, data, meta)
     data["meta"] = meta
     model, config = meta["model"], meta["config"]
     info = ModelInfo(name=model["name"], source=model["source"], n_params=model["n_params"], is_demo=model["is_demo"], **config)
-    return SavedSession(name, version, info, model["weights_hash"], data["prompt_ids"], _settings(name, meta["settings"]),
+    return SavedSession(name, info, model["weights_hash"], data["prompt_ids"], _settings(name, meta["settings"]),
                         meta["use_cache"], meta["max_new_tokens"], data, meta)
 
 
@@ -287,7 +313,6 @@ def read_meta(path: str | os.PathLike) -> dict:
     data = _read_npz(path, keys=("meta",))
     if "meta" not in data:
         raise ExportError(f"{path.name} is not a nexttoken session file (it has no 'meta').")
-    _version(path.name, data["meta"])
     meta = parse_meta(path.name, data["meta"])
     model = meta.get("model")
     if not isinstance(model, dict) or not isinstance(model.get("source", ""), str) or not isinstance(model.get("name", ""), str):
@@ -303,7 +328,7 @@ def _read_npz(path: Path, keys: tuple[str, ...] | None = None) -> dict[str, np.n
             if f.read(4) != b"PK\x03\x04":
                 raise ExportError(f"{path.name} is not a readable .npz file (it is not a zip archive).")
         with np.load(path, allow_pickle=False) as z:
-            return {key: z[key] for key in z.files if keys is None or key in keys}
+            data = {key: z[key] for key in z.files if keys is None or key in keys}
     except ExportError:
         raise
     except FileNotFoundError as exc:
@@ -315,19 +340,32 @@ def _read_npz(path: Path, keys: tuple[str, ...] | None = None) -> dict[str, np.n
             raise ExportError(f"{path.name} holds Python objects, which nexttoken never loads.") from exc
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ExportError(f"{path.name} is damaged or not a readable .npz file ({first}).") from exc
+    for key, value in data.items():  # a zip member that is not an .npy file comes back as bytes
+        if not isinstance(value, np.ndarray):
+            raise ExportError(f"{path.name} is not a nexttoken session file ('{key}' is not a numpy array).")
+    return data
 
 
-def _version(name: str, meta: np.ndarray) -> int:
-    fmt = parse_meta(name, meta).get("format")
+def parse_meta(name: str, meta: np.ndarray) -> dict:
+    """A session file's ``meta``: a 0-d string array holding a JSON object of this format; ExportError otherwise."""
+    if meta.dtype.kind != "U" or meta.ndim != 0:
+        raise ExportError(f"{name}: 'meta' should be a JSON string.")
+    try:
+        parsed = json.loads(str(meta))
+    except json.JSONDecodeError as exc:
+        raise ExportError(f"{name}: 'meta' is not valid JSON ({exc}).") from exc
+    if not isinstance(parsed, dict):
+        raise ExportError(f"{name}: 'meta' is not a JSON object.")
+    fmt = parsed.get("format")
     match = _FORMAT_RE.fullmatch(fmt) if isinstance(fmt, str) else None
     if match is None:
         raise ExportError(f"{name} is not a nexttoken session file (its format is {fmt!r}).")
     version = int(match.group(1))
     if version > VERSION:
-        raise ExportError(f"{name} was written by a newer nexttoken (format {version}; this version reads formats 1 to {VERSION}).")
-    if version < 1:
-        raise ExportError(f"{name} has an unknown format ({fmt}).")
-    return version
+        raise ExportError(f"{name} was written by a newer nexttoken (format {version}; this version reads format {VERSION}).")
+    if version < VERSION:
+        raise ExportError(f"{name} has format {version}, written before the first release: this version reads format {VERSION}.")
+    return parsed
 
 
 def _settings(name: str, d) -> SamplingSettings:
@@ -339,45 +377,12 @@ def _settings(name: str, d) -> SamplingSettings:
         raise ExportError(f"{name}: saved sampling settings are not valid ({exc}).") from exc
 
 
-def _legacy(name: str, version: int, d: dict) -> SavedSession:
-    """A format-1 or format-2 file (engine.export.load_export has checked it)."""
-    meta = d["meta"]
-    try:
-        model, config = meta["model"], meta["config"]
-        info = ModelInfo(name=str(model["name"]), source=str(model["source"]), n_params=int(model.get("n_params", 0)),
-                         is_demo=False, **{k: int(config[k]) for k in ("n_layer", "n_head", "d_model", "n_positions", "vocab_size")})
-        steps = meta["settings"]
-        if not isinstance(steps, list) or len(steps) != len(d["chosen"]):
-            raise ValueError("one settings entry per step is needed")
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise ExportError(f"{name}: 'meta' lacks the model, its shape or the settings of each step ({exc}).") from exc
-    if d["logits"].shape[1] != info.vocab_size:
-        raise ExportError(f"{name}: the logits have {d['logits'].shape[1]:,} columns but the model's vocabulary is {info.vocab_size:,}.")
-    for s in steps:
-        _settings(name, {k: v for k, v in s.items() if k != "chosen_by"} if isinstance(s, dict) else s)
-    last = {k: v for k, v in steps[-1].items() if k != "chosen_by"}
-    prompt = d["input_ids"][: int(d["prompt_len"])]
-    return SavedSession(name, version, info, "", prompt, _settings(name, last), bool(meta.get("use_cache", True)), None, d, meta)
-
-
-def _need(name: str, d: dict, key: str, dtype, shape: tuple) -> np.ndarray:
-    """``d[key]`` if it has ``dtype`` and ``shape`` (None: any length on that axis), else ExportError."""
-    if key not in d:
-        raise ExportError(f"{name} is not a complete {FORMAT} file: it lacks '{key}'.")
-    a = d[key]
-    ok_shape = a.ndim == len(shape) and all(want is None or want == got for want, got in zip(shape, a.shape))
-    if a.dtype != np.dtype(dtype) or not ok_shape:
-        want = "[" + ", ".join("any" if s is None else str(s) for s in shape) + "]"
-        raise ExportError(f"{name}: '{key}' should be {np.dtype(dtype)} {want}, found {a.dtype} {list(a.shape)}.")
-    return a
-
-
-def _check_v3(name: str, d: dict, meta: dict) -> None:
-    """Every key's dtype and shape, the tree, the steps' positions and the token ids."""
+def _check(name: str, d: dict, meta: dict) -> None:
+    """Every key's dtype and shape (engine.session_format), then the tree, the steps' positions and the token ids."""
     try:
         model, config, tok = meta["model"], meta["config"], meta["tokenizer"]
         L, H, D, V, capacity = (int(config[k]) for k in ("n_layer", "n_head", "d_model", "vocab_size", "n_positions"))
-        if not (0 < L <= 1000 and 0 < H <= 1000 and 0 < D <= 100_000 and 0 < V <= MAX_VOCAB and 0 < capacity):
+        if not (0 < L <= 1000 and 0 < H <= 1000 and 0 < D <= 100_000 and 0 < V <= MAX_VOCAB and 0 < capacity and D % H == 0):
             raise ValueError("the model's shape is out of range")
         if not all(isinstance(model[k], str) for k in ("name", "source", "weights_hash")) or not isinstance(model["is_demo"], bool):
             raise ValueError("the model's name, source, hash or demo flag has the wrong type")
@@ -393,47 +398,20 @@ def _check_v3(name: str, d: dict, meta: dict) -> None:
         raise ExportError(f"{name}: 'meta' lacks the model, its shape or the settings ({exc}).") from exc
     _settings(name, meta["settings"])
 
-    prompt = _need(name, d, "prompt_ids", np.int64, (None,))
-    P = len(prompt)
-    parent = _need(name, d, "node_parent", np.int64, (None,))
-    N = len(parent)
+    size = session_format.check(name, d, {"L": L, "H": H, "d": D, "dh": D // H, "V": V})
+    P, N, Np = size["P"], size["N"], size["F"]
     if not 0 < N <= MAX_STEPS or not 0 < P <= capacity:
         raise ExportError(f"{name}: {N} steps and a prompt of {P} tokens are out of range.")
-    node_pass = _need(name, d, "node_pass", np.int64, (N,))
-    chosen = _need(name, d, "node_chosen", np.int64, (N,))
-    by = d.get("node_chosen_by")
-    if by is None or by.dtype.kind != "U" or by.shape != (N,) or not set(by.tolist()) <= set(CHOSEN_BY):
+    prompt, parent, node_pass, chosen = d["prompt_ids"], d["node_parent"], d["node_pass"], d["node_chosen"]
+    if not set(d["node_chosen_by"].tolist()) <= set(CHOSEN_BY):
         raise ExportError(f"{name}: 'node_chosen_by' should hold {N} of {', '.join(CHOSEN_BY)}.")
-    _need(name, d, "node_draw_u", np.float64, (N,))
-    node_settings = _need(name, d, "node_settings", np.int64, (N,))
-    if N and (node_settings.min() < 0 or node_settings.max() >= len(table)):
+    node_settings = d["node_settings"]
+    if node_settings.min() < 0 or node_settings.max() >= len(table):
         raise ExportError(f"{name}: 'node_settings' points outside the settings table.")
-
-    steps = _need(name, d, "pass_step", np.int64, (None,))
-    Np = len(steps)
-    start = _need(name, d, "pass_start", np.int64, (Np,))
-    n = _need(name, d, "pass_n", np.int64, (Np,))
+    steps, start, n = d["pass_step"], d["pass_start"], d["pass_n"]
     if Np == 0 or n.min() < 1 or start.min() < 0 or (start + n).max() > capacity:
         raise ExportError(f"{name}: the forward passes' positions are out of range.")
-    rows, attn_cells = int(n.sum()), int((n * (start + n)).sum())
-    _need(name, d, "pass_input_ids", np.int64, (rows,))
-    for key in ("pass_token_embed", "pass_pos_embed"):
-        _need(name, d, key, np.float32, (rows, D))
-    _need(name, d, "pass_resid", np.float32, (L + 1, rows, D))
-    _need(name, d, "pass_attn", np.float16, (L, H, attn_cells))
-    for key in ("pass_attn_out", "pass_mlp_out"):
-        _need(name, d, key, np.float16, (Np, L, D))
-    _need(name, d, "pass_final_hidden", np.float32, (Np, D))
-    _need(name, d, "pass_logits", np.float32, (Np, V))
-    for key in ("pass_kv_key_positions", "pass_kv_value_positions"):
-        _need(name, d, key, np.int64, (Np, L))
-    for key in ("pass_kv_total_bytes", "pass_kv_bytes_per_value"):
-        _need(name, d, key, np.int64, (Np,))
-    for key in ("pass_forward_ms", "pass_step_ms"):
-        _need(name, d, key, np.float64, (Np,))
-
-    token_ids = _need(name, d, "token_ids", np.int64, (None,))
-    ids = d["pass_input_ids"]
+    token_ids, ids = d["token_ids"], d["pass_input_ids"]
     for key, a in (("prompt_ids", prompt), ("node_chosen", chosen), ("pass_input_ids", ids), ("token_ids", token_ids)):
         if len(a) and (a.min() < 0 or a.max() >= V):
             raise ExportError(f"{name}: '{key}' holds token ids outside the vocabulary (0 to {V - 1}).")
@@ -462,36 +440,23 @@ def _check_v3(name: str, d: dict, meta: dict) -> None:
         if not ok:
             raise ExportError(f"{name}: step {int(steps[k])} (node {i}) does not follow from its parent's step.")
 
-    current = _need(name, d, "current", np.int64, ())
-    path = _need(name, d, "path", np.int64, (None,))
-    if not ROOT <= int(current) < N:
-        raise ExportError(f"{name}: the current node {int(current)} is not in the tree.")
-    expect, node = [], int(current)
+    current = int(d["current"])
+    if not ROOT <= current < N:
+        raise ExportError(f"{name}: the current node {current} is not in the tree.")
+    expect, node = [], current
     while node != ROOT:
         expect.append(node)
         node = int(parent[node])
-    if path.tolist() != expect[::-1]:
+    if d["path"].tolist() != expect[::-1]:
         raise ExportError(f"{name}: 'path' is not the path from the prompt to the current node.")
-    S = len(path)
-    for key, dtype in (("input_ids", np.int64), ("chosen", np.int64), ("draw_u", np.float64), ("kv_len", np.int64), ("kv_bytes", np.int64)):
-        _need(name, d, key, dtype, (P + S,) if key == "input_ids" else (S,))
-    _need(name, d, "prompt_len", np.int64, ())
 
-    lengths = _need(name, d, "token_bytes_len", np.int64, (len(token_ids),))
-    raw = _need(name, d, "token_bytes", np.uint8, (None,))
+    lengths, raw = d["token_bytes_len"], d["token_bytes"]
     if len(token_ids) and (lengths.min() < 0 or int(lengths.sum()) != len(raw) or np.any(np.diff(token_ids) <= 0)):
         raise ExportError(f"{name}: the token table is inconsistent.")
     if not np.isin(prompt, token_ids).all():  # a token taken in a view-only session may be missing: it reads ⟨id⟩
         raise ExportError(f"{name}: the token table lacks tokens of the prompt.")
-
-    k = _need(name, d, "projection_components", np.float32, (None, D)).shape[0]
-    _need(name, d, "projection_mean", np.float32, (D,))
-    _need(name, d, "projection_explained", np.float32, (k,))
-    if k < 2:
+    if size["k"] < 2:
         raise ExportError(f"{name}: the projection needs at least 2 components.")
-    if "probs" in d:
-        _need(name, d, "probs", np.float32, (S, V))
-    _check_inside(name, d, S)
 
 
 # --------------------------------------------------------------------------------------- opening
@@ -511,6 +476,10 @@ class SavedTokens:
     def token_bytes(self, token_id: int) -> bytes:
         return self._bytes[int(token_id)]  # KeyError for a token the file does not hold
 
+    def bytes_by_id(self) -> Mapping[int, bytes]:
+        """The bytes of every token the file holds, by id (read-only; any thread may read it)."""
+        return MappingProxyType(self._bytes)
+
     def decode(self, ids) -> str:
         return b"".join(self._bytes.get(int(i), "\ufffd".encode()) for i in ids).decode("utf-8", errors="replace")
 
@@ -522,10 +491,22 @@ class SavedTokens:
         return self._pieces[token_id]
 
 
-def stand_in(saved: SavedSession):
-    """A LoadedModel without a model: the saved info, tokens and projection, and why it cannot step."""
-    from .loading import LoadedModel
+@dataclass(frozen=True)
+class ViewOnlyModel:
+    """What a session opened without its model runs on, in place of a LoadedModel: the saved info,
+    tokens, projection and weights hash, no model (``model`` is None), and why it cannot step
+    (``missing_reason``, which a step raises as SessionError)."""
 
+    tokenizer: SavedTokens
+    info: ModelInfo
+    projection: Projection
+    weights_hash: str
+    missing_reason: str
+    model: None = None
+
+
+def view_only_model(saved: SavedSession) -> ViewOnlyModel:
+    """The saved session's model as far as the file knows it: enough to show every step, not to take one."""
     a, info = saved.arrays, saved.info
     reason = f"This session was saved with {info.name} ({info.source}); open that model to continue stepping."
     ends = np.cumsum(a["token_bytes_len"])
@@ -533,14 +514,12 @@ def stand_in(saved: SavedSession):
     raw = [blob[e - n : e] for e, n in zip(ends.tolist(), a["token_bytes_len"].tolist())]
     tok = saved.meta["tokenizer"]
     tokenizer = SavedTokens(a["token_ids"], raw, tok["eos_id"], int(tok["vocab_size"]), reason)
-    loaded = LoadedModel(model=None, tokenizer=tokenizer, info=info, missing_reason=reason)
-    loaded._projection = Projection(a["projection_mean"], a["projection_components"], a["projection_explained"])
-    loaded._weights_hash = saved.weights_hash
-    return loaded
+    projection = Projection(a["projection_mean"], a["projection_components"], a["projection_explained"])
+    return ViewOnlyModel(tokenizer, info, projection, saved.weights_hash, reason)
 
 
 def records(saved: SavedSession) -> list[StepRecord]:
-    """Every node's StepRecord of a format-3 file, in node order; siblings share their pass's arrays."""
+    """Every node's StepRecord, in node order; siblings share their pass's arrays."""
     a, info = saved.arrays, saved.info
     n, start = a["pass_n"], a["pass_start"]
     rows = np.concatenate([[0], np.cumsum(n)])
@@ -571,19 +550,15 @@ def records(saved: SavedSession) -> list[StepRecord]:
 def open_session(saved: SavedSession, loaded=None):
     """(Session, note): a Session showing exactly what was saved, and one line for the status bar.
 
-    Format 3: with ``loaded`` holding the same weights (same hash) the session can step on (its KV
-    cache starts empty: the next step runs one prefill over the path); otherwise it is view-only: a
-    stand-in LoadedModel without a model, whose ``missing_reason`` a step raises as SessionError.
-    Formats 1 and 2 are rebuilt by running ``loaded`` over the saved tokens (ExportError when the
-    model is missing or computes other logits).
+    With ``loaded`` holding the same weights (same hash) the session can step on (its KV cache starts
+    empty: the next step runs one prefill over the path); otherwise it is view-only, on a
+    ``ViewOnlyModel``.
     """
     from .session import Session
 
-    if saved.version < VERSION:
-        return _replay(saved, loaded)
     info = saved.info
-    same = loaded is not None and loaded.model is not None and weights_hash(loaded) == saved.weights_hash
-    host = loaded if same else stand_in(saved)
+    same = loaded is not None and loaded.model is not None and loaded.weights_hash == saved.weights_hash
+    host = loaded if same else view_only_model(saved)
     if same:
         note = f"Made with the model loaded ({info.name}): stepping can go on."
     elif loaded is None or loaded.model is None:
@@ -599,42 +574,3 @@ def open_session(saved: SavedSession, loaded=None):
     tree.dropped = int(saved.meta["dropped"])
     session.switch(int(saved.arrays["current"]))
     return session, note
-
-
-def _replay(saved: SavedSession, loaded):
-    """A format-1/2 session rebuilt by running ``loaded`` over its tokens, forcing each saved choice."""
-    from .session import Session
-
-    info, a = saved.info, saved.arrays
-    if loaded is None or loaded.model is None:
-        raise ExportError(
-            f"{saved.name} is a format-{saved.version} file, which keeps only part of each step: load the model it "
-            f"was saved with ({info.name}, {info.source}) to open it."
-        )
-    mine = loaded.info
-    if (mine.n_layer, mine.n_head, mine.d_model, mine.vocab_size) != (info.n_layer, info.n_head, info.d_model, info.vocab_size):
-        raise ExportError(f"{saved.name} was saved with {info.name} ({info.source}), a model of another shape: load that model to open it.")
-    steps = saved.meta["settings"]
-    session = Session(loaded, saved.settings, use_cache=saved.use_cache)
-    try:
-        session.set_prompt_ids(saved.prompt_ids)
-    except PromptError as exc:
-        raise ExportError(f"{saved.name}: {exc}") from exc
-    has_u = "draw_u" in a
-    for s, entry in enumerate(steps):
-        session.settings = _settings(saved.name, {k: v for k, v in entry.items() if k != "chosen_by"})
-        start, fed = session.next_input()
-        if start + len(fed) > mine.n_positions:
-            raise ExportError(f"{saved.name} holds more positions than {mine.name} reads.")
-        record, _ = session._run(s, start, list(fed))
-        gap = float(np.max(np.abs(record.logits - a["logits"][s])))
-        if not gap <= REPLAY_ATOL * max(1.0, float(np.max(np.abs(a["logits"][s])))):
-            raise ExportError(
-                f"{saved.name} was saved with {info.name} ({info.source}); the loaded model computes other logits "
-                f"(step {s} differs by {gap:.3g}): load that model to open it."
-            )
-        by = entry.get("chosen_by", "greedy" if session.settings.is_greedy else "sampled")
-        u = float(a["draw_u"][s]) if has_u else float("nan")
-        session._take(session.node, replace(record, chosen=int(a["chosen"][s]), chosen_by=str(by), draw_u=u))
-    session.settings = saved.settings
-    return session, f"A file of format {saved.version}: its {len(steps)} steps were computed again by {mine.name}."

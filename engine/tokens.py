@@ -91,6 +91,7 @@ class Tokenizer:
         self.eos_id = hf_tokenizer.eos_token_id
         self.vocab_size = len(hf_tokenizer)
         self._pieces: dict[int, str] = {}
+        self._bytes: tuple[bytes, ...] | None = None
 
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text``. PromptError if it is not valid Unicode (an unpaired surrogate)."""
@@ -105,6 +106,14 @@ class Tokenizer:
 
     def token_bytes(self, token_id: int) -> bytes:
         return token_bytes(self.hf.convert_ids_to_tokens(int(token_id)))
+
+    def bytes_by_id(self) -> tuple[bytes, ...]:
+        """The raw bytes of every token, indexed by id: built once (about 0.1 s for GPT-2's 50,257),
+        then any thread may read it while this tokenizer encodes on another (the Rust tokenizer
+        refuses a call while another thread holds it mutably)."""
+        if self._bytes is None:
+            self._bytes = tuple(token_bytes(t) for t in self.hf.convert_ids_to_tokens(list(range(self.vocab_size))))
+        return self._bytes
 
     def decode(self, ids) -> str:
         """Exact inverse of ``encode`` (bytes joined, then UTF-8; broken bytes become U+FFFD)."""

@@ -371,9 +371,8 @@ class InsidePanel(QWidget):
         m = t.mlp_pre.shape[-1]
         self.mlp_pre.show_vector(t.mlp_pre[L], f"{t.attn_out.shape[-1]} → {m} (4 × d), W_in and its bias")
         self.mlp_post.show_vector(t.mlp_post[L], "GELU keeps positive values, squashes negative ones towards 0")
-        post = t.mlp_post[L]
-        top = np.argsort(-np.abs(post), kind="stable")[:TOP_UNITS]
-        self.mlp_top.setText("Strongest units: " + ", ".join(f"unit {int(u):,} = {float(post[u]):+.2f}" for u in top))
+        units, values = t.top_units(L, TOP_UNITS)
+        self.mlp_top.setText("Strongest units: " + ", ".join(f"unit {int(u):,} = {float(v):+.2f}" for u, v in zip(units, values)))
         self.mlp_out.show_vector(t.mlp_out[L], f"{m} → {t.mlp_out.shape[-1]}, W_out and its bias")
         self.resid_post.show_vector(t.resid_post[L], f"the MLP added a vector of length {_norm(t.mlp_out[L]):.2f}")
         if not has_kv:

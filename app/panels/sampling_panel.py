@@ -25,13 +25,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine.defaults import DEFAULT_SETTINGS
 from engine.errors import SettingsError
 from engine.sampling import RANGES, SamplingSettings
 
 from .. import theme as th
 from ..state import AppState
 
-TOP_P_MIN = 0.01  # top-p must be greater than 0
 CONTROL_NAMES = {"temperature": "Temperature", "top_k": "Top-k", "top_p": "Top-p", "repetition_penalty": "Repetition penalty", "seed": "Seed"}
 """Each setting's control, as its label reads (an error names the control, not the field)."""
 
@@ -49,26 +49,27 @@ class SamplingPanel(QGroupBox):
         self.greedy.setToolTip("Always take the token with the highest score")
         self.sample = QRadioButton("Sample")
         self.sample.setToolTip("Draw the next token at random from the distribution shown above")
-        self.sample.setChecked(True)
+        d = DEFAULT_SETTINGS
+        (self.greedy if d.greedy else self.sample).setChecked(True)
         group = QButtonGroup(self)
         group.addButton(self.greedy)
         group.addButton(self.sample)
 
         lo, hi = RANGES["temperature"]
-        self.temperature = QDoubleSpinBox(decimals=2, singleStep=0.1, minimum=lo, maximum=hi, value=1.0)
+        self.temperature = QDoubleSpinBox(decimals=2, singleStep=0.1, minimum=lo, maximum=hi, value=d.temperature)
         self.temperature.setToolTip("Divide the logits by this: below 1 sharpens, above 1 flattens (0 = greedy).")
         lo, hi = RANGES["top_k"]
-        self.top_k = QSpinBox(minimum=lo, maximum=hi, value=50, singleStep=5)
+        self.top_k = QSpinBox(minimum=lo, maximum=hi, value=d.top_k, singleStep=5)
         self.top_k.setSpecialValueText("off")
         self.top_k.setToolTip("Keep only the k highest-scoring tokens (0 = off).")
         lo, hi = RANGES["top_p"]
-        self.top_p = QDoubleSpinBox(decimals=2, singleStep=0.05, minimum=max(lo, TOP_P_MIN), maximum=hi, value=1.0)
+        self.top_p = QDoubleSpinBox(decimals=2, singleStep=0.05, minimum=lo, maximum=hi, value=d.top_p)
         self.top_p.setToolTip("Keep the smallest set of tokens whose probabilities add up to p (1 = off).")
         lo, hi = RANGES["repetition_penalty"]
-        self.penalty = QDoubleSpinBox(decimals=2, singleStep=0.1, minimum=lo, maximum=hi, value=1.0)
+        self.penalty = QDoubleSpinBox(decimals=2, singleStep=0.1, minimum=lo, maximum=hi, value=d.repetition_penalty)
         self.penalty.setToolTip("Make tokens already in the context less likely (1 = off).")
         lo, hi = RANGES["seed"]
-        self.seed = QLineEdit("0")
+        self.seed = QLineEdit("" if d.seed is None else str(d.seed))
         self.seed.setValidator(QRegularExpressionValidator(r"\d{0,10}"))
         self.seed.setPlaceholderText("empty = a fresh random draw")
         self.seed.setToolTip(f"A whole number from {lo} to {hi:,} replays the same draws; empty = unseeded.")
@@ -132,7 +133,7 @@ class SamplingPanel(QGroupBox):
         (self.greedy if s.greedy else self.sample).setChecked(True)
         self.temperature.setValue(s.temperature)
         self.top_k.setValue(s.top_k)
-        self.top_p.setValue(max(s.top_p, TOP_P_MIN))
+        self.top_p.setValue(s.top_p)
         self.penalty.setValue(s.repetition_penalty)
         self.seed.setText("" if s.seed is None else str(s.seed))
         for w in widgets:

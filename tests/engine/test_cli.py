@@ -66,7 +66,7 @@ def test_export_keys_shapes_and_values(tmp_path, capsys, demo_model):
     "args, words",
     [
         (["--temperature", "-1"], "--temperature must be between 0 and 100"),
-        (["--top-p", "2"], "--top-p must be greater than 0 and at most 1 (1 means off) (got 2.0)"),  # the flag, not "top p"
+        (["--top-p", "2"], "--top-p must be between 0.01 and 1 (1 means off) (got 2.0)"),  # the flag, not "top p"
         (["--repetition-penalty", "0.5"], "--repetition-penalty must be between 1 and 10"),
         (["--seed", "-1"], "--seed must be a whole number from 0"),
         (["--prompt", ""], "The prompt is empty"),

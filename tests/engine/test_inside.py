@@ -257,7 +257,8 @@ def test_parameters_and_shapes(loaded):
     norms = trace.norms()
     assert norms["resid"].shape == (info.n_layer + 1,) and norms["mlp_post"].shape == (info.n_layer,)
     units, values = trace.top_units(0, 5)
-    assert values.tolist() == sorted(trace.mlp_post[0], reverse=True)[:5]
+    assert np.abs(values).tolist() == sorted(np.abs(trace.mlp_post[0]), reverse=True)[:5]  # by absolute value
+    np.testing.assert_array_equal(trace.mlp_post[0][units], values)
 
 
 def test_keys_and_values_of_chosen_layers_only(demo_model):

@@ -111,10 +111,10 @@ def test_draw_never_picks_a_removed_token():
         ({"temperature": -0.1}, "between 0 and 100"),
         ({"temperature": float("nan")}, "finite"),
         ({"temperature": 101}, "between 0 and 100"),
-        ({"top_k": -1}, "0 or more"),
+        ({"top_k": -1}, "between 0 and 1,000,000 \\(0 means off\\)"),
         ({"top_k": 2.5}, "whole number"),
-        ({"top_p": 0.0}, "greater than 0"),
-        ({"top_p": 1.5}, "at most 1"),
+        ({"top_p": 0.0}, "between 0.01 and 1 \\(1 means off\\)"),
+        ({"top_p": 1.5}, "between 0.01 and 1"),
         ({"repetition_penalty": 0.5}, "between 1 and 10"),
         ({"seed": -3}, "whole number"),
         ({"seed": 2**32}, "whole number"),
@@ -126,12 +126,18 @@ def test_out_of_range_settings_name_the_range(kwargs, words):
         SamplingSettings(**kwargs)
 
 
-def test_ranges_table_matches_validation():
-    low, high = RANGES["temperature"]
-    SamplingSettings(temperature=low)
-    SamplingSettings(temperature=high)
-    SamplingSettings(repetition_penalty=RANGES["repetition_penalty"][1])
-    SamplingSettings(seed=RANGES["seed"][1])
+@pytest.mark.parametrize("name", list(RANGES))
+def test_ranges_table_is_what_validation_allows(name):
+    """Both ends of each RANGES entry are accepted, the nearest values outside them refused."""
+    low, high = RANGES[name]
+    whole = isinstance(low, int)
+    assert getattr(SamplingSettings(**{name: low}), name) == low
+    assert getattr(SamplingSettings(**{name: high}), name) == high
+    below = low - 1 if whole else float(np.nextafter(low, -np.inf))
+    above = high + 1 if whole else float(np.nextafter(high, np.inf))
+    for outside in (below, above):
+        with pytest.raises(SettingsError):
+            SamplingSettings(**{name: outside})
 
 
 # ----------------------------------------------------------- Hugging Face's processors
@@ -248,7 +254,7 @@ def test_pick_deep_in_a_flat_distribution_equals_a_full_sort():
     """With no cut and a flat distribution u lands thousands of tokens deep in the order."""
     rng = np.random.default_rng(8)
     logits = rng.normal(0, 1, 50257).astype(np.float32)
-    dist = distribution(logits, np.array([], dtype=np.int64), SamplingSettings(temperature=3.0))
+    dist = distribution(logits, np.array([], dtype=np.int64), SamplingSettings(temperature=3.0, top_k=0))
     order, cumulative = dist.draw_order()
     for u in [0.0, 0.01, 0.3, 0.77, 0.999, float(cumulative[20_000]), float(np.nextafter(1.0, 0))]:
         assert dist.pick(u) == reference_pick(dist.probs, u) == int(order[min(np.searchsorted(cumulative, u, side="right"), len(order) - 1)])
@@ -296,7 +302,7 @@ def test_stages_for_the_view():
 def test_stage_sums_match_a_full_sort_at_gpt2_vocabulary():
     rng = np.random.default_rng(5)
     logits = rng.normal(0, 3, 50257).astype(np.float32)
-    dist = distribution(logits, rng.integers(0, 50257, 300), SamplingSettings(repetition_penalty=1.3))
+    dist = distribution(logits, rng.integers(0, 50257, 300), SamplingSettings(repetition_penalty=1.3, top_k=0))
     ids = np.concatenate([dist.top(64, by=dist.after_penalty), [int(np.argmin(logits))]])  # one from the far tail
     st = dist.stages(ids)
     order, cumulative = dist.draw_order()

@@ -1,6 +1,6 @@
 """Session files (format 3): every branch round-trips exactly, a seeded session continues as it would
 have, a session opens for viewing without its model, bad files are refused, saves are atomic, and
-files of formats 1 and 2 still open."""
+files of an unreleased format are refused."""
 
 import json
 import subprocess
@@ -18,10 +18,9 @@ from engine.inside import inside
 from engine.export import write_npz
 from engine.sampling import SamplingSettings
 from engine.session import Session
-from engine.session_file import FORMAT, open_session, read_session, save_session, session_arrays, weights_hash
+from engine.session_file import FORMAT, open_session, read_session, save_session, session_arrays
 
 from .evil import write_pickle_bomb
-from .legacy import legacy_arrays
 
 PROMPT = "The cat sat on the"
 SAMPLED = SamplingSettings(temperature=1.2, top_k=40, top_p=0.95, repetition_penalty=1.1, seed=11)
@@ -109,7 +108,7 @@ def test_the_fixture_has_branches(original):
 
 def test_round_trip_with_the_same_model(saved_path, original, demo_model):
     saved = read_session(saved_path)
-    assert saved.version == 3 and saved.meta["format"] == FORMAT and saved.n_nodes == len(original.tree)
+    assert saved.meta["format"] == FORMAT and saved.n_nodes == len(original.tree)
     session, note = open_session(saved, demo_model)
     assert "stepping can go on" in note and session.loaded is demo_model
     assert_same_session(original, session)
@@ -158,10 +157,10 @@ def test_a_reopened_seeded_session_draws_the_same_tokens(demo_model, tmp_path):
 
 
 def test_weights_hash_is_computed_once_and_tells_models_apart(demo_model, tiny_model):
-    h = weights_hash(demo_model)
+    h = demo_model.weights_hash
     assert h.startswith("sha256:") and len(h) == 7 + 64
-    assert demo_model._weights_hash == h and weights_hash(demo_model) is h
-    assert weights_hash(tiny_model) != h
+    assert demo_model.weights_hash is h  # kept, not computed again
+    assert tiny_model.weights_hash != h
 
 
 def test_nothing_to_save(demo_model, tmp_path):
@@ -231,7 +230,8 @@ REFUSALS = {
     "token outside vocabulary": (lambda a: {"node_chosen": changed(a["node_chosen"], leaf_off_the_path(a), 10**6)}, "outside the vocabulary"),
     "prompt outside vocabulary": (lambda a: {"prompt_ids": changed(a["prompt_ids"], 0, -3)}, "outside the vocabulary"),
     "current not in tree": (lambda a: {"current": np.array(999, dtype=np.int64)}, "current node 999 is not in the tree"),
-    "path not to current": (lambda a: {"path": a["path"][:-1]}, "'path' is not the path"),
+    "path not to current": (lambda a: {"path": changed(a["path"], -1, leaf_off_the_path(a))}, "'path' is not the path"),
+    "path too short": (lambda a: {"path": a["path"][:-1]}, "'input_ids' should be int64 \\["),
     "bad settings": (lambda a: {"meta": meta_with(a, settings_table=[{"temperature": -1.0}])}, "sampling settings are not valid"),
     "settings index": (lambda a: {"node_settings": changed(a["node_settings"], 0, 99)}, "outside the settings table"),
     "chosen_by unknown": (lambda a: {"node_chosen_by": changed(a["node_chosen_by"], 0, "magic")}, "'node_chosen_by' should hold"),
@@ -302,56 +302,10 @@ def test_a_crash_mid_save_leaves_the_old_file_whole(tmp_path, original, monkeypa
     assert read_session(path).n_nodes == len(original.tree)
 
 
-# ------------------------------------------------------------------------------ formats 1 and 2
-@pytest.fixture(scope="module")
-def linear(demo_model):
-    """A path with sampled steps, a user's choice and a greedy step (what formats 1 and 2 could hold)."""
-    session = Session(demo_model, SAMPLED)
-    session.set_prompt(PROMPT)
-    session.step()
-    session.step()
-    session.choose(other_token(session.trace()))
-    session.settings = GREEDY
-    session.step()
-    session.settings = SAMPLED
-    session.step()
-    return session
-
-
-@pytest.mark.parametrize("version", [1, 2])
-def test_old_files_are_rebuilt_with_their_model(tmp_path, linear, demo_model, version):
-    path = write_npz(legacy_arrays(linear, version, inside=True), tmp_path / f"v{version}.npz")
-    saved = read_session(path)
-    assert saved.version == version and saved.n_steps == 4
-    session, note = open_session(saved, demo_model)
-    assert f"format {version}" in note and session.prompt_ids == linear.prompt_ids
-    assert [r.chosen for r in session.records] == [r.chosen for r in linear.records]
-    assert [r.chosen_by for r in session.records] == ["sampled", "user", "greedy", "sampled"]
-    assert [r.settings for r in session.records] == [r.settings for r in linear.records] and session.settings == SAMPLED
-    for old, new in zip(linear.records, session.records):
-        np.testing.assert_allclose(new.logits, old.logits, atol=1e-5, rtol=0)
-        np.testing.assert_array_equal(new.attn, old.attn)
-        if version == 2 or np.isnan(old.draw_u):
-            np.testing.assert_array_equal(new.draw_u, old.draw_u)
-        else:
-            assert np.isnan(new.draw_u)  # format 1 kept no u
-    for s, new in enumerate(session.records):  # the seeded draws: the saved u picks the saved token again
-        if new.chosen_by == "sampled" and version == 2:
-            assert session.trace(s).distribution.pick(new.draw_u) == new.chosen
-    session.step()  # and it steps on
-
-
-def test_old_files_need_their_model(tmp_path, linear, tiny_model):
-    path = write_npz(legacy_arrays(linear, 2), tmp_path / "v2.npz")
-    saved = read_session(path)
-    with pytest.raises(ExportError, match="format-2 file, which keeps only part of each step: load the model it was saved with \\(gpt2-tiny-demo"):
-        open_session(saved, None)
-    with pytest.raises(ExportError, match="a model of another shape"):
-        open_session(saved, tiny_model)
-    arrays = legacy_arrays(linear, 2)
-    arrays["logits"] = arrays["logits"] + 0.5  # as if another model of the same shape had saved it
-    with pytest.raises(ExportError, match="computes other logits \\(step 0 differs by 0.5"):
-        open_session(read_session(write_npz(arrays, tmp_path / "other.npz")), linear.loaded)
+def test_a_file_of_an_unreleased_format_is_refused(tmp_path, arrays):
+    path = write(tmp_path, arrays, meta=meta_with(arrays, format="nexttoken-session/2"))
+    with pytest.raises(ExportError, match="s.npz has format 2, written before the first release: this version reads format 3"):
+        read_session(path)
 
 
 def test_export_writes_format_3_with_the_path_arrays(tmp_path, capsys):
@@ -361,7 +315,7 @@ def test_export_writes_format_3_with_the_path_arrays(tmp_path, capsys):
     assert main(["--steps", "3", "--seed", "9", "--export", str(path)]) == 0
     saved = read_session(path)
     a = saved.arrays
-    assert saved.version == 3 and saved.max_new_tokens == 3 and a["probs"].shape == (3, 50257)
+    assert saved.max_new_tokens == 3 and a["probs"].shape == (3, 50257)
     assert a["q_2"].shape == (4, 4, 64) and a["scores_2"].shape == (4, 4, 5 + 2) and a["final_hidden"].shape == (3, 256)
     session, _ = open_session(saved, None)
     assert session.n_steps == 3 and session.stop_reason()[0] == "max_new_tokens"
