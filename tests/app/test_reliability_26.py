@@ -1,0 +1,70 @@
+"""Issue 26, defects 3 and 4: a panel exported while another is focused is pictured at its laid-out
+size (never a 0 x 0 or 4 x 1,606 picture reported as saved), and projector mode with a large
+"Show top" keeps the window inside its screen (the candidate list scrolls, text keeps its size)."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtGui import QImage
+
+from .helpers import run
+
+
+def laid_out_size(window, panel):
+    """``panel``'s size with every panel shown (nothing focused), as a person sees it."""
+    window.toggle_focus(None)
+    window.exporter.reveal(panel)
+    return panel.size()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 26 defect 3")
+@pytest.mark.parametrize("focused, exported", [("attention", "logits"), ("logits", "attention"), ("tokens", "kv")])
+def test_a_panel_exported_while_another_is_focused_is_pictured_at_its_laid_out_size(window, qtbot, tmp_path, focused, exported):
+    run(qtbot, window, window.step, "step")
+    focused, exported = getattr(window, focused), getattr(window, exported)
+    expected = laid_out_size(window, exported)
+    assert expected.width() >= exported.minimumSizeHint().width() and expected.height() >= exported.minimumSizeHint().height()
+    window.toggle_focus(focused)  # as a double-click on its title or Ctrl+1…6 does
+    qtbot.wait(10)
+    path = tmp_path / "panel.png"
+    saved = window.export_picture(exported, path)
+    status = window.status_label.text()
+    assert saved, status
+    image = QImage(str(path))
+    assert (image.width(), image.height()) == (2 * expected.width(), 2 * expected.height()), status
+    assert f"{image.width():,} × {image.height():,}" in status  # the status says the size saved
+
+
+@pytest.mark.xfail(strict=True, reason="issue 26 defect 3")
+def test_a_panel_that_has_no_room_is_refused_not_pictured_degenerate(window, qtbot, tmp_path):
+    """A panel squeezed below its minimum size (here: by hand) is refused with a message, never saved."""
+    run(qtbot, window, window.step, "step")
+    panel = window.attention
+    window.exporter.reveal = lambda target: target.resize(4, 1606)  # what a layout pass in flight left
+    path = tmp_path / "squeezed.png"
+    assert not window.export_picture(panel, path)
+    assert not path.exists()
+    assert "Could not save a picture of the Attention panel" in window.status_label.text()
+
+
+@pytest.mark.xfail(strict=True, reason="issue 26 defect 4")
+@pytest.mark.parametrize("top", [20, 64])
+def test_projector_mode_with_a_large_show_top_keeps_the_window_on_its_screen(window, qtbot, top):
+    window.resize(1366, 768)
+    run(qtbot, window, window.step, "step")
+    window.projector_action.trigger()
+    font = window.state.theme.font(-2).pointSize()
+    window.logits.n_spin.setValue(top)
+    qtbot.wait(50)
+    assert window.height() == 768 and window.minimumSizeHint().height() <= 768
+    logits = window.logits
+    assert logits.labels[0].textItem.font().pointSize() == font  # text keeps its projector size
+    shown = logits.rows_shown()
+    assert 1 <= shown < top and logits.scroll.isVisible()  # the list scrolls
+    first = logits.logit_plot.getViewBox().viewRange()[1]
+    logits.scroll.setValue(logits.scroll.maximum())  # scrolled to the end: the last candidate is in view
+    low, high = logits.logit_plot.getViewBox().viewRange()[1]
+    assert low < top - 1 < high and first != [low, high]
+    window.logits.n_spin.setValue(5)
+    qtbot.wait(10)
+    assert not logits.scroll.isVisible()  # five rows fit: no scroll bar
