@@ -25,6 +25,7 @@ from .help_dialog import CornerButton
 from .views import VIEW_BUTTONS, VIEWS
 
 log = logging.getLogger(__name__)
+LAYOUT_PASSES = 4  # a new page of panels takes two passes (its splitter, then the panels in it): room to spare
 
 TABLES = {
     "candidates": ("Candidates table", tables.CANDIDATE_COLUMNS, tables.candidate_rows),
@@ -156,24 +157,31 @@ class ExportActions(QObject):
     def copy_picture(self, target: QWidget) -> bool:
         """Put a picture of ``target`` at twice its size on screen on the clipboard."""
         self.reveal(target)
-        with self._without_buttons(target):
-            image = pictures.copy(target)
+        try:
+            with self._without_buttons(target):
+                image = pictures.copy(target)
+        except ValueError as exc:
+            return self._failed(f"Could not copy a picture of {self.name(target)}", exc)
         self.status(f"Copied a picture of {self.name(target)} ({image.width():,} × {image.height():,} pixels).")
         return True
 
     def reveal(self, target: QWidget) -> None:
-        """Bring ``target`` on screen: its view, its page of panels, every panel if another is focused."""
+        """Bring ``target`` on screen at its laid-out size: its view, its page of panels, every panel
+        if another is focused."""
         w = self.window
-        if target is w or target.isVisible():
-            return
-        index = w.views.indexOf(target)
-        w.show_view(list(VIEWS)[index] if index >= 0 else "main")
-        if index < 0:
-            if w.focused is not None and w.focused is not target:
-                w.toggle_focus(None)
-            if target in w.stages.panels():
-                w.stages.show_panel(target)
-        QApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)  # its size, before it is pictured
+        if target is not w and not target.isVisible():
+            index = w.views.indexOf(target)
+            w.show_view(list(VIEWS)[index] if index >= 0 else "main")
+            if index < 0:
+                if w.focused is not None and w.focused is not target:
+                    w.toggle_focus(None)
+                if target in w.stages.panels():
+                    w.stages.show_panel(target)
+        # the layout passes a change of focus or page posted, before it is pictured: each pass can post
+        # the next (a new page's splitter, then the panels in it), and a panel shown by the last change
+        # is visible before it has its size (0 x 0 until then)
+        for _ in range(LAYOUT_PASSES):
+            QApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
 
     @contextmanager
     def _without_buttons(self, target: QWidget):
