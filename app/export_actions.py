@@ -6,16 +6,23 @@ the window"; each titled panel has a "⋯" button by its "?" with the same entri
 A dialog only asks where: the work is done by ``export_picture``, ``export_table``, ``copy_text``
 and ``copy_picture``, which tests call with a path. Every outcome, a failure included (a folder
 that cannot be written), is one line on the window's status line; nothing raises into Qt.
+
+The history table recomputes every step's distribution (about 3 ms a step at GPT-2's vocabulary:
+seconds for a long session), so it is built and written on a thread of its own (``TableWriter``),
+from the result as it was asked for (frozen: its arrays are never mutated), and the window goes
+on; ``tableSaved`` says when the file is there. A second export waits behind the first.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, QObject, Qt
+from PySide6.QtCore import QEvent, QObject, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QApplication, QFileDialog, QGroupBox, QMenu, QMenuBar, QToolButton, QWidget
 
@@ -25,11 +32,61 @@ from .help_dialog import CornerButton
 from .views import VIEW_BUTTONS, VIEWS
 
 log = logging.getLogger(__name__)
+LAYOUT_PASSES = 4  # a new page of panels takes two passes (its splitter, then the panels in it): room to spare
 
 TABLES = {
     "candidates": ("Candidates table", tables.CANDIDATE_COLUMNS, tables.candidate_rows),
     "history": ("History table", tables.HISTORY_COLUMNS, tables.history_rows),
 }
+ON_A_THREAD = {"history"}  # the tables slow to build (every step's distribution); one step's is not
+
+
+@dataclass(frozen=True)
+class TableWritten:
+    """What writing one table came to: ``rows`` written to ``path``, or the ``error`` that stopped it."""
+
+    which: str
+    path: Path
+    rows: int = 0
+    error: Exception | None = None
+
+
+def write_table(which: str, result, path: Path) -> TableWritten:
+    """Build the ``which`` table of ``result`` and write it to ``path``: plain Python and numpy, on
+    any thread. Never raises: a failure is the outcome's ``error``."""
+    _title, columns, build = TABLES[which]
+    try:
+        rows = build(result)
+        tables.write_csv(path, columns, rows)
+    except (OSError, tables.TableError) as exc:
+        return TableWritten(which, path, error=exc)
+    except Exception as exc:  # noqa: BLE001 - a defect: told on the status line, never lost on a thread
+        log.exception("writing the %s table to %s failed", which, path)
+        return TableWritten(which, path, error=exc)
+    return TableWritten(which, path, len(rows))
+
+
+class TableWriter(QObject):
+    """One thread that builds and writes tables, one after another, so the window never waits for
+    the history's distributions; ``written`` carries each ``TableWritten`` to the GUI thread."""
+
+    written = Signal(object)
+
+    def __init__(self, parent: QObject | None = None):
+        super().__init__(parent)
+        self._pool: ThreadPoolExecutor | None = None  # its thread is joined at exit: a file is never cut short
+
+    def submit(self, which: str, result, path: Path) -> None:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nexttoken-tables")
+        self._pool.submit(self._run, which, result, path)
+
+    def _run(self, which: str, result, path: Path) -> None:
+        outcome = write_table(which, result, path)
+        try:
+            self.written.emit(outcome)  # queued to the GUI thread
+        except RuntimeError:  # the window closed meanwhile: the file is written, nobody to tell
+            log.info("table written after the window closed: %s", outcome)
 
 
 class ExportActions(QObject):
@@ -37,6 +94,8 @@ class ExportActions(QObject):
 
     ``panels``: every panel that can be pictured, in menu order; ``status``: the window's
     ``_set_status(text, error=...)``."""
+
+    tableSaved = Signal(object)  # TableWritten: a table export ended (written, or its error)
 
     def __init__(self, window, panels: list[QWidget], status):
         super().__init__(window)
@@ -69,6 +128,8 @@ class ExportActions(QObject):
         self.copy_picture_action = action(
             "Copy picture of the window", lambda: self.copy_picture(window), "Copy the whole window as a picture (2×)"
         )
+        self.writer = TableWriter(self)
+        self.writer.written.connect(self._on_writer_written)
         self.buttons = [PanelMenuButton(panel, self) for panel in self.panels if isinstance(panel, QGroupBox)]
         window.resultApplied.connect(self._on_window_result_applied)
         self._on_window_result_applied(None)
@@ -123,19 +184,30 @@ class ExportActions(QObject):
         return True
 
     def export_table(self, which: str, path) -> bool:
-        """Write the ``which`` table ("candidates" or "history", see app.tables) to ``path`` as CSV."""
-        title, columns, build = TABLES[which]
+        """Write the ``which`` table ("candidates" or "history", see app.tables) to ``path`` as CSV.
+        The history is written on the writer's thread: True then means it was started (refused at
+        once: nothing to export, a folder that cannot be written); ``tableSaved`` says how it ended."""
+        title = TABLES[which][0]
         path = Path(path)
-        QApplication.setOverrideCursor(Qt.WaitCursor)  # the history recomputes every step's distribution:
-        try:  # about 3 ms a step at GPT-2's vocabulary, seconds for a long session
-            rows = build(self.window.state.result)
-            tables.write_csv(path, columns, rows)
+        result = self.window.state.result
+        try:
+            tables.check(result)
+            tables.check_writable(path)
         except (OSError, tables.TableError) as exc:
             return self._failed(f"Could not save the {title.lower()} to {path}", exc)
-        finally:
-            QApplication.restoreOverrideCursor()
-        self.folder = path.parent
-        self.status(f"Saved the {title.lower()} ({len(rows):,} rows) to {path}.")
+        if which not in ON_A_THREAD:
+            return self._on_writer_written(write_table(which, result, path))
+        self.status(f"Saving the {title.lower()} ({len(result.records):,} rows) to {path}…")
+        self.writer.submit(which, result, path)
+        return True
+
+    def _on_writer_written(self, outcome: TableWritten) -> bool:
+        title = TABLES[outcome.which][0].lower()
+        self.tableSaved.emit(outcome)
+        if outcome.error is not None:
+            return self._failed(f"Could not save the {title} to {outcome.path}", outcome.error)
+        self.folder = outcome.path.parent
+        self.status(f"Saved the {title} ({outcome.rows:,} rows) to {outcome.path}.")
         return True
 
     def copy_text(self) -> str:
@@ -156,24 +228,31 @@ class ExportActions(QObject):
     def copy_picture(self, target: QWidget) -> bool:
         """Put a picture of ``target`` at twice its size on screen on the clipboard."""
         self.reveal(target)
-        with self._without_buttons(target):
-            image = pictures.copy(target)
+        try:
+            with self._without_buttons(target):
+                image = pictures.copy(target)
+        except ValueError as exc:
+            return self._failed(f"Could not copy a picture of {self.name(target)}", exc)
         self.status(f"Copied a picture of {self.name(target)} ({image.width():,} × {image.height():,} pixels).")
         return True
 
     def reveal(self, target: QWidget) -> None:
-        """Bring ``target`` on screen: its view, its page of panels, every panel if another is focused."""
+        """Bring ``target`` on screen at its laid-out size: its view, its page of panels, every panel
+        if another is focused."""
         w = self.window
-        if target is w or target.isVisible():
-            return
-        index = w.views.indexOf(target)
-        w.show_view(list(VIEWS)[index] if index >= 0 else "main")
-        if index < 0:
-            if w.focused is not None and w.focused is not target:
-                w.toggle_focus(None)
-            if target in w.stages.panels():
-                w.stages.show_panel(target)
-        QApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)  # its size, before it is pictured
+        if target is not w and not target.isVisible():
+            index = w.views.indexOf(target)
+            w.show_view(list(VIEWS)[index] if index >= 0 else "main")
+            if index < 0:
+                if w.focused is not None and w.focused is not target:
+                    w.toggle_focus(None)
+                if target in w.stages.panels():
+                    w.stages.show_panel(target)
+        # the layout passes a change of focus or page posted, before it is pictured: each pass can post
+        # the next (a new page's splitter, then the panels in it), and a panel shown by the last change
+        # is visible before it has its size (0 x 0 until then)
+        for _ in range(LAYOUT_PASSES):
+            QApplication.sendPostedEvents(None, QEvent.Type.LayoutRequest)
 
     @contextmanager
     def _without_buttons(self, target: QWidget):

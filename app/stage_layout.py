@@ -78,6 +78,8 @@ class StageArea(QWidget):
         self.pages: list[list[list[QWidget]]] = []
         self.focused: QWidget | None = None
         self._splitters: list[QSplitter] = []
+        self._building = False  # in _build: a resize it causes must not lay out the half-built pages...
+        self._resized = False  # ...but is laid out for once they are built
 
     def panels(self) -> list[QWidget]:
         return [p for column in self.columns for p in column]
@@ -132,6 +134,9 @@ class StageArea(QWidget):
 
     def relayout(self, *, force: bool = False) -> None:
         """Lay the panels out again if the room they have calls for other pages."""
+        if self._building:  # removing the old pages resized the area: planned again once they are built
+            self._resized = True
+            return
         if self.focused is not None:
             pages = [[[self.focused]]]
         else:
@@ -146,7 +151,13 @@ class StageArea(QWidget):
         current = self.stack.currentWidget()
         front = next((p for page in self.pages for c in page for p in c if current is not None and current.isAncestorOf(p)), None)
         self.pages = pages
-        self._build()
+        self._building, self._resized = True, False
+        try:
+            self._build()
+        finally:
+            self._building = False
+        if self._resized:
+            self.relayout()
         if front is not None:
             self.show_panel(front)
         self.pagesChanged.emit()

@@ -103,6 +103,21 @@ def history_rows(result) -> list[dict]:
     return rows
 
 
+def check(result) -> None:
+    """TableError unless ``result`` has a history to export (what ``history_rows`` would refuse, at
+    once: the window checks before it hands the work to a thread)."""
+    _trace(result)
+    _chosen_pieces(result)
+
+
+def check_writable(path) -> None:
+    """OSError, as writing ``path`` would raise it, unless a new file can be made in its folder."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    os.unlink(tmp)
+
+
 def generated_text(result) -> str:
     """The text of every token chosen so far, step 0 first (the bytes joined, then decoded)."""
     if result.trace is None:

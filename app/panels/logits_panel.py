@@ -3,7 +3,9 @@
 Two plots, each in its own view, share one token axis: on the left the raw logit the model gave
 each candidate, on the right the probability it has after the sampling settings. Candidates that top-k or top-p removed are
 grey, the chosen token is orange, and clicking any bar chooses that token instead (a branch).
-The bar items are built once; a step only calls ``setOpts``.
+The bar items are built once; a step only calls ``setOpts``. The panel asks room for at most
+``ROWS_ASKED`` rows: a longer list ("Show top" 64 on a projector) scrolls, its text at its size,
+so the window never grows past its screen.
 """
 
 from __future__ import annotations
@@ -13,9 +15,9 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtGui import QFontMetrics
-from PySide6.QtWidgets import QGroupBox, QHBoxLayout, QLabel, QSpinBox, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QApplication, QGroupBox, QHBoxLayout, QLabel, QScrollBar, QSpinBox, QVBoxLayout, QWidget
 
 from engine.tokens import clip
 from engine.trace import N_CANDIDATES
@@ -27,6 +29,7 @@ from .steady_label import SteadyLabel
 from ..guard import guarded
 
 PROB_SCALES = (2, 5, 10, 20, 40, 60, 80, 100, 130)  # % : the probability axis's possible widths
+ROWS_ASKED = 10  # rows the panel needs room for (the default "Show top"): more scroll
 LABEL_CHARS = 10  # a candidate's token text on the axis, cut with "…" beyond: the axis never resizes
 
 
@@ -78,8 +81,14 @@ class LogitsPanel(QGroupBox):
         plots.setSpacing(0)
         plots.addWidget(self.logit_view, 5)
         plots.addWidget(self.prob_view, 4)
+        self.scroll = QScrollBar(Qt.Vertical)  # through a list longer than the rows that fit
+        self.scroll.setToolTip("More candidates: scroll (or turn the mouse wheel over the bars)")
+        self.scroll.hide()
+        self.scroll.valueChanged.connect(self._on_scroll_value_changed)
+        plots.addWidget(self.scroll)
         for view in (self.logit_view, self.prob_view):
             view.setToolTip("Click a bar to choose that token instead (a branch)")
+            view.installEventFilter(self)  # the mouse wheel scrolls the list
         for plot in (self.logit_plot, self.prob_plot):
             th.fix_plot(plot).invertY(True)
             plot.showGrid(x=True, alpha=0.25)
@@ -115,6 +124,13 @@ class LogitsPanel(QGroupBox):
         """The plot views the window paints, one per event-loop turn after a step."""
         return [self.logit_view, self.prob_view]
 
+    def rows_shown(self) -> int:
+        """How many candidates' rows are in view: every one asked for when they fit at the height of
+        their labels, else as many as fit (the scroll bar goes through the rest)."""
+        n = len(self._ids)
+        row = self.state.theme.text_px(-2)
+        return min(n, max(1, int(self.prob_plot.getViewBox().height() // row)))
+
     def bar_ids(self) -> np.ndarray:
         """int64 [N]: the token id of each bar, top bar first."""
         return self._ids.copy()
@@ -122,6 +138,16 @@ class LogitsPanel(QGroupBox):
     # -------------------------------------------------------------- state
     def _on_state_result(self, _result) -> None:
         self._draw()
+
+    def _on_scroll_value_changed(self, _first: int) -> None:
+        self._place_rows()
+
+    @guarded(fallback=False)
+    def eventFilter(self, watched, event) -> bool:
+        if event.type() == QEvent.Type.Wheel and self.scroll.isVisible():
+            QApplication.sendEvent(self.scroll, event)
+            return True
+        return False
 
     def _on_prob_box_resized(self, _box) -> None:
         if self.state.result is not None:
@@ -150,7 +176,7 @@ class LogitsPanel(QGroupBox):
         """Room for every candidate's row at the height of its label, and for the axes."""
         theme = self.state.theme
         px = theme.text_px()
-        rows = self.state.top_n * theme.text_px(-2)  # each candidate's row as tall as its label
+        rows = min(self.state.top_n, ROWS_ASKED) * theme.text_px(-2)  # each candidate's row as tall as its label
         self._needs = [
             (self.logit_plot, th.need_area(self.logit_view, self.logit_plot, 4 * px, rows)),
             (self.prob_plot, th.need_area(self.prob_view, self.prob_plot, 5 * px, rows)),
@@ -176,6 +202,7 @@ class LogitsPanel(QGroupBox):
                 bars.setOpts(x0=[], y=[], width=[], brushes=[])
             for label in self.labels:
                 label.setVisible(False)
+            self.scroll.hide()
             self.summary.setText("Step once (Space) to see the candidates for the next token.")
             return
         n = min(self.state.top_n, len(trace.candidate_ids))
@@ -196,7 +223,6 @@ class LogitsPanel(QGroupBox):
         self.logit_bars.setOpts(x0=np.full(n, base), y=rows, width=logits - base, brushes=brushes, pen=None)
         self.prob_bars.setOpts(x0=np.zeros(n), y=rows, width=probs, brushes=brushes, pen=None)
         self.logit_plot.getAxis("left").setTicks([[(i, f"{clip(trace.candidate_pieces[i], LABEL_CHARS)}  ") for i in range(n)]])
-        self.logit_plot.setYRange(-0.6, n - 0.4, padding=0)
         top = float(probs.max()) if n else 1.0
         # a few fixed scales: the axis (and every label on it) is redrawn only when the scale changes;
         # the scale leaves room right of the longest bar for its label ("100.0%") at this width
@@ -206,11 +232,11 @@ class LogitsPanel(QGroupBox):
         self.prob_plot.setXRange(0, next((s for s in PROB_SCALES if s >= room), PROB_SCALES[-1]), padding=0)
         # whole numbers: the axis (and its labels) repaints only when they change
         self.logit_plot.setXRange(base, end, padding=0)
-        for i, label in enumerate(self.labels):  # hidden labels cost nothing to paint; empty ones do
+        for i, label in enumerate(self.labels):
             if i < n:
                 label.setText(f"{probs[i]:.1f}%" if kept[i] else "removed", color=th.DARK if kept[i] else "#7A7A7A")
                 label.setPos(float(probs[i]), i)
-            label.setVisible(i < n)
+        self._place_rows()
         outside = ""
         if trace.chosen not in set(ids.tolist()):
             outside = f" — outside the top {n}"
@@ -219,3 +245,16 @@ class LogitsPanel(QGroupBox):
             f"Chosen: <b>“{escape(trace.chosen_piece, quote=False)}”</b> ({by}), p = {trace.chosen_prob:.1%}, "
             f"rank {trace.chosen_rank:,}{outside}. Entropy <b>{trace.entropy_bits:.2f} bits</b>."
         )
+
+    def _place_rows(self) -> None:
+        """The rows in view: from the scroll bar's value, as many as ``rows_shown``."""
+        n, shown = len(self._ids), self.rows_shown()
+        self.scroll.blockSignals(True)
+        self.scroll.setRange(0, max(0, n - shown))
+        self.scroll.setPageStep(max(1, shown))
+        self.scroll.blockSignals(False)
+        self.scroll.setVisible(shown < n)
+        first = self.scroll.value()
+        self.logit_plot.setYRange(first - 0.6, first + max(shown, 1) - 0.4, padding=0)
+        for i, label in enumerate(self.labels):  # hidden labels cost nothing to paint; empty ones do
+            label.setVisible(first <= i < min(n, first + shown))

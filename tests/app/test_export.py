@@ -119,7 +119,8 @@ def test_the_history_table_has_a_row_per_step(window, qtbot, tmp_path, demo_mode
     traces = [run(qtbot, window, window.step, "step").trace for _ in range(4)]  # what the window showed at each step
     result = window.state.result
     path = tmp_path / "history.csv"
-    assert window.export_table("history", path)
+    with qtbot.waitSignal(window.exporter.tableSaved, timeout=20_000):  # written on the writer's thread
+        assert window.export_table("history", path)
     rows = read_csv(path)
     assert list(rows[0]) == list(tables.HISTORY_COLUMNS)
     assert [int(r["step"]) for r in rows] == [0, 1, 2, 3]
