@@ -72,8 +72,8 @@ class FlowLayout:
         return None
 
     def fits_all(self) -> bool:
-        """True if every box has all the lines it can use and each block row has room for text."""
-        return all(self.lines[n] >= LINES[n][1] for n in LINES) and (self.row_text or len(self.block_rows) <= 1)
+        """True if every box has all the lines it can use."""
+        return all(self.lines[n] >= LINES[n][1] for n in LINES)
 
     def box_height(self, content_lines: int) -> int:
         return (1 + content_lines) * self.line + 2 * self.pad
