@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QBoxLayout, QHBoxLayout, QLabel, QPushButton, QVBo
 from .flow_numbers import flow_numbers
 from .guard import guarded
 from .panels.flow_panel import FlowPanel, FlowPlace
-from .state import AppState
+from .state import LATEST, AppState
 from .tour import STAGES, Tour, sentence
 
 
@@ -174,14 +174,16 @@ def attach(window) -> None:
             state.set_layer(place.layer)
         if place.head >= 0:
             state.set_head(place.head)
-        if place.position >= 0:
-            state.set_position(place.position)
+        if place.newest:
+            state.set_position(LATEST)
         window.tour.stop()
-        if place.view == "main" and place.layer < 0 and place.position < 0:  # the candidates: their page of the Overview
+        if place.view == "main" and not place.newest:  # the candidates: their page of the Overview
             window.stages.show_panel(window.logits)
         window.show_view(place.view)
 
     view.flow.openRequested.connect(on_open_requested)
+    for panel in window.stages.panels():  # the Overview's panels draw a step only once they are on screen
+        window.state.deliver_when_shown(panel)
     back = QAction("◀ Flow", window)
     back.setShortcuts([QKeySequence(Qt.Key_F)])
     back.setShortcutContext(Qt.WindowShortcut)

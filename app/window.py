@@ -227,7 +227,8 @@ class MainWindow(QMainWindow):
             button.setToolTip(f"{title} (Alt+{index + 1}; nexttoken --view {name})")
             self.view_buttons.addButton(button, index)
             row.addWidget(button)
-        self.view_buttons.button(0).setChecked(True)
+        self.view_buttons.button(1).setChecked(True)  # the Overview until app.main brings --view (default: flow) forward
+        self.views.setCurrentIndex(1)
         self.view_buttons.idClicked.connect(self.views.setCurrentIndex)
         self._view_switcher = switcher  # goes into the menu bar's corner once the menus exist
         central = QWidget()

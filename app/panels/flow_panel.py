@@ -42,18 +42,25 @@ STREAM = th.DARK  # the residual stream's length
 HIGHLIGHT = th.VERMILION  # the tour's stage
 BOX = "#FAFAFA"
 TOUR_CAPTION_LINES = 3
-FONT_DELTAS = (3, 2, 1, 0, -1)  # points from the theme's base size, largest first; -1 is the floor
+FONT_DELTAS = (6, 5, 4, 3, 2, 1, 0, -1)  # points from the theme's base size, largest first; -1 is the floor
+WIDEST = {  # a long line of each column, which a larger font must leave unclipped
+    "embedding": "= 768 numbers, |x| 0.0",
+    "blocks": "Block 11: |x| 00.0 → 00.0 → 00.0",
+    "logits": "768 → 50,257 logits",
+    "chosen": "u = 0.000 in [0.000, 0.000)",
+}
 
 
 @dataclass(frozen=True)
 class FlowPlace:
     """Where a click on the flow leads: a view of ``app.views`` and the selection to show there
-    (-1: leave that selection as it is)."""
+    (-1: leave that selection as it is; ``newest``: select the newest position, the one the flow
+    follows)."""
 
     view: str
     layer: int = -1
     head: int = -1
-    position: int = -1
+    newest: bool = False
 
 
 def _piece(text: str) -> str:
@@ -107,9 +114,10 @@ class FlowPanel(QWidget):
         theme = self.state.theme
         n_layer = self.state.result.n_layer if self.state.result is not None else 1
         for delta in FONT_DELTAS:
-            line = QFontMetrics(theme.font(delta, bold=True)).height()
-            fits = layout(max(1, self.width()), max(1, self.height()), n_layer, line, 0, TOUR_CAPTION_LINES).fits_all()
-            if fits:
+            metrics = QFontMetrics(theme.font(delta, bold=True))
+            lay = layout(max(1, self.width()), max(1, self.height()), n_layer, metrics.height(), 0, TOUR_CAPTION_LINES)
+            wide_enough = all(metrics.horizontalAdvance(text) + 4 * lay.pad <= lay.boxes[box][2] for box, text in WIDEST.items())
+            if lay.fits_all() and wide_enough:
                 break
         self.font_delta = delta
         self.body_font = theme.font(delta)
@@ -148,16 +156,15 @@ class FlowPanel(QWidget):
         box, layer = hit
         n = self._current()
         last = n.n_layer - 1 if n is not None else 0
-        position = n.position if n is not None else -1
         if box == "blocks":
-            return FlowPlace("inside", layer if layer >= 0 else self.state.layer, self.state.head, position)
+            return FlowPlace("inside", layer if layer >= 0 else self.state.layer, self.state.head, newest=True)
         if box == "kv":
             return FlowPlace("cache", layer if layer >= 0 else self.state.layer)
         return {
-            "tokens": FlowPlace("main", position=position),
-            "embedding": FlowPlace("inside", 0, position=position),
-            "ln_final": FlowPlace("inside", last, position=position),
-            "lm_head": FlowPlace("inside", last, position=position),
+            "tokens": FlowPlace("main", newest=True),
+            "embedding": FlowPlace("inside", 0, newest=True),
+            "ln_final": FlowPlace("inside", last, newest=True),
+            "lm_head": FlowPlace("inside", last, newest=True),
             "logits": FlowPlace("main"),
             "sampling": FlowPlace("sampling"),
             "chosen": FlowPlace("sampling"),

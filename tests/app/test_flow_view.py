@@ -158,3 +158,15 @@ def test_the_flow_reads_nothing_while_hidden(window, qtbot):
     window.show_view("flow")
     qtbot.wait(50)
     assert not panel._dirty and panel.numbers.step == window.state.result.trace.step
+
+
+def test_the_overview_draws_a_step_only_once_it_is_shown(window, qtbot):
+    window.show_view("flow")
+    run(qtbot, window, window.step, "step")
+    drawn = window.attention.history.length
+    run(qtbot, window, window.step, "step")
+    assert window.attention.history.length == drawn  # hidden: the step waits
+    window.show_view("main")
+    assert window.attention.history.length == window.state.result.context_len  # shown: the newest step
+    run(qtbot, window, window.step, "step")
+    assert window.attention.history.length == window.state.result.context_len  # on screen: every step
