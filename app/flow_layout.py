@@ -29,7 +29,7 @@ COLUMNS: tuple[tuple[float, tuple[str, ...]], ...] = (
 )
 # content lines (without the title): (the least a box needs, the most it uses)
 LINES = {
-    "tokens": (1, 3), "embedding": (2, 4), "ln_final": (1, 3), "lm_head": (1, 2), "logits": (2, 5),
+    "tokens": (1, 3), "embedding": (2, 4), "ln_final": (1, 3), "lm_head": (1, 2), "logits": (2, 6),
     "sampling": (3, 5), "chosen": (2, 4), "appended": (1, 2),
 }
 EXPANDED_LINES = 4  # the selected block's content: its norms, its head's attention (two lines), its MLP

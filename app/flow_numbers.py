@@ -17,7 +17,7 @@ import numpy as np
 
 from .result import SessionResult
 
-N_TOP = 5  # candidates the logits box lists
+N_TOP = 8  # candidates the logits box lists (as many as it has room for)
 
 
 def _softmax(x: np.ndarray) -> np.ndarray:

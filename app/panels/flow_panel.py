@@ -44,7 +44,7 @@ BOX = "#FAFAFA"
 TOUR_CAPTION_LINES = 3
 FONT_DELTAS = (6, 5, 4, 3, 2, 1, 0, -1)  # points from the theme's base size, largest first; -1 is the floor
 WIDEST = {  # a long line of each column, which a larger font must leave unclipped
-    "embedding": "= 768 numbers, |x| 0.0",
+    "embedding": "+ position row 1023",
     "blocks": "Block 11: |x| 00.0 → 00.0 → 00.0",
     "logits": "768 → 50,257 logits",
     "chosen": "u = 0.000 in [0.000, 0.000)",
@@ -264,7 +264,7 @@ class FlowPanel(QWidget):
         e = b["embedding"]
         self._text(p, e, 1, f"row {n.token_id} of {n.vocab:,}")
         self._text(p, e, 2, f"+ position row {n.position}")
-        self._text(p, e, 3, f"= {n.d_model} numbers, |x| {n.embed_norm:.1f}")
+        self._text(p, e, 3, f"|x| {n.embed_norm:.1f}, d = {n.d_model}")
         self._strip(p, e, 4, n.embed_vector)
         # 3 · the blocks and their KV cache
         self._draw_blocks(p, lay, n)
@@ -287,19 +287,19 @@ class FlowPanel(QWidget):
             f"top-k {st.top_k or 'off'}: {kept['top-k']:,} left",
             f"top-p {st.top_p:g}: {kept['top-p']:,} left" if st.top_p < 1 else f"top-p off: {kept['top-p']:,} left",
         ]
-        for i, text in enumerate(rows[: self._lines_of("sampling")], start=1):
+        for i, text in enumerate(rows[-self._lines_of("sampling"):], start=1):  # short of room: the last stages
             self._text(p, s, i, text)
         c = b["chosen"]
         self._chip(p, c, 1, f"{_piece(n.chosen_piece)}  id {n.chosen_id}")
-        self._text(p, c, 2, f"sampling p {n.chosen_sampling_prob:.1%}")
-        self._text(p, c, 3, f"model p {n.chosen_model_prob:.1%}")
+        self._text(p, c, 3, f"sampling p {n.chosen_sampling_prob:.1%}")
+        self._text(p, c, 4, f"model p {n.chosen_model_prob:.1%}")
         if n.chosen_by == "user":
             draw = "chosen by you"
         elif n.greedy or math.isnan(n.draw_u):
             draw = f"greedy: rank {n.chosen_rank} by logit"
         else:
             draw = f"u = {n.draw_u:.3f} in [{n.draw_start:.3f}, {n.draw_end:.3f})"
-        self._text(p, c, 4, draw)
+        self._text(p, c, 2, draw)
         a = b["appended"]
         x, y, w, h = a
         p.setFont(self.body_font)
