@@ -32,7 +32,7 @@ LINES = {
     "tokens": (1, 3), "embedding": (2, 4), "ln_final": (1, 3), "lm_head": (1, 2), "logits": (2, 6),
     "sampling": (3, 5), "chosen": (2, 4), "appended": (1, 2),
 }
-EXPANDED_LINES = 4  # the selected block's content: its norms, its head's attention (two lines), its MLP
+EXPANDED_LINES = 5  # the selected block's content: its norms, its heads, its head's attention (two lines), its MLP
 STAGES = ("tokens", "embedding", "blocks", "kv", "ln_final", "lm_head", "logits", "sampling", "chosen", "appended")
 
 
@@ -41,7 +41,7 @@ class FlowLayout:
     """Every rect of the flow at one size. ``boxes``: stage -> rect; ``block_rows`` and ``kv_rows``:
     one rect per layer (same heights, side by side); ``expanded``: the selected layer, whose rows are
     tall; ``row_text``: whether a collapsed row has a line's height (else it shows bars only);
-    ``parts``: the expanded block's "attention" and "mlp" rects; ``lines``: content lines each box
+    ``parts``: the expanded block's "heads", "attention" and "mlp" rects; ``lines``: content lines each box
     has room for; ``caption``: the tour's sentence band, or None; ``line`` and ``pad``: the text
     line height and a box's inner margin the rects were made for."""
 
@@ -187,8 +187,9 @@ def _rows(bx, bw, kx, kw, height, n_layer, line, pad, selected):
     ex, ey, ew, eh = block_rows[selected]
     body = ey + line + pad  # under the block's own heading line
     parts = {
-        "attention": (ex + pad, body, ew - 2 * pad, 2 * line),
-        "mlp": (ex + pad, body + 2 * line, ew - 2 * pad, line),
+        "heads": (ex + pad, body, ew - 2 * pad, line),
+        "attention": (ex + pad, body + line, ew - 2 * pad, 2 * line),
+        "mlp": (ex + pad, body + 3 * line, ew - 2 * pad, line),
     }
     legend = None
     if n_layer > 1:

@@ -41,7 +41,7 @@ class FlowNumbers:
     mid_norms: float [L], after each block's attention was added (before its MLP);
     attn_norms, mlp_norms: float [L], |what each block's attention and MLP added|.
     layer, head: the selected block and head; attention: float [T], that head's weights for the
-    newest position; top_key: the position it weighs most (ties: the lower one), top_key_piece,
+    newest position; head_top: float [H], each head's largest weight there (how sharply it looks); top_key: the position it weighs most (ties: the lower one), top_key_piece,
     top_weight.
     ln_in_norm, ln_out_norm: |x| into and out of the final layer norm (final_vector: float32 [d], its output).
     top_ids, top_pieces, top_logits, top_model_probs, top_sampling_probs: the N_TOP candidates by
@@ -78,6 +78,7 @@ class FlowNumbers:
     layer: int
     head: int
     attention: np.ndarray
+    head_top: np.ndarray
     top_key: int
     top_key_piece: str
     top_weight: float
@@ -159,7 +160,8 @@ def flow_numbers(result: SessionResult, layer: int = 0, head: int = 0, tail_char
         mid_norms=np.linalg.norm(mid.astype(np.float64), axis=1),
         attn_norms=np.linalg.norm(attn_out.astype(np.float64), axis=1),
         mlp_norms=np.linalg.norm(rec.mlp_out.astype(np.float64), axis=1),
-        layer=layer, head=head, attention=attention, top_key=top_key, top_key_piece=pieces[top_key],
+        layer=layer, head=head, attention=attention,
+        head_top=rec.attn[layer, :, last, : rec.end].astype(np.float32).max(axis=1), top_key=top_key, top_key_piece=pieces[top_key],
         top_weight=float(attention[top_key]),
         ln_in_norm=_norm(resid[-1]), ln_out_norm=_norm(rec.final_hidden), final_vector=rec.final_hidden,
         top_ids=tuple(int(t) for t in top_ids), top_pieces=tuple(trace.candidate_pieces[:n_top]),

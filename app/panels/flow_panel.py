@@ -176,7 +176,15 @@ class FlowPanel(QWidget):
         if event.button() != Qt.LeftButton:
             return
         pos = event.position().toPoint()
-        hit = self.flow_layout().box_at(pos.x(), pos.y())
+        lay = self.flow_layout()
+        hx, hy, hw, hh = lay.parts["heads"]
+        if hy <= pos.y() < hy + hh and hx <= pos.x() < hx + hw and self.state.result is not None:
+            label_w = QFontMetrics(self.body_font).horizontalAdvance(f"{self.state.result.n_head} heads ")
+            if pos.x() >= hx + label_w:  # a head: select it here
+                cell = (hw - label_w) / self.state.result.n_head
+                self.state.set_head(int((pos.x() - hx - label_w) // cell))
+            return
+        hit = lay.box_at(pos.x(), pos.y())
         if hit is not None and hit[0] in ("blocks", "kv") and hit[1] >= 0 and hit[1] != self.state.layer:
             self.state.set_layer(hit[1])  # a collapsed block: expand it here first; a click on it opens it
             return
@@ -262,7 +270,7 @@ class FlowPanel(QWidget):
         self._text(p, b["tokens"], 3, f"position {n.position}")
         # 2 · embedding
         e = b["embedding"]
-        self._text(p, e, 1, f"row {n.token_id} of {n.vocab:,}")
+        self._text(p, e, 1, f"token row {n.token_id}")
         self._text(p, e, 2, f"+ position row {n.position}")
         self._text(p, e, 3, f"|x| {n.embed_norm:.1f}, d = {n.d_model}")
         self._strip(p, e, 4, n.embed_vector)
@@ -433,6 +441,22 @@ class FlowPanel(QWidget):
         L = n.layer
         self._text(p, (x, y - pad, w, h), 0,
                    f"Block {L}: |x| {n.resid_norms[L]:.1f} → {n.mid_norms[L]:.1f} → {n.resid_norms[L + 1]:.1f}", bold=True)
+        hx, hy, hw, hh = lay.parts["heads"]
+        p.setFont(self.body_font)
+        p.setPen(QColor(th.DARK))
+        label = f"{n.n_head} heads "
+        label_w = QFontMetrics(self.body_font).horizontalAdvance(label)
+        p.drawText(QRect(hx, hy, label_w, self.line), int(Qt.AlignLeft | Qt.AlignVCenter), label)
+        cell = (hw - label_w) / max(1, n.n_head)
+        lut = self.state.theme.cmap().getLookupTable(nPts=256, alpha=False)
+        for i, top in enumerate(n.head_top):  # each head's sharpest weight; the selected one outlined
+            c = lut[int(np.clip(top, 0, 1) * 255)]
+            r = QRectF(hx + label_w + i * cell, hy + 2, max(1.0, cell - 1), self.line - 4)
+            p.fillRect(r, QColor(int(c[0]), int(c[1]), int(c[2])))
+            if i == n.head:
+                p.setPen(QPen(QColor(th.SELECTED), 2))
+                p.setBrush(Qt.NoBrush)
+                p.drawRect(r)
         ax, ay, aw, ah = lay.parts["attention"]
         p.setFont(self.body_font)
         p.setPen(QColor(th.DARK))

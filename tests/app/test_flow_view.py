@@ -73,6 +73,11 @@ def test_every_stage_is_on_screen_at_classroom_sizes(make_window, qtbot, deep_di
         for layer in (0, n_layer - 1):
             window.state.set_layer(layer)
             check_on_screen(window, n_layer, projector)
+        window.tour.start()  # its sentence takes a band at the bottom: every stage still on screen
+        check_on_screen(window, n_layer, projector)
+        lay = window.flow_view.flow.flow_layout()
+        assert lay.caption is not None and all(r[1] + r[3] <= lay.caption[1] for r in lay.boxes.values())
+        window.tour.stop()
 
 
 def test_the_pure_layout_fits_the_stack_for_many_layers():
@@ -113,6 +118,11 @@ def test_each_box_opens_its_place_and_the_way_back_returns(window, qtbot):
         else:
             qtbot.mouseClick(back, Qt.LeftButton)  # the button
         assert window.views.currentIndex() == list(VIEWS).index("flow") and panel.isVisible(), box
+    # a head of the expanded block: selected here
+    window.state.set_layer(2)
+    hx, hy, hw, hh = panel.flow_layout().parts["heads"]
+    qtbot.mouseClick(panel, Qt.LeftButton, pos=QPoint(hx + hw - 2, hy + hh // 2))
+    assert window.state.head == window.state.result.n_head - 1 and panel.isVisible()
     # a collapsed block: the first click expands it, the second opens it
     lay = panel.flow_layout()
     x, y, w, h = lay.block_rows[0]
@@ -170,3 +180,13 @@ def test_the_overview_draws_a_step_only_once_it_is_shown(window, qtbot):
     assert window.attention.history.length == window.state.result.context_len  # shown: the newest step
     run(qtbot, window, window.step, "step")
     assert window.attention.history.length == window.state.result.context_len  # on screen: every step
+
+
+def test_typing_f_and_t_in_the_prompt_types_them(window, qtbot):
+    window.show_view("flow")
+    editor = window.tokens.editor
+    editor.setFocus()
+    editor.moveCursor(editor.textCursor().MoveOperation.End)
+    qtbot.keyClicks(editor, " Ft")
+    assert editor.toPlainText().endswith(" Ft")
+    assert window.flow_view.isVisible() and not window.tour.running
