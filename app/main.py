@@ -60,7 +60,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--steps", type=steps_count, default=0, help="steps to run at start (with --screenshot: before the picture)")
     p.add_argument("--screenshot", metavar="FILE.png", help="save a PNG of the window after --steps steps, then exit")
     p.add_argument("--projector", action="store_true", help="large fonts and high contrast for a projector")
-    p.add_argument("--view", choices=tuple(VIEWS), default="main",
+    p.add_argument("--view", choices=tuple(VIEWS), default="flow",
                    help="the view in front: " + "; ".join(f"{name} = {what}" for name, what in VIEWS.items()))
     p.add_argument("--layer", type=int, default=0, help="the layer selected, counted from 0 as the window shows it")
     p.add_argument("--head", type=int, default=0, help="the attention head selected, counted from 0")

@@ -10,7 +10,8 @@ from __future__ import annotations
 from functools import partial
 from typing import Callable
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QEvent, QObject, Signal
+from PySide6.QtWidgets import QWidget
 
 from .result import SessionResult
 from .theme import NORMAL, PROJECTOR, Theme
@@ -45,6 +46,14 @@ class AppState(QObject):
     def subscribe(self, slot: Callable[[SessionResult], None]) -> None:
         """Call ``slot(result)`` with every new result, subscribers in the order they subscribed."""
         self._subscribers.append(slot)
+
+    def deliver_when_shown(self, panel: QWidget) -> None:
+        """From now on a step reaches ``panel``'s own result slots only while it is on screen; hidden
+        (another view, another page), it gets the newest step when it is shown, so a view not on
+        screen costs a step nothing. Results that start over (a load, a new prompt, a reset, a file
+        opened) reach it at once."""
+        gate = _ShowGate(panel)
+        self._subscribers = [gate.wrap(s) if getattr(s, "__self__", None) is panel else s for s in self._subscribers]
 
     def set_result(self, result: SessionResult) -> None:
         """Show ``result`` in every panel now."""
@@ -146,3 +155,32 @@ class AppState(QObject):
     @staticmethod
     def _clamp(value: int, count: int) -> int:
         return max(0, min(int(value), count - 1))
+
+
+class _ShowGate(QObject):
+    """Holds the newest step for a hidden panel's result slots and delivers it when the panel shows
+    (``AppState.deliver_when_shown``)."""
+
+    START_OVER = ("load", "prompt", "reset", "open")
+
+    def __init__(self, panel: QWidget):
+        super().__init__(panel)
+        self._panel = panel
+        self._pending: dict[Callable, SessionResult] = {}
+        panel.installEventFilter(self)
+
+    def wrap(self, slot: Callable[[SessionResult], None]) -> Callable[[SessionResult], None]:
+        def gated(result: SessionResult) -> None:
+            if self._panel.isVisible() or result.kind in self.START_OVER:
+                self._pending.pop(slot, None)
+                slot(result)
+            else:
+                self._pending[slot] = result
+        return gated
+
+    def eventFilter(self, watched, event) -> bool:  # noqa: N802 - Qt's name
+        if event.type() == QEvent.Type.Show and self._pending:
+            pending, self._pending = self._pending, {}
+            for slot, result in pending.items():
+                slot(result)
+        return False

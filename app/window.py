@@ -43,6 +43,7 @@ from . import guard
 from . import theme as th
 from .controller import SessionController
 from .export_actions import ExportActions
+from . import flow_view
 from .guard import guarded
 from .paint_scheduler import PaintScheduler
 from .stage_layout import StageArea
@@ -115,6 +116,7 @@ class MainWindow(QMainWindow):
         for view in self.findChildren(pg.GraphicsView):  # pyqtgraph's own right-click Export… fails on SVG
             view.scene().contextMenu = []  # here (pyqtgraph #3485): File → Export and each panel's ⋯ do it
         self._build_toolbar()
+        flow_view.attach(self)  # clicks to the detail views, "◀ Flow" back, the tour's keys
         self.model_label = QLabel("no model loaded")
         self.status_label = QLabel("Starting…")
         self.truncate_button = QPushButton("Keep only the last tokens that fit")
@@ -213,7 +215,8 @@ class MainWindow(QMainWindow):
         row.setSpacing(2)
         row.addWidget(QLabel("View:"))
         self.view_buttons = QButtonGroup(self)
-        pages = (overview, self.inside, self.sampling_view, self.cache_view, self.branches_view)
+        self.flow_view = flow_view.FlowView(s, self.tokens, layout)  # the prompt stays on screen: it borrows the tokens
+        pages = (self.flow_view, overview, self.inside, self.sampling_view, self.cache_view, self.branches_view)
         for index, (widget, (name, title)) in enumerate(zip(pages, VIEWS.items())):
             self.views.addWidget(widget)
             button = QToolButton()
@@ -224,7 +227,8 @@ class MainWindow(QMainWindow):
             button.setToolTip(f"{title} (Alt+{index + 1}; nexttoken --view {name})")
             self.view_buttons.addButton(button, index)
             row.addWidget(button)
-        self.view_buttons.button(0).setChecked(True)
+        self.view_buttons.button(1).setChecked(True)  # the Overview until app.main brings --view (default: flow) forward
+        self.views.setCurrentIndex(1)
         self.view_buttons.idClicked.connect(self.views.setCurrentIndex)
         self._view_switcher = switcher  # goes into the menu bar's corner once the menus exist
         central = QWidget()

@@ -52,6 +52,7 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from app import session_host, torch_threads  # noqa: E402
 from app.main import freeze_startup_objects  # noqa: E402
+from app.views import VIEWS  # noqa: E402
 from app.window import MainWindow  # noqa: E402
 from engine import SamplingSettings, Session, load_model  # noqa: E402
 from engine.random_model import write_random_gpt2  # noqa: E402
@@ -68,6 +69,7 @@ GAP_TARGET_MS = 50.0
 PLAY_TARGET = 0.8
 RESTYLE_TARGET_MS = 100.0
 WINDOW_SIZE = (1600, 1000)  # --size changes it
+VIEW = "main"  # the view in front (--view): "main" (the Overview) or "flow", side by side
 
 
 # ------------------------------------------------------------------ setup
@@ -89,6 +91,7 @@ def new_window(engine: str = "thread") -> MainWindow:
     window = MainWindow(settings, remember=False, engine=engine)
     window.resize(*WINDOW_SIZE)
     window.show()
+    window.show_view(VIEW)
     QApplication.processEvents()
     freeze_startup_objects()  # as app.main does: the process's objects so far are never walked again
     return window
@@ -352,7 +355,7 @@ def report(args, applies, plays, memory, launch, wall_s: float, restyle=None, st
     lines = [
         f"GUI benchmark, {datetime.date.today()}, `python benchmarks/bench_gui.py{' --quick' if args.quick else ''}`: "
         f"{platform.processor() or platform.machine()}, {cores} cores, torch {torch.__version__} (CPU), "
-        f"offscreen Qt, window {WINDOW_SIZE[0]} x {WINDOW_SIZE[1]}, GPT-2 small's shape (12 layers x 12 heads, d=768, random weights). "
+        f"offscreen Qt, window {WINDOW_SIZE[0]} x {WINDOW_SIZE[1]}, the {VIEW} view in front, GPT-2 small's shape (12 layers x 12 heads, d=768, random weights). "
         f"The app's engine uses `torch.set_num_threads({torch_threads.cores() - 1 or 1})`. Took {wall_s:.0f} s.",
         "",
         "| measure | value | target | |",
@@ -430,8 +433,11 @@ def main(argv=None) -> int:
     p.add_argument("--only", nargs="*", choices=measures, help="run only these measures")
     p.add_argument("--size", metavar="WxH", default="1600x1000",
                    help="the window's size for every measure but the resize (1024x768: the panels take two pages)")
+    p.add_argument("--view", choices=tuple(VIEWS), default="main",
+                   help="the view in front while measuring (main: the Overview; flow: the Flow view)")
     args = p.parse_args(argv)
-    global WINDOW_SIZE
+    global WINDOW_SIZE, VIEW
+    VIEW = args.view
     WINDOW_SIZE = tuple(int(v) for v in args.size.lower().split("x"))
     if args.only:
         args.skip = [m for m in measures if m not in args.only]

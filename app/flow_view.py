@@ -1,0 +1,199 @@
+"""The Flow view: the prompt and its tokens above the flow picture, the presenter's tour, and the
+way from a box to its detail view and back.
+
+``FlowView`` is the page; ``attach(window)`` joins it to the window (the view buttons, the
+toolbar's "◀ Flow" button, the tour's keys). While the tour runs, → and Page Down move its
+highlight forward and ← and Page Up back (outside it those keys step, as always; Space steps in
+both); Esc or the Tour button leaves it. The tour's stages and sentences are ``app.tour``.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QObject, Qt
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QBoxLayout, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+
+from .flow_numbers import flow_numbers
+from .guard import guarded
+from .panels.flow_panel import FlowPanel, FlowPlace
+from .state import LATEST, AppState
+from .tour import STAGES, Tour, sentence
+
+
+class FlowView(QWidget):
+    """The view a new user meets first: the tokens panel (lent by the Overview while this view is
+    shown, so the prompt stays on screen) above the flow of the step."""
+
+    def __init__(self, state: AppState, tokens: QWidget, home: QBoxLayout, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.state = state
+        self.tokens, self._home = tokens, home
+        self.flow = FlowPanel(state)
+        self.tour_button = QPushButton("Tour (T)")
+        self.tour_button.setCheckable(True)
+        self.tour_button.setToolTip("Presenter mode: → / Page Down lights up the next stage with one sentence, "
+                                    "← / Page Up the one before; Esc or T leaves it")
+        self.hint = QLabel("The step in the order the model computes. Click a box to open it; Alt+1 or F comes back.")
+        self.hint.setTextFormat(Qt.PlainText)
+        row = QHBoxLayout()
+        row.setContentsMargins(4, 0, 4, 0)
+        row.addWidget(self.hint, 1)
+        row.addWidget(self.tour_button)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 2, 6, 2)
+        layout.setSpacing(4)
+        layout.addLayout(row)
+        layout.addWidget(self.flow, 1)
+        self._layout = layout
+        state.subscribe_theme(self._on_state_theme)
+
+    def _on_state_theme(self, theme) -> None:
+        self.hint.setFont(theme.font(-1))
+        self.tour_button.setFont(theme.font(-1, bold=True))
+
+    @guarded
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        self._layout.insertWidget(0, self.tokens)  # borrowed from the Overview while this view is shown
+        super().showEvent(event)
+
+    @guarded
+    def hideEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        if self.tokens.parentWidget() is self:
+            self._home.insertWidget(0, self.tokens)
+        super().hideEvent(event)
+
+
+class TourMode(QObject):
+    """The tour's keys and state. While it runs, the window's step and back actions keep only
+    Space (step) and lose ← → Page Up Page Down to the tour; "show every panel" gives up Esc."""
+
+    def __init__(self, view: FlowView, step_action: QAction, back_action: QAction, unfocus_action: QAction,
+                 show_flow, parent: QObject | None = None):
+        super().__init__(parent)
+        self.view, self.state = view, view.state
+        self._actions = (step_action, back_action, unfocus_action)
+        self._saved = [a.shortcuts() for a in self._actions]
+        self._show_flow = show_flow
+        self.tour = Tour()
+        self.running = False
+        window = view.window()
+        self.toggle_action = self._action("Tour of the step (presenter mode)", self.toggle, [Qt.Key_T], window)
+        self.forward_action = self._action("Tour: next stage", self.forward, [], window)
+        self.back_action = self._action("Tour: previous stage", self.back, [], window)
+        self.leave_action = self._action("Leave the tour", self.stop, [], window)
+        view.tour_button.toggled.connect(self._on_tour_button_toggled)
+        self.state.subscribe(self._on_state_result)
+        self.state.layerChanged.connect(self._on_state_selection)
+        self.state.headChanged.connect(self._on_state_selection)
+
+    def _action(self, text, slot, keys, window) -> QAction:
+        a = QAction(text, window)
+        a.setShortcuts([QKeySequence(k) for k in keys])
+        a.setShortcutContext(Qt.WindowShortcut)
+        a.triggered.connect(slot)
+        window.addAction(a)
+        return a
+
+    def toggle(self) -> None:
+        self.stop() if self.running else self.start()
+
+    def start(self) -> None:
+        """Show the flow and light up its first stage."""
+        self._show_flow()
+        self.running = True
+        self.tour.index = 0
+        step, back, unfocus = self._actions
+        step.setShortcuts([QKeySequence(Qt.Key_Space)])
+        back.setShortcuts([])
+        unfocus.setShortcuts([QKeySequence("Ctrl+0")])
+        self.forward_action.setShortcuts([QKeySequence(Qt.Key_Right), QKeySequence(Qt.Key_PageDown)])
+        self.back_action.setShortcuts([QKeySequence(Qt.Key_Left), QKeySequence(Qt.Key_PageUp)])
+        self.leave_action.setShortcuts([QKeySequence(Qt.Key_Escape)])
+        self._sync()
+
+    def stop(self) -> None:
+        """Leave the tour: the keys step again."""
+        if not self.running:
+            return
+        self.running = False
+        for action, keys in zip(self._actions, self._saved):
+            action.setShortcuts(keys)
+        for a in (self.forward_action, self.back_action, self.leave_action):
+            a.setShortcuts([])
+        self._sync()
+
+    def forward(self) -> None:
+        if self.tour.forward():
+            self._sync()
+
+    def back(self) -> None:
+        if self.tour.back():
+            self._sync()
+
+    def text(self) -> str:
+        """The sentence on screen for the present stage (empty before the first step)."""
+        result = self.state.result
+        n = None if result is None else flow_numbers(result, self.state.layer, self.state.head)
+        if n is None:
+            return "Step once: the tour reads out that step's numbers."
+        index = self.tour.index
+        return f"{index + 1}/{len(STAGES)} · " + sentence(self.tour.stage, n)
+
+    def _sync(self) -> None:
+        self.view.tour_button.blockSignals(True)
+        self.view.tour_button.setChecked(self.running)
+        self.view.tour_button.blockSignals(False)
+        if self.running:
+            self.view.flow.set_tour(self.tour.box, self.text())
+        else:
+            self.view.flow.set_tour(None)
+
+    def _on_tour_button_toggled(self, on: bool) -> None:
+        self.start() if on else self.stop()
+
+    def _on_state_result(self, _result) -> None:
+        if self.running:  # the same stage, this step's numbers
+            self._sync()
+
+    def _on_state_selection(self, _value: int) -> None:
+        if self.running:
+            self._sync()
+
+
+def attach(window) -> None:
+    """Join the Flow view to ``window``: clicks open the detail views, "◀ Flow" (F) comes back,
+    and the tour's keys. Sets ``window.tour``."""
+    view: FlowView = window.flow_view
+
+    def show_flow() -> None:
+        window.show_view("flow")
+
+    def on_open_requested(place: FlowPlace) -> None:
+        state = window.state
+        if place.layer >= 0:
+            state.set_layer(place.layer)
+        if place.head >= 0:
+            state.set_head(place.head)
+        if place.newest:
+            state.set_position(LATEST)
+        window.tour.stop()
+        if place.view == "main" and not place.newest:  # the candidates: their page of the Overview
+            window.stages.show_panel(window.logits)
+        window.show_view(place.view)
+
+    view.flow.openRequested.connect(on_open_requested)
+    for panel in window.stages.panels():  # the Overview's panels draw a step only once they are on screen
+        window.state.deliver_when_shown(panel)
+    back = QAction("◀ Flow", window)
+    back.setShortcuts([QKeySequence(Qt.Key_F)])
+    back.setShortcutContext(Qt.WindowShortcut)
+    back.setToolTip("Back to the flow of the step (F or Alt+1)")
+    back.triggered.connect(show_flow)
+    window.addAction(back)
+    first = window.toolbar.actions()[0]
+    window.toolbar.insertAction(first, back)
+    window.toolbar.insertSeparator(first)
+    window.flow_back_action = back
+    window.tour = TourMode(view, window.step_action, window.back_action, window.unfocus_action, show_flow, window)
+    window.tour.toggle_action.setToolTip(view.tour_button.toolTip())
+    window.views.currentChanged.connect(lambda _index: None if view.isVisible() else window.tour.stop())

@@ -1,0 +1,515 @@
+"""The flow: one step as one picture, in the order the model computes (``app.flow_layout`` places
+the boxes; ``app.flow_numbers`` gives each box the step's own numbers).
+
+Painted with one QPainter pass (about a hundred rects and lines of text): no plot items to lay out,
+so a step costs the window little, and nothing at all while the view is hidden. A click on a box
+asks to open that place in a detail view (``openRequested``); the tour lights one box up and shows
+its sentence in a band at the bottom (``set_tour``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from PySide6.QtCore import QRect, QRectF, Qt, Signal
+from PySide6.QtGui import QColor, QFontMetrics, QImage, QPainter, QPen, QPolygonF
+from PySide6.QtCore import QPointF
+from PySide6.QtWidgets import QSizePolicy, QWidget
+
+from .. import theme as th
+from ..flow_layout import FlowLayout, layout
+from ..flow_numbers import FlowNumbers, flow_numbers
+from ..guard import guarded
+from ..state import AppState
+
+TITLES = {
+    "tokens": "1 · Token in",
+    "embedding": "2 · Embedding",
+    "blocks": "3 · Blocks",
+    "kv": "KV cache",
+    "ln_final": "4 · Final layer norm",
+    "lm_head": "5 · LM head",
+    "logits": "6 · Logits",
+    "sampling": "7 · Sampling",
+    "chosen": "8 · Chosen token",
+    "appended": "9 · Appended",
+}
+ATTENTION = th.CANDIDATE  # what a block's attention adds
+MLP = "#7F7F7F"  # what a block's MLP adds
+STREAM = th.DARK  # the residual stream's length
+HIGHLIGHT = th.VERMILION  # the tour's stage
+BOX = "#FAFAFA"
+TOUR_CAPTION_LINES = 3
+FONT_DELTAS = (6, 5, 4, 3, 2, 1, 0, -1)  # points from the theme's base size, largest first; -1 is the floor
+WIDEST = {  # a long line of each column, which a larger font must leave unclipped
+    "embedding": "+ position row 1023",
+    "blocks": "Block 11: |x| 00.0 → 00.0 → 00.0",
+    "logits": "768 → 50,257 logits",
+    "chosen": "u = 0.000 in [0.000, 0.000)",
+}
+
+
+@dataclass(frozen=True)
+class FlowPlace:
+    """Where a click on the flow leads: a view of ``app.views`` and the selection to show there
+    (-1: leave that selection as it is; ``newest``: select the newest position, the one the flow
+    follows)."""
+
+    view: str
+    layer: int = -1
+    head: int = -1
+    newest: bool = False
+
+
+def _piece(text: str) -> str:
+    return "'" + text.replace("␣", " ") + "'"
+
+
+class FlowPanel(QWidget):
+    """The flow view's picture; draws ``state``'s step and asks for a detail view on a click."""
+
+    openRequested = Signal(object)  # FlowPlace
+
+    def __init__(self, state: AppState, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.state = state
+        self.numbers: FlowNumbers | None = None
+        self.tour_box: str | None = None  # the box the tour lights up, or None outside the tour
+        self.tour_text = ""
+        self._layout: FlowLayout | None = None
+        self._dirty = True  # the numbers wait for the view to be shown
+        self.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Expanding)
+        self.setMouseTracking(True)
+        self.setToolTip("Click a box to open it in its detail view (Alt+1 or F comes back here)")
+        state.subscribe(self._on_state_result)
+        state.layerChanged.connect(self._on_state_selection)
+        state.headChanged.connect(self._on_state_selection)
+        state.subscribe_theme(self._on_state_theme)
+        self._on_state_theme(state.theme)
+
+    # ------------------------------------------------------------ state in
+    def _on_state_result(self, result) -> None:
+        if self.numbers is None or result.n_layer != self.numbers.n_layer:
+            self._fit_fonts()  # another model: other rows
+        self._dirty = True
+        if self.isVisible():  # hidden, a step costs this view nothing: it reads the numbers when shown
+            self.update()
+
+    def _on_state_selection(self, _value: int) -> None:
+        self._dirty = True
+        self._layout = None  # another block expanded
+        if self.isVisible():
+            self.update()
+
+    def _on_state_theme(self, theme: th.Theme) -> None:
+        self.pen_width = theme.line
+        self._fit_fonts()
+        self.update()
+
+    def _fit_fonts(self) -> None:
+        """The largest of the theme's fonts (its base size - 1 to + 3 points) with which every box
+        gets all the lines it can use: large on a big screen, never below the theme's size - 1."""
+        theme = self.state.theme
+        n_layer = self.state.result.n_layer if self.state.result is not None else 1
+        for delta in FONT_DELTAS:
+            metrics = QFontMetrics(theme.font(delta, bold=True))
+            lay = layout(max(1, self.width()), max(1, self.height()), n_layer, metrics.height(), 0, TOUR_CAPTION_LINES)
+            wide_enough = all(metrics.horizontalAdvance(text) + 4 * lay.pad <= lay.boxes[box][2] for box, text in WIDEST.items())
+            if lay.fits_all() and wide_enough:
+                break
+        self.font_delta = delta
+        self.body_font = theme.font(delta)
+        self.title_font = theme.font(delta, bold=True)
+        self.line = max(QFontMetrics(self.body_font).height(), QFontMetrics(self.title_font).height())
+        self._layout = None
+
+    @guarded
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        self._fit_fonts()
+
+    def set_tour(self, box: str | None, text: str = "") -> None:
+        """Light up ``box`` and show ``text`` under the flow (None: the tour is off)."""
+        if (box is None) != (self.tour_box is None):
+            self._layout = None  # the caption band comes or goes
+        self.tour_box, self.tour_text = box, text
+        self.update()
+
+    # ------------------------------------------------------------ geometry
+    def flow_layout(self) -> FlowLayout:
+        """The rects at the widget's present size (tests read them)."""
+        n_layer = self.state.result.n_layer if self.state.result is not None else 1
+        key = (self.width(), self.height(), n_layer, self.line, self.state.layer, self.tour_box is not None)
+        if self._layout is None or self._layout_key != key:
+            self._layout_key = key
+            self._layout = layout(self.width(), self.height(), n_layer, self.line, self.state.layer,
+                                  TOUR_CAPTION_LINES if self.tour_box is not None else 0)
+        return self._layout
+
+    def place_at(self, x: int, y: int) -> FlowPlace | None:
+        """Where a click at (x, y) leads, or None (between the boxes)."""
+        hit = self.flow_layout().box_at(x, y)
+        if hit is None:
+            return None
+        box, layer = hit
+        n = self._current()
+        last = n.n_layer - 1 if n is not None else 0
+        if box == "blocks":
+            return FlowPlace("inside", layer if layer >= 0 else self.state.layer, self.state.head, newest=True)
+        if box == "kv":
+            return FlowPlace("cache", layer if layer >= 0 else self.state.layer)
+        return {
+            "tokens": FlowPlace("main", newest=True),
+            "embedding": FlowPlace("inside", 0, newest=True),
+            "ln_final": FlowPlace("inside", last, newest=True),
+            "lm_head": FlowPlace("inside", last, newest=True),
+            "logits": FlowPlace("main"),
+            "sampling": FlowPlace("sampling"),
+            "chosen": FlowPlace("sampling"),
+            "appended": FlowPlace("main"),
+        }[box]
+
+    @guarded
+    def mousePressEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        if event.button() != Qt.LeftButton:
+            return
+        pos = event.position().toPoint()
+        lay = self.flow_layout()
+        hx, hy, hw, hh = lay.parts["heads"]
+        if hy <= pos.y() < hy + hh and hx <= pos.x() < hx + hw and self.state.result is not None:
+            label_w = QFontMetrics(self.body_font).horizontalAdvance(f"{self.state.result.n_head} heads ")
+            if pos.x() >= hx + label_w:  # a head: select it here
+                cell = (hw - label_w) / self.state.result.n_head
+                self.state.set_head(int((pos.x() - hx - label_w) // cell))
+            return
+        hit = lay.box_at(pos.x(), pos.y())
+        if hit is not None and hit[0] in ("blocks", "kv") and hit[1] >= 0 and hit[1] != self.state.layer:
+            self.state.set_layer(hit[1])  # a collapsed block: expand it here first; a click on it opens it
+            return
+        place = self.place_at(pos.x(), pos.y())
+        if place is not None:
+            self.openRequested.emit(place)
+
+    def _current(self) -> FlowNumbers | None:
+        if self._dirty:
+            result = self.state.result
+            self.numbers = None if result is None else flow_numbers(result, self.state.layer, self.state.head)
+            self._dirty = False
+        return self.numbers
+
+    # ------------------------------------------------------------ painting
+    @guarded
+    def paintEvent(self, _event) -> None:  # noqa: N802 - Qt's name
+        p = QPainter(self)
+        p.setRenderHint(QPainter.Antialiasing, False)
+        p.fillRect(self.rect(), QColor("white"))
+        lay = self.flow_layout()
+        n = self._current()
+        p.setPen(QPen(QColor(th.DARK), 1.5))
+        for points in lay.arrows:
+            _arrow(p, points, max(5, self.line // 3))
+        for name in ("tokens", "embedding", "ln_final", "lm_head", "logits", "sampling", "chosen", "appended", "blocks", "kv"):
+            self._box(p, name, lay.boxes[name])
+        if n is None:
+            self._text(p, lay.boxes["tokens"], 1, "Step once: every box then shows that step's numbers.", wrap=True)
+        else:
+            self._draw_numbers(p, lay, n)
+        if self.tour_box is not None:
+            self._draw_tour(p, lay)
+        p.end()
+
+    def _box(self, p: QPainter, name: str, r) -> None:
+        x, y, w, h = r
+        p.setPen(QPen(QColor(th.GREY), 1))
+        p.setBrush(QColor(BOX))
+        p.drawRoundedRect(QRectF(x + 0.5, y + 0.5, w - 1, h - 1), 4, 4)
+        p.setFont(self.title_font)
+        p.setPen(QColor(th.DARK))
+        title = TITLES[name]
+        if name == "blocks" and self.state.result is not None:
+            title += f" × {self.state.result.n_layer}"
+        if name == "kv" and self.state.result is not None:
+            title = "KV cache"
+        self._line(p, x, y, w, 0, title)
+
+    def _line(self, p: QPainter, x: int, y: int, w: int, index: int, text: str, align=Qt.AlignLeft) -> None:
+        """Text on content line ``index`` (0: the title line) of a box at (x, y), elided to its width."""
+        pad = self._layout.pad if self._layout else 2
+        rect = QRect(x + pad + 2, y + pad + index * self.line, w - 2 * pad - 4, self.line)
+        text = QFontMetrics(p.font()).elidedText(text, Qt.ElideRight, rect.width())
+        p.drawText(rect, int(align | Qt.AlignVCenter), text)
+
+    def _text(self, p: QPainter, r, index: int, text: str, *, bold: bool = False, wrap: bool = False, color: str = th.DARK) -> None:
+        x, y, w, h = r
+        lay = self._layout
+        if lay is not None and (1 + index) * self.line + lay.pad > h:  # no room for this line
+            return
+        p.setFont(self.title_font if bold else self.body_font)
+        p.setPen(QColor(color))
+        if wrap:
+            pad = lay.pad if lay else 2
+            p.drawText(QRect(x + pad + 2, y + pad + index * self.line, w - 2 * pad - 4, h - (index + 1) * self.line),
+                       int(Qt.TextWordWrap | Qt.AlignLeft | Qt.AlignTop), text)
+        else:
+            self._line(p, x, y, w, index, text)
+
+    def _lines_of(self, name: str) -> int:
+        return self._layout.lines.get(name, 0)
+
+    def _draw_numbers(self, p: QPainter, lay: FlowLayout, n: FlowNumbers) -> None:
+        b = lay.boxes
+        # 1 · the token fed
+        if len(n.input_ids) > 1:
+            self._text(p, b["tokens"], 1, f"{len(n.input_ids)} prompt tokens at once")
+            self._text(p, b["tokens"], 2, f"newest: {n.token_id} {_piece(n.token_piece)}", bold=True)
+        else:
+            self._text(p, b["tokens"], 1, f"{n.token_id} {_piece(n.token_piece)}", bold=True)
+            self._text(p, b["tokens"], 2, f"step {n.step}")
+        self._text(p, b["tokens"], 3, f"position {n.position}")
+        # 2 · embedding
+        e = b["embedding"]
+        self._text(p, e, 1, f"token row {n.token_id}")
+        self._text(p, e, 2, f"+ position row {n.position}")
+        self._text(p, e, 3, f"|x| {n.embed_norm:.1f}, d = {n.d_model}")
+        self._strip(p, e, 4, n.embed_vector)
+        # 3 · the blocks and their KV cache
+        self._draw_blocks(p, lay, n)
+        # 4 · 5 · 6
+        f = b["ln_final"]
+        self._text(p, f, 1, f"|x| {n.ln_in_norm:.1f} → {n.ln_out_norm:.1f}")
+        self._strip(p, f, 2, n.final_vector)
+        self._text(p, f, 3, "× scale + shift (learned)")
+        self._text(p, b["lm_head"], 1, f"{n.d_model} → {n.vocab:,} logits")
+        self._text(p, b["lm_head"], 2, "× the embedding table")
+        self._draw_logits(p, b["logits"], n)
+        # 7 · 8 · 9
+        s = b["sampling"]
+        kept = dict(n.kept_after)
+        st = self.state.result.trace.record.settings
+        rows = [
+            f"{n.vocab:,} tokens",
+            f"penalty {st.repetition_penalty:g}: {kept['penalty']:,}",
+            "greedy: the top one" if n.greedy else f"temperature {st.temperature:g}: {kept['temperature']:,}",
+            f"top-k {st.top_k or 'off'}: {kept['top-k']:,} left",
+            f"top-p {st.top_p:g}: {kept['top-p']:,} left" if st.top_p < 1 else f"top-p off: {kept['top-p']:,} left",
+        ]
+        for i, text in enumerate(rows[-self._lines_of("sampling"):], start=1):  # short of room: the last stages
+            self._text(p, s, i, text)
+        c = b["chosen"]
+        self._chip(p, c, 1, f"{_piece(n.chosen_piece)}  id {n.chosen_id}")
+        self._text(p, c, 3, f"sampling p {n.chosen_sampling_prob:.1%}")
+        self._text(p, c, 4, f"model p {n.chosen_model_prob:.1%}")
+        if n.chosen_by == "user":
+            draw = "chosen by you"
+        elif n.greedy or math.isnan(n.draw_u):
+            draw = f"greedy: rank {n.chosen_rank} by logit"
+        else:
+            draw = f"u = {n.draw_u:.3f} in [{n.draw_start:.3f}, {n.draw_end:.3f})"
+        self._text(p, c, 2, draw)
+        a = b["appended"]
+        x, y, w, h = a
+        p.setFont(self.body_font)
+        fm = QFontMetrics(self.body_font)
+        chosen = n.chosen_piece.replace("␣", " ")
+        room = w - 2 * lay.pad - 8 - fm.horizontalAdvance(chosen)
+        before = fm.elidedText(n.text_tail, Qt.ElideLeft, max(room, 0))
+        self._text(p, a, 1, before)
+        p.setFont(self.title_font)
+        p.setPen(QColor(th.VERMILION))
+        left = x + lay.pad + 2 + fm.horizontalAdvance(before)
+        p.drawText(QRect(left, y + lay.pad + self.line, w, self.line), int(Qt.AlignLeft | Qt.AlignVCenter), chosen)
+        self._text(p, a, 2, f"next step: position {n.context_len}")
+
+    def _chip(self, p: QPainter, r, index: int, text: str) -> None:
+        x, y, w, h = r
+        pad = self._layout.pad
+        fm = QFontMetrics(self.title_font)
+        width = min(w - 2 * pad, fm.horizontalAdvance(text) + 8)
+        p.setPen(Qt.NoPen)
+        p.setBrush(QColor(th.GENERATED_CHIP))
+        p.drawRect(QRect(x + pad, y + pad + index * self.line, width, self.line))
+        self._text(p, r, index, text, bold=True)
+
+    def _strip(self, p: QPainter, r, index: int, vector: np.ndarray) -> None:
+        """A vector as one line of coloured cells (the theme's colour map, symmetric about 0)."""
+        x, y, w, h = r
+        pad = self._layout.pad
+        if (index + 1) * self.line + pad > h:
+            return
+        v = np.asarray(vector, dtype=np.float32)
+        scale = float(np.max(np.abs(v))) or 1.0
+        lut = self.state.theme.cmap().getLookupTable(nPts=256, alpha=False)
+        idx = np.clip(((v / scale + 1) * 127.5).astype(np.int32), 0, 255)
+        rgb = np.ascontiguousarray(lut[idx][None, :, :3].astype(np.uint8))
+        image = QImage(rgb.data, rgb.shape[1], 1, 3 * rgb.shape[1], QImage.Format_RGB888)
+        target = QRect(x + pad + 2, y + pad + index * self.line + 2, w - 2 * pad - 4, self.line - 4)
+        p.drawImage(target, image)
+
+    def _draw_logits(self, p: QPainter, r, n: FlowNumbers) -> None:
+        x, y, w, h = r
+        pad = self._layout.pad
+        shown = min(len(n.top_ids), self._lines_of("logits"))
+        p.setFont(self.title_font)
+        p.setPen(QColor(th.DARK))
+        self._line(p, x, y, w, 0, f"{TITLES['logits']} · model p")
+        fm = QFontMetrics(self.body_font)
+        name_w = (w - 2 * pad) * 45 // 100
+        for i in range(shown):
+            top = y + pad + (i + 1) * self.line
+            chosen = n.top_ids[i] == n.chosen_id
+            p.setFont(self.title_font if chosen else self.body_font)
+            p.setPen(QColor(th.VERMILION if chosen else th.DARK))
+            piece = fm.elidedText(_piece(n.top_pieces[i]), Qt.ElideRight, name_w - 4)
+            p.drawText(QRect(x + pad + 2, top, name_w, self.line), int(Qt.AlignLeft | Qt.AlignVCenter), piece)
+            bar_x = x + pad + name_w
+            bar_w = w - 2 * pad - name_w - 2
+            prob = n.top_model_probs[i]
+            p.fillRect(QRect(bar_x, top + 3, max(1, int(bar_w * prob)), self.line - 6), QColor(th.CHOSEN if chosen else th.CANDIDATE))
+            p.setPen(QColor(th.DARK))
+            p.setFont(self.body_font)
+            p.drawText(QRect(bar_x, top, bar_w, self.line), int(Qt.AlignRight | Qt.AlignVCenter), f"{n.top_logits[i]:.1f} · {prob:.0%}")
+
+    def _draw_blocks(self, p: QPainter, lay: FlowLayout, n: FlowNumbers) -> None:
+        pad = lay.pad
+        top_a = max(float(n.attn_norms.max()), float(n.mlp_norms.max()), 1e-9)
+        top_x = max(float(n.resid_norms.max()), 1e-9)
+        fm = QFontMetrics(self.body_font)
+        label_w = fm.horizontalAdvance("00 ")
+        value_w = fm.horizontalAdvance("0000.0")
+        kv_top = max(int(n.kv_positions.max()) if len(n.kv_positions) else 0, 1)
+        for layer, (r, k) in enumerate(zip(lay.block_rows, lay.kv_rows)):
+            x, y, w, h = r
+            if layer % 2:
+                p.fillRect(QRect(x + 1, y, w - 2, h), QColor("#F0F0F0"))
+                p.fillRect(QRect(k[0] + 1, y, k[2] - 2, h), QColor("#F0F0F0"))
+            if layer == lay.expanded:
+                self._draw_expanded(p, lay, n)
+            else:
+                bar_h = max(1, (h - 2) // 2)
+                left = x + pad + (label_w if lay.row_text else 0)
+                room = w - 2 * pad - (label_w + value_w if lay.row_text else 0)
+                p.fillRect(QRect(left, y + 1, max(1, int(room * n.attn_norms[layer] / top_a)), bar_h), QColor(ATTENTION))
+                p.fillRect(QRect(left, y + 1 + bar_h, max(1, int(room * n.mlp_norms[layer] / top_a)), bar_h), QColor(MLP))
+                if lay.row_text:
+                    p.setFont(self.body_font)
+                    p.setPen(QColor(th.DARK))
+                    p.drawText(QRect(x + pad, y, label_w, h), int(Qt.AlignLeft | Qt.AlignVCenter), str(layer))
+                    p.drawText(QRect(x + w - pad - value_w, y, value_w, h), int(Qt.AlignRight | Qt.AlignVCenter),
+                               f"{n.resid_norms[layer + 1]:.1f}")
+                else:  # no room for a number: the stream's length as a thin line under the bars
+                    p.fillRect(QRect(left, y + h - 1, max(1, int(room * n.resid_norms[layer + 1] / top_x)), 1), QColor(STREAM))
+            # the KV cache of this layer: its cached positions, the rows this step added in orange
+            kx, ky, kw, kh = k
+            cached = int(n.kv_positions[layer]) if layer < len(n.kv_positions) else 0
+            labelled = layer == lay.expanded or lay.row_text
+            text_w = fm.horizontalAdvance(f"{kv_top} (+{n.kv_added})") + 4
+            room = kw - 2 * pad - (text_w if labelled else 0)
+            cells_h = min(kh - 2, self.line - 4)
+            full = int(room * cached / kv_top)
+            new = int(room * n.kv_added / kv_top) if cached else 0
+            if cached:
+                p.fillRect(QRect(kx + pad, ky + 1, max(1, full - new), cells_h), QColor(th.KEYS))
+                p.fillRect(QRect(kx + pad + full - new, ky + 1, max(1, new), cells_h), QColor(th.CHOSEN))
+            if labelled:
+                p.setFont(self.body_font)
+                p.setPen(QColor(th.DARK))
+                text = f"{cached} (+{n.kv_added})" if cached else "off"
+                p.drawText(QRect(kx + kw - pad - text_w, ky, text_w, min(kh, self.line)), int(Qt.AlignRight | Qt.AlignVCenter), text)
+            if layer == lay.expanded and kh >= 2 * self.line:
+                p.drawText(QRect(kx + pad, ky + self.line, kw - 2 * pad, self.line), int(Qt.AlignLeft | Qt.AlignVCenter),
+                           "keys, values")
+        if lay.legend is not None:  # what the bars of a collapsed block mean
+            x, y, w, h = lay.legend
+            p.setFont(self.body_font)
+            fm = QFontMetrics(self.body_font)
+            for color, text in ((ATTENTION, "attn adds"), (MLP, "MLP adds"), (None, "|x| after")):
+                if color is not None:
+                    p.fillRect(QRect(x, y + 4, self.line // 2, self.line - 8), QColor(color))
+                    x += self.line // 2 + 3
+                p.setPen(QColor(th.DARK))
+                p.drawText(QRect(x, y, w, self.line), int(Qt.AlignLeft | Qt.AlignVCenter), text)
+                x += fm.horizontalAdvance(text) + self.line // 2
+
+    def _draw_expanded(self, p: QPainter, lay: FlowLayout, n: FlowNumbers) -> None:
+        x, y, w, h = lay.block_rows[lay.expanded]
+        pad = lay.pad
+        p.setPen(QPen(QColor(th.DARK), 1.5))
+        p.setBrush(Qt.NoBrush)
+        p.drawRect(QRect(x + 1, y, w - 3, h - 1))
+        L = n.layer
+        self._text(p, (x, y - pad, w, h), 0,
+                   f"Block {L}: |x| {n.resid_norms[L]:.1f} → {n.mid_norms[L]:.1f} → {n.resid_norms[L + 1]:.1f}", bold=True)
+        hx, hy, hw, hh = lay.parts["heads"]
+        p.setFont(self.body_font)
+        p.setPen(QColor(th.DARK))
+        label = f"{n.n_head} heads "
+        label_w = QFontMetrics(self.body_font).horizontalAdvance(label)
+        p.drawText(QRect(hx, hy, label_w, self.line), int(Qt.AlignLeft | Qt.AlignVCenter), label)
+        cell = (hw - label_w) / max(1, n.n_head)
+        lut = self.state.theme.cmap().getLookupTable(nPts=256, alpha=False)
+        for i, top in enumerate(n.head_top):  # each head's sharpest weight; the selected one outlined
+            c = lut[int(np.clip(top, 0, 1) * 255)]
+            r = QRectF(hx + label_w + i * cell, hy + 2, max(1.0, cell - 1), self.line - 4)
+            p.fillRect(r, QColor(int(c[0]), int(c[1]), int(c[2])))
+            if i == n.head:
+                p.setPen(QPen(QColor(th.SELECTED), 2))
+                p.setBrush(Qt.NoBrush)
+                p.drawRect(r)
+        ax, ay, aw, ah = lay.parts["attention"]
+        p.setFont(self.body_font)
+        p.setPen(QColor(th.DARK))
+        text = f"attn head {n.head}: {n.top_weight:.0%} → {_piece(n.top_key_piece)} · adds {n.attn_norms[L]:.1f}"
+        p.drawText(QRect(ax, ay, aw, self.line), int(Qt.AlignLeft | Qt.AlignVCenter),
+                   QFontMetrics(self.body_font).elidedText(text, Qt.ElideRight, aw))
+        weights = n.attention
+        if len(weights):  # the head's weights over the positions, one bar each
+            bar_w = aw / len(weights)
+            base = ay + 2 * self.line - 2
+            top_w = max(float(weights.max()), 1e-9)
+            for i, wt in enumerate(weights):
+                bh = max(1, int((self.line - 4) * float(wt) / top_w))
+                color = th.CHOSEN if i == n.top_key else ATTENTION
+                p.fillRect(QRectF(ax + i * bar_w, base - bh, max(1.0, bar_w - 1), bh), QColor(color))
+        mx, my, mw, mh = lay.parts["mlp"]
+        if my + self.line <= y + h:
+            p.setFont(self.body_font)
+            p.setPen(QColor(th.DARK))
+            p.drawText(QRect(mx, my, mw, self.line), int(Qt.AlignLeft | Qt.AlignVCenter), f"MLP adds {n.mlp_norms[L]:.1f}")
+
+    def _draw_tour(self, p: QPainter, lay: FlowLayout) -> None:
+        r = lay.parts.get(self.tour_box) or lay.boxes.get(self.tour_box)
+        if r is not None:
+            if self.tour_box == "kv":
+                r = lay.kv_rows[lay.expanded]
+            p.setPen(QPen(QColor(HIGHLIGHT), 2 * self.pen_width))
+            p.setBrush(Qt.NoBrush)
+            p.drawRoundedRect(QRectF(r[0] + 1, r[1] + 1, r[2] - 2, r[3] - 2), 4, 4)
+        if lay.caption is not None:
+            x, y, w, h = lay.caption
+            p.fillRect(QRect(x, y, w, h), QColor("#FFF4E0"))
+            p.setPen(QPen(QColor(HIGHLIGHT), 2))
+            p.drawRect(QRect(x + 1, y + 1, w - 2, h - 2))
+            p.setFont(self.title_font)
+            p.setPen(QColor(th.DARK))
+            p.drawText(QRect(x + 8, y + lay.pad, w - 16, h - 2 * lay.pad), int(Qt.TextWordWrap | Qt.AlignLeft | Qt.AlignVCenter),
+                       self.tour_text)
+
+
+def _arrow(p: QPainter, points, head: int) -> None:
+    """A polyline with an arrow head at its last point."""
+    qpoints = [QPointF(x, y) for x, y in points]
+    for a, b in zip(qpoints, qpoints[1:]):
+        p.drawLine(a, b)
+    (x1, y1), (x2, y2) = points[-2], points[-1]
+    dx, dy = x2 - x1, y2 - y1
+    length = math.hypot(dx, dy) or 1.0
+    ux, uy = dx / length, dy / length
+    tip = QPointF(x2, y2)
+    left = QPointF(x2 - head * ux + head * 0.6 * uy, y2 - head * uy - head * 0.6 * ux)
+    right = QPointF(x2 - head * ux - head * 0.6 * uy, y2 - head * uy + head * 0.6 * ux)
+    p.save()
+    p.setBrush(QColor(th.DARK))
+    p.drawPolygon(QPolygonF([tip, left, right]))
+    p.restore()

@@ -1,0 +1,104 @@
+"""The presenter's tour: the stages of one step, in the order the model computes, one sentence each.
+
+Plain Python, no Qt. The sentences' templates live in ``resources/help/<language>.json`` under
+"tour" (stage -> template with ``{name}`` fields), so they can be corrected and translated; the
+numbers come from ``app.flow_numbers`` (the step's own record), the same the flow view draws.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .flow_numbers import FlowNumbers
+from .help import texts
+
+# (stage, the flow box it lights up), in the order the model computes
+STAGES: tuple[tuple[str, str], ...] = (
+    ("tokens", "tokens"),
+    ("embedding", "embedding"),
+    ("attention", "attention"),
+    ("mlp", "mlp"),
+    ("stream", "blocks"),
+    ("kv", "kv"),
+    ("ln_final", "ln_final"),
+    ("lm_head", "lm_head"),
+    ("logits", "logits"),
+    ("sampling", "sampling"),
+    ("draw", "chosen"),
+    ("appended", "appended"),
+)
+
+
+def quoted(piece: str) -> str:
+    """A token's text between quotes, its leading-space mark (␣) written as the space it is."""
+    return "'" + piece.replace("␣", " ") + "'"
+
+
+def values(n: FlowNumbers) -> dict:
+    """The fields a tour sentence may use, from the step's numbers."""
+    L = n.layer
+    kept = dict(n.kept_after)
+    return dict(
+        step=n.step, n_new=len(n.input_ids), token_id=n.token_id, token=quoted(n.token_piece), position=n.position,
+        vocab=n.vocab, d_model=n.d_model, n_layer=n.n_layer, n_head=n.n_head,
+        token_norm=n.token_norm, pos_norm=n.pos_norm, embed_norm=n.embed_norm,
+        layer=L, head=n.head, top_weight=n.top_weight, top_key=n.top_key, top_key_piece=quoted(n.top_key_piece),
+        attn_norm=float(n.attn_norms[L]), mlp_norm=float(n.mlp_norms[L]),
+        resid_pre=float(n.resid_norms[L]), resid_mid=float(n.mid_norms[L]), resid_post=float(n.resid_norms[L + 1]),
+        final_norm=float(n.resid_norms[-1]),
+        kv_added=n.kv_added, kv_positions=int(n.kv_positions.max()) if len(n.kv_positions) else 0,
+        kv_megabytes=n.kv_bytes / 2**20, kv_kilobytes=n.kv_bytes / 1024,
+        ln_in=n.ln_in_norm, ln_out=n.ln_out_norm,
+        top_piece=quoted(n.top_pieces[0]), top_logit=n.top_logits[0], top_model_prob=n.top_model_probs[0],
+        settings=n.settings_text, kept=kept["top-p"], kept_top_k=kept["top-k"],
+        chosen=quoted(n.chosen_piece), chosen_id=n.chosen_id, chosen_rank=n.chosen_rank,
+        chosen_logit=n.chosen_logit, chosen_model_prob=n.chosen_model_prob, chosen_sampling_prob=n.chosen_sampling_prob,
+        u=n.draw_u, draw_start=n.draw_start, draw_end=n.draw_end, next_position=n.context_len,
+    )
+
+
+def template_key(stage: str, n: FlowNumbers) -> str:
+    """The template a stage uses for this step (the draw reads differently when greedy or chosen by hand)."""
+    if stage == "draw":
+        if n.chosen_by == "user":
+            return "draw_user"
+        if n.greedy or math.isnan(n.draw_u):
+            return "draw_greedy"
+    if stage == "tokens" and len(n.input_ids) > 1:
+        return "tokens_prefill"
+    return stage
+
+
+def sentence(stage: str, n: FlowNumbers, language: str = "en") -> str:
+    """The tour's sentence for ``stage`` with this step's numbers."""
+    return texts(language)["tour"][template_key(stage, n)].format_map(values(n))
+
+
+class Tour:
+    """Where the presenter is in the tour: a stage index that moves forward and back, no wrapping."""
+
+    def __init__(self):
+        self.index = 0
+
+    @property
+    def stage(self) -> str:
+        return STAGES[self.index][0]
+
+    @property
+    def box(self) -> str:
+        """The flow box this stage lights up."""
+        return STAGES[self.index][1]
+
+    def forward(self) -> bool:
+        """Move to the next stage; False at the last one (nothing moves)."""
+        if self.index + 1 >= len(STAGES):
+            return False
+        self.index += 1
+        return True
+
+    def back(self) -> bool:
+        """Move to the previous stage; False at the first one."""
+        if self.index == 0:
+            return False
+        self.index -= 1
+        return True
