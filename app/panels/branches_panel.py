@@ -315,9 +315,9 @@ class BranchesPanel(QWidget):
         for widget in (self.tree, self.steps_table, self.summary, self.header, self.a_box, self.b_box):
             widget.setFont(theme.font())
         legend = self.plot_view.getPlotItem().legend
-        legend.setLabelTextSize(f"{theme.font_pt}pt")
+        legend.setLabelTextSize(theme.css_size())
         for _sample, label in legend.items:  # the labels made before: the new size too
-            label.setText(label.text, size=f"{theme.font_pt}pt")
+            label.setText(label.text, size=theme.css_size())
         self.tree.setMinimumHeight(7 * theme.text_px() + 8)  # the prompt and a few branches, in any theme
         self.steps_table.setMinimumHeight(4 * theme.text_px() + 8)
         self._style_plot()

@@ -194,5 +194,5 @@ class CachePanel(QWidget):
         self.setFont(theme.font())
         for view in (self.keys_view, self.values_view, self.query_view, self.time_view):
             th.style_plot(view.getPlotItem(), theme)
-        self.time_view.getPlotItem().legend.setLabelTextSize(f"{theme.font_pt}pt")
+        self.time_view.getPlotItem().legend.setLabelTextSize(theme.css_size())
         self._draw_times()
