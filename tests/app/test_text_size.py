@@ -32,7 +32,7 @@ from .helpers import run
 from .test_inside_view import show_inside
 from .test_screens import _ink_box, label_problems, settle
 
-CASES = [((1280, 720), True), ((1024, 768), False)]
+CASES = [((1280, 720), True), ((1024, 768), False)]  # (size, projector)
 
 
 def font_px(font: QFont) -> float:
@@ -160,7 +160,7 @@ def screen_problems(window, floor: int) -> list[str]:
 
 @pytest.mark.parametrize(("size", "projector"), CASES, ids=["1280x720-projector", "1024x768-normal"])
 def test_no_text_is_smaller_than_the_floor_cut_or_overlapping(window, qtbot, size, projector):
-    floor = (th.PROJECTOR if projector else th.NORMAL).min_px
+    floor = 18 if projector else 11  # the floors, in pixels
     window.state.set_projector(projector)
     window.resize(*size)
     window.sampling.top_k.setValue(20)
