@@ -17,7 +17,8 @@ from .result import SessionResult
 
 @lru_cache(maxsize=4)
 def texts(language: str = "en") -> dict:
-    """The help file's contents: ``panels`` (key -> title, before, text) and ``glossary``."""
+    """The help file's contents: ``panels`` (key -> title, before, text), ``glossary`` and
+    ``inside`` (the Inside view's sentences)."""
     path = paths.resources_dir() / "help" / f"{language}.json"
     return json.loads(path.read_text(encoding="utf-8"))
 
@@ -43,6 +44,9 @@ def numbers(result: SessionResult | None, layer: int = 0, head: int = 0) -> dict
         kv = trace.record.kv
         n.update(
             chosen=trace.chosen_piece, chosen_prob=float(trace.chosen_prob), entropy=float(trace.entropy_bits),
+            sampling_prob=float(trace.sampling_prob), model_prob=float(trace.model_prob),
+            model_entropy=float(trace.model_entropy_bits), tokens_left=int(trace.tokens_left),
+            max_sampling_entropy=float(trace.sampling_entropy_ceiling_bits),
             positions=int(kv.positions), cache_bytes=human_bytes(int(kv.total_bytes)),
             selected=trace.pieces[-1] if trace.pieces else "",
         )

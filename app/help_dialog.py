@@ -24,6 +24,7 @@ class CornerButton(QToolButton):
     @guarded(fallback=False)
     def eventFilter(self, watched, event) -> bool:
         if event.type() in (QEvent.Type.Resize, QEvent.Type.FontChange, QEvent.Type.Show):
+            self.setFont(watched.font())  # a style sheet (the "⋯"'s) keeps a button off its parent's font
             h = watched.fontMetrics().height() + 2
             self.setFixedSize(h + 6, h)
             self.move(watched.width() - (self.slot + 1) * (self.width() + 2), 0)

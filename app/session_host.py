@@ -278,11 +278,13 @@ class SessionHost:
         session = self._need_session()
         trace = session.step()
         rec = trace.record
-        what = f"chose “{trace.chosen_piece}” (p = {trace.chosen_prob:.1%}, rank {trace.chosen_rank:,})"
+        # counted as the chips count the generated tokens (the prefill chooses token 1), the step as the views do
+        what = (f"“{trace.chosen_piece}”, sampling p {trace.sampling_prob:.1%}, model p {trace.model_prob:.1%}, "
+                f"rank {trace.chosen_rank:,}")
         if rec.step == 0:
-            message = f"Prefill: {rec.n_new} prompt tokens in one pass ({rec.forward_ms:.0f} ms); {what}."
+            message = f"Token 1 (the prefill: {rec.n_new} positions in one pass, {rec.forward_ms:.0f} ms): {what}."
         else:
-            message = f"Step {rec.step}: one new position in {rec.forward_ms:.0f} ms; {what}."
+            message = f"Token {rec.step + 1} (step {rec.step}, {rec.forward_ms:.0f} ms): {what}."
         if session.last_catch_up:
             n, ms = session.last_catch_up
             message += (f" Before it, the KV cache caught up on {n:,} position{'s' if n != 1 else ''} it did not hold for "

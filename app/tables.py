@@ -22,19 +22,19 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.sampling import distribution
+from engine.sampling import distribution, entropy_bits, softmax
 from engine.tokens import piece_bytes
 
 CANDIDATE_COLUMNS = (
-    "step", "rank", "token", "shown_as", "id", "logit_raw", "logit_after_penalty", "logit_after_temperature",
-    "logit_after_top_k", "prob_softmax", "top_p_cumulative", "logit_after_top_p", "prob_final", "removed_by",
+    "step", "rank", "token", "shown_as", "id", "logit_raw", "model_prob", "logit_after_penalty", "logit_after_temperature",
+    "logit_after_top_k", "prob_before_top_p", "top_p_cumulative", "logit_after_top_p", "sampling_prob", "removed_by",
     "draw_start", "draw_end", "chosen",
 )  # fmt: skip
 """Columns of the candidates table, one stage after another in the order they are applied."""
 
 HISTORY_COLUMNS = (
-    "step", "token", "shown_as", "id", "chosen_by", "prob", "rank", "entropy_bits", "cache_len", "forward_ms",
-    "step_ms", "draw_u", "settings",
+    "step", "token", "shown_as", "id", "chosen_by", "sampling_prob", "model_prob", "rank", "sampling_entropy_bits",
+    "model_entropy_bits", "cache_len", "forward_ms", "step_ms", "draw_u", "settings",
 )  # fmt: skip
 """Columns of the history table, one row per step (0 = the prefill)."""
 
@@ -52,8 +52,10 @@ def candidate_rows(result) -> list[dict]:
     """The current step's candidates, best first by penalised logit (the order of the Candidates
     panel): the trace's ``candidate_ids`` and, when it was drawn from further down, the chosen token
     last. ``rank`` is 1-based in that order. Logits are float32 as computed (``-inf`` where a filter
-    removed the token); ``prob_softmax`` is what top-p reads, ``top_p_cumulative`` its running
-    total, ``prob_final`` the distribution the token is drawn from; ``draw_start``/``draw_end`` the
+    removed the token); ``model_prob`` is the model probability (softmax of the raw logits),
+    ``prob_before_top_p`` what top-p reads (softmax after temperature and top-k),
+    ``top_p_cumulative`` its running total, ``sampling_prob`` the sampling probability (what the
+    token is drawn from); ``draw_start``/``draw_end`` the
     token's stretch of [0, 1) in the draw (empty for a removed token)."""
     trace = _trace(result)
     dist, record = trace.distribution, trace.record
@@ -63,23 +65,25 @@ def candidate_rows(result) -> list[dict]:
         ids = np.append(ids, record.chosen)
         pieces += (trace.chosen_piece,)
     st = dist.stages(ids)
+    model = softmax(record.logits)
     rows = []
     for i, (token, piece) in enumerate(zip(ids, pieces)):
         t = int(token)
         rows.append({
             "step": record.step, "rank": i + 1, "token": decoded(piece), "shown_as": piece, "id": t,
-            "logit_raw": record.logits[t], "logit_after_penalty": dist.after_penalty[t],
+            "logit_raw": record.logits[t], "model_prob": model[t], "logit_after_penalty": dist.after_penalty[t],
             "logit_after_temperature": dist.after_temperature[t], "logit_after_top_k": dist.after_top_k[t],
-            "prob_softmax": st.before_top_p[i], "top_p_cumulative": st.top_p_cumulative[i],
-            "logit_after_top_p": dist.after_top_p[t], "prob_final": dist.probs[t], "removed_by": str(st.removed_by[i]),
+            "prob_before_top_p": st.before_top_p[i], "top_p_cumulative": st.top_p_cumulative[i],
+            "logit_after_top_p": dist.after_top_p[t], "sampling_prob": dist.probs[t], "removed_by": str(st.removed_by[i]),
             "draw_start": st.draw_start[i], "draw_end": st.draw_end[i], "chosen": int(t == record.chosen),
         })  # fmt: skip
     return rows
 
 
 def history_rows(result) -> list[dict]:
-    """One row per step: the token chosen, its final probability and rank (1 = highest raw logit),
-    the entropy of the distribution it was drawn from (bits), the KV cache's length after the step
+    """One row per step: the token chosen, its sampling probability (what it was drawn from) and
+    model probability (softmax of the raw logits), its rank (1 = highest raw logit), the entropy of
+    both distributions (bits), the KV cache's length after the step
     (0 without the cache), the step's times (ms, to the microsecond) and its draw's u (empty when none was drawn).
 
     The probabilities are recomputed from each record's raw logits and settings with the engine's
@@ -94,10 +98,12 @@ def history_rows(result) -> list[dict]:
     for i, (rec, piece) in enumerate(zip(records, pieces)):
         dist = distribution(rec.logits, context[: prompt_len + i], rec.settings)
         chosen = int(rec.chosen)
+        model = softmax(rec.logits)
         rows.append({
             "step": rec.step, "token": decoded(piece), "shown_as": piece, "id": chosen, "chosen_by": rec.chosen_by,
-            "prob": dist.probs[chosen], "rank": int((rec.logits > rec.logits[chosen]).sum()) + 1,
-            "entropy_bits": dist.entropy_bits(), "cache_len": rec.kv.positions, "forward_ms": round(rec.forward_ms, 3),
+            "sampling_prob": dist.probs[chosen], "model_prob": model[chosen],
+            "rank": int((rec.logits > rec.logits[chosen]).sum()) + 1,
+            "sampling_entropy_bits": dist.entropy_bits(), "model_entropy_bits": entropy_bits(model), "cache_len": rec.kv.positions, "forward_ms": round(rec.forward_ms, 3),
             "step_ms": round(rec.step_ms, 3), "draw_u": rec.draw_u, "settings": rec.settings.describe(),
         })  # fmt: skip
     return rows

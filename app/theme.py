@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import pyqtgraph as pg
 from PySide6.QtGui import QFont, QFontMetrics
+from PySide6.QtWidgets import QApplication, QToolTip
 
 # Okabe-Ito
 BLUE = "#0072B2"
@@ -51,19 +52,32 @@ BRANCH_B = BLUE  # and branch B
 @dataclass(frozen=True)
 class Theme:
     """How everything is drawn. ``font_pt`` is the base font size in points (others are relative to it);
-    ``line`` is a pen width in pixels; ``colormap`` names the pyqtgraph colour map of weights."""
+    ``min_px`` the smallest text allowed anywhere, in pixels (the height of the font at a device pixel
+    ratio of 1: 18 px is readable from the back of a classroom on a 1280 x 720 projector); ``line``
+    is a pen width in pixels; ``colormap`` names the pyqtgraph colour map of weights."""
 
     name: str
     font_pt: int
     colormap: str
     line: float
+    min_px: int
     text: str = DARK
 
+    def px(self, delta: int = 0) -> int:
+        """The pixel size of ``font(delta)``: ``font_pt + delta`` points at 96 dpi, never under ``min_px``."""
+        return max(self.min_px, round((self.font_pt + delta) * 96 / 72))
+
     def font(self, delta: int = 0, bold: bool = False) -> QFont:
+        """The font ``delta`` points from the base size, never smaller than ``min_px`` (the one rule
+        of text size: every widget, axis, legend and dialog takes its font from here)."""
         f = QFont()
-        f.setPointSize(max(6, self.font_pt + delta))
+        f.setPixelSize(self.px(delta))
         f.setBold(bold)
         return f
+
+    def css_size(self, delta: int = 0) -> str:
+        """``font(delta)``'s size for pyqtgraph's labels and titles, which take a CSS size."""
+        return f"{self.px(delta)}px"
 
     def text_px(self, delta: int = 0) -> int:
         """The height of a line of text in ``font(delta)``, in pixels: the unit of the room a plot needs."""
@@ -76,13 +90,20 @@ class Theme:
         return pg.mkPen(color, width=width or self.line, **kw)
 
 
-NORMAL = Theme("normal", font_pt=10, colormap="viridis", line=1.5)
-PROJECTOR = Theme("projector", font_pt=15, colormap="cividis", line=3.0, text="#000000")
+NORMAL = Theme("normal", font_pt=10, colormap="viridis", line=1.5, min_px=11)
+PROJECTOR = Theme("projector", font_pt=15, colormap="cividis", line=3.0, min_px=18, text="#000000")
 
 
 def configure_pyqtgraph() -> None:
     """Global pyqtgraph options: row-major images (rows = queries), light background, antialiasing."""
     pg.setConfigOptions(imageAxisOrder="row-major", background="w", foreground=DARK, antialias=True)
+
+
+def apply_app_font(theme: Theme) -> None:
+    """Make ``theme.font()`` the application's font and the tooltips' (a dialog is a window of its
+    own: it does not take the main window's font)."""
+    QApplication.setFont(theme.font())
+    QToolTip.setFont(theme.font())
 
 
 def fix_plot(plot: pg.PlotItem) -> pg.PlotItem:
@@ -103,7 +124,11 @@ def style_plot(plot: pg.PlotItem, theme: Theme, *, left: str | None = None, bott
         # no "(x0.001)" after a label; each plot scales its own data. It also saves re-rendering
         # every label's HTML whenever an axis range changes (about 1 ms a step in all).
         axis.enableAutoSIPrefix(False)
-    style = {"color": theme.text, "font-size": f"{theme.font_pt}pt"}
+    if plot.legend is not None:  # legends at the mode's size too
+        plot.legend.setLabelTextSize(theme.css_size(-1))
+        for _sample, label in plot.legend.items:
+            label.setText(label.text, size=theme.css_size(-1))
+    style = {"color": theme.text, "font-size": theme.css_size()}
     if left is not None:
         plot.setLabel("left", left, **style)
     if bottom is not None:

@@ -9,10 +9,11 @@ step s - 1, against the KV cache. Shapes use: L layers, H heads, n positions com
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from functools import cached_property
 
 import numpy as np
 
-from .sampling import Distribution, SamplingSettings
+from .sampling import Distribution, SamplingSettings, entropy_bits, softmax
 
 N_CANDIDATES = 64  # next-token candidates every StepTrace carries, with their pieces
 
@@ -113,8 +114,13 @@ class StepTrace:
     pieces: readable text of each context token (leading spaces shown as ␣), len T.
     prompt_len: P.
     distribution: the sampling stages for ``record.logits`` under ``record.settings``.
-    chosen_piece, chosen_prob (final probability), chosen_rank (1 = highest raw logit),
-    entropy_bits (of the final distribution).
+    chosen_piece, chosen_prob (its sampling probability: in the final distribution, the one drawn
+    from), chosen_rank (1 = highest raw logit), entropy_bits (of the final distribution).
+
+    Two probabilities, named the same everywhere: the *model probability* is the softmax of the raw
+    logits (``model_prob``, ``model_entropy_bits``, ceiling log2 V); the *sampling probability* is
+    after the penalty, temperature, top-k and top-p, what the draw used (``sampling_prob``,
+    ``sampling_entropy_bits``, ceiling log2 of the tokens left).
     candidate_ids: int64 [K], the K most likely next tokens by penalised logit, best first (the
         order of the final distribution too: temperature keeps it and the filters cut its tail);
         candidate_pieces: their readable text.
@@ -139,6 +145,43 @@ class StepTrace:
     @property
     def step(self) -> int:
         return self.record.step
+
+    @cached_property
+    def model_prob(self) -> float:
+        """The chosen token's model probability: the softmax of the raw logits, no sampling stage."""
+        logits = self.record.logits.astype(np.float64)
+        top = float(logits.max())
+        return float(np.exp(logits[self.chosen] - top) / np.exp(logits - top).sum())
+
+    @cached_property
+    def model_entropy_bits(self) -> float:
+        """The entropy of the model probabilities, in bits (at most ``model_entropy_ceiling_bits``)."""
+        return entropy_bits(softmax(self.record.logits))
+
+    @property
+    def model_entropy_ceiling_bits(self) -> float:
+        """log2 of the vocabulary: the model's entropy if every token were equally likely."""
+        return float(np.log2(self.record.logits.shape[0]))
+
+    @property
+    def sampling_prob(self) -> float:
+        """The chosen token's sampling probability (``chosen_prob``): what the draw used."""
+        return self.chosen_prob
+
+    @property
+    def sampling_entropy_bits(self) -> float:
+        """The entropy of the sampling probabilities (``entropy_bits``)."""
+        return self.entropy_bits
+
+    @cached_property
+    def tokens_left(self) -> int:
+        """How many tokens the sampling stages left a probability above 0."""
+        return int(np.count_nonzero(self.distribution.probs))
+
+    @property
+    def sampling_entropy_ceiling_bits(self) -> float:
+        """log2 of the tokens left: the sampling entropy if each of them were equally likely."""
+        return float(np.log2(max(1, self.tokens_left)))
 
     @property
     def chosen(self) -> int:

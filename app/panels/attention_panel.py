@@ -195,7 +195,7 @@ class AttentionPanel(QGroupBox):
         self.colorbar.setColorMap(theme.cmap())
         self._label_colorbar()
         self.colorbar.axis.setTickFont(theme.font(-1))
-        self.colorbar.axis.setLabel("attention weight", color=theme.text, **{"font-size": f"{theme.font_pt - 1}pt"})
+        self.colorbar.axis.setLabel("attention weight", color=theme.text, **{"font-size": theme.css_size(-1)})
         # ticks, then the title's line: pyqtgraph's own width left the title over the numbers
         ticks = QFontMetrics(theme.font(-1)).horizontalAdvance("0.25")
         self.colorbar.axis.setWidth(ticks + theme.text_px(-1) + 14)

@@ -40,6 +40,7 @@ from engine.tokens import clip, piece_bytes
 from .. import theme as th
 from ..guard import guarded
 from ..state import AppState
+from .empty_note import EmptyNote
 
 NODE = Qt.UserRole  # the tree item's data: the node a double-click switches to
 
@@ -81,7 +82,7 @@ class BranchesPanel(QWidget):
         self.header.setWordWrap(True)
         self.tree = QTreeWidget()
         self.tree.setColumnCount(3)
-        self.tree.setHeaderLabels(["Where it starts", "Token taken there (model's probability)", "Text from there"])
+        self.tree.setHeaderLabels(["Where it starts", "Token taken there (model probability)", "Text from there"])
         self.tree.setUniformRowHeights(True)
         self.tree.setWordWrap(False)
         self.tree.header().setStretchLastSection(True)
@@ -102,7 +103,7 @@ class BranchesPanel(QWidget):
         self.summary.setWordWrap(True)
         self.summary.setTextFormat(Qt.PlainText)
         self.steps_table = QTableWidget(0, 5)
-        self.steps_table.setHorizontalHeaderLabels(["step", "A: token", "A: p", "B: token", "B: p"])
+        self.steps_table.setHorizontalHeaderLabels(["step", "A: token", "A: model p", "B: token", "B: model p"])
         self.steps_table.verticalHeader().setVisible(False)
         self.steps_table.setEditTriggers(QTableWidget.NoEditTriggers)
         self.steps_table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeToContents)
@@ -114,6 +115,9 @@ class BranchesPanel(QWidget):
         plot.addLegend(offset=(8, 4))
         self.a_line = plot.plot([], [], name="A", symbol="o")
         self.b_line = plot.plot([], [], name="B", symbol="s")
+        self.plot_note = EmptyNote(
+            self.plot_view, "With a second branch (go Back, then take another token) the model probability of each "
+            "branch's tokens appears here, step by step, A against B.")
 
         compare = QWidget()
         lower = QVBoxLayout(compare)
@@ -269,7 +273,9 @@ class BranchesPanel(QWidget):
             )
             self.a_line.setData([], [])
             self.b_line.setData([], [])
+            self.plot_note.show()  # no empty axes: what will appear
             return
+        self.plot_note.hide()
         a, b = c["a"], c["b"]
         shared = table.path_to(c["split"]) if c["split"] != ROOT else []
         where = "at the prefill" if c["first_step"] == 0 else f"at step {c['first_step']}"
@@ -297,27 +303,25 @@ class BranchesPanel(QWidget):
             line.setData(steps, np.array(side["probs"]) * 100)
         every = max(1, math.ceil(rows / 8))  # whole steps on the axis, about eight of them
         self.plot_view.getPlotItem().getAxis("bottom").setTickSpacing(every, every)
-        self._style_plot()
+        self._style_plot(100 * max(max(a["probs"], default=0), max(b["probs"], default=0)))
 
-    def _style_plot(self) -> None:
+    def _style_plot(self, top: float = 100.0) -> None:
+        """Fonts and pens of the plot; its probability axis up to a little above ``top`` (%)."""
         theme = self.state.theme
         plot = self.plot_view.getPlotItem()
-        th.style_plot(plot, theme, left="p (%)", bottom="step")
+        th.style_plot(plot, theme, left="model p (%)", bottom="step")
         for line, color in ((self.a_line, th.BRANCH_A), (self.b_line, th.BRANCH_B)):
             line.setPen(theme.pen(color))
             line.setSymbolBrush(pg.mkBrush(color))
             line.setSymbolPen(None)
             line.setSymbolSize(theme.text_px() // 2 + 4)
-        plot.setYRange(0, 100, padding=0.02)
+        plot.setYRange(0, min(100.0, th.nice_ceil(top * 1.1)), padding=0.02)  # fitted to the data
 
     def _on_state_theme(self, theme: th.Theme) -> None:
         self.setFont(theme.font())
         for widget in (self.tree, self.steps_table, self.summary, self.header, self.a_box, self.b_box):
             widget.setFont(theme.font())
         legend = self.plot_view.getPlotItem().legend
-        legend.setLabelTextSize(f"{theme.font_pt}pt")
-        for _sample, label in legend.items:  # the labels made before: the new size too
-            label.setText(label.text, size=f"{theme.font_pt}pt")
         self.tree.setMinimumHeight(7 * theme.text_px() + 8)  # the prompt and a few branches, in any theme
         self.steps_table.setMinimumHeight(4 * theme.text_px() + 8)
         self._style_plot()

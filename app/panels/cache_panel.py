@@ -18,10 +18,23 @@ import pyqtgraph as pg
 from PySide6.QtCore import QRectF, QTimer, Signal
 from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
 
+from engine.tokens import clip
+
 from .. import theme as th
 from ..guard import guarded
 from ..state import AppState
+
 from .heatmap import heatmap_view, show_heat
+
+
+def row_ticks(rows: int, pieces, height: int, text_px: int) -> list[tuple[float, str]]:
+    """Left-axis ticks of a map with one row per position: on each row's middle, "token position",
+    every n-th row so that labels stand at least a line of text apart, always the newest row."""
+    every = max(1, int(np.ceil(rows * text_px * 1.15 / max(1, height - 2 * text_px))))
+    shown = sorted({*range(0, rows, every), rows - 1}) if rows else []
+    if len(shown) > 1 and shown[-1] - shown[-2] < every:  # the newest crowds the one before it
+        del shown[-2]
+    return [(i + 0.5, f"{clip(pieces[i], 8) if i < len(pieces) else ''} {i}".strip()) for i in shown]
 
 
 class CachePanel(QWidget):
@@ -154,13 +167,15 @@ class CachePanel(QWidget):
         self.query_image.outline.setRect(QRectF())
         for view, rows in ((self.keys_view, T), (self.values_view, T), (self.query_view, 1)):
             view.getPlotItem().setRange(xRange=(0, dh), yRange=(0, rows), padding=0)
+        pieces = result.trace.pieces if result is not None and result.trace is not None else ()
+        for view in (self.keys_view, self.values_view):
+            view.getPlotItem().getAxis("left").setTicks([row_ticks(T, pieces, view.height(), self.state.theme.text_px(-1))])
         bytes_per_value = result.trace.record.kv.bytes_per_value if result is not None and result.trace is not None else 4
         where = ("what the KV cache holds after this step" if cached else
                  "what a cache would hold: this run keeps none (Run → Generate without the KV cache is on)")
         self.header.setText(
-            f"Layer {layer}, head {head}, after step {t.step}: {where}. Each row is one position: {T:,} rows of "
-            f"{dh} numbers for the keys and as many for the values, in every one of the {t.n_layer} layers and "
-            f"{t.n_head} heads: 2 × {t.n_layer} layers × {T:,} positions × d_model {dh * t.n_head:,} × {bytes_per_value} "
+            f"Layer {layer}, head {head}, after step {t.step}: {where}. One row per position, in all {t.n_layer} layers "
+            f"and {t.n_head} heads: 2 × {t.n_layer} layers × {T:,} positions × d_model {dh * t.n_head:,} × {bytes_per_value} "
             f"bytes = {2 * t.n_layer * T * dh * t.n_head * bytes_per_value:,} bytes."
         )
         self.query_caption.setText(f"<b>query</b> of the newest position {t.position} ({dh} numbers)")
@@ -177,22 +192,20 @@ class CachePanel(QWidget):
             points.setData(xs, ys)
         with_cache = [ms for (c, _), ms in self._times.items() if c]
         without = [ms for (c, _), ms in self._times.items() if not c]
-        summary = "Each dot is one decode step of this session: its forward pass's time against the context's length. "
+        summary = "Each dot: one decode step's forward pass, against the context's length. "
         if with_cache and without:
             summary += (f"With the cache a step took {np.median(with_cache):.0f} ms (median), without it "
                         f"{np.median(without):.0f} ms, and without it the time grows with the length.")
         else:
-            summary += ("Switch Run → Generate without the KV cache on for a few steps to see the difference on "
-                        "this machine: without the cache every step runs the whole sequence again.")
+            summary += "Run → Generate without the KV cache for a few steps: each then runs the whole sequence again."
         self.time_caption.setText(summary)
         plot = self.time_view.getPlotItem()
-        th.style_plot(plot, self.state.theme, left="forward pass (ms)", bottom="positions in the context")
+        th.style_plot(plot, self.state.theme, left="ms", bottom="positions in the context")
         if self._times:  # from 0 on both axes: flat reads flat, growth reads as growth
             plot.setRange(xRange=(0, max(T for _, T in self._times) * 1.05), yRange=(0, max(self._times.values()) * 1.2), padding=0)
 
     def _on_state_theme(self, theme: th.Theme) -> None:
         self.setFont(theme.font())
         for view in (self.keys_view, self.values_view, self.query_view, self.time_view):
-            th.style_plot(view.getPlotItem(), theme)
-        self.time_view.getPlotItem().legend.setLabelTextSize(f"{theme.font_pt}pt")
+            th.style_plot(view.getPlotItem(), theme)  # the legend too, at the mode's size
         self._draw_times()

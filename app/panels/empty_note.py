@@ -26,4 +26,6 @@ class EmptyNote(QLabel):
     def eventFilter(self, watched, event) -> bool:
         if event.type() == QEvent.Type.Resize:
             self.setGeometry(watched.rect())
+        if event.type() in (QEvent.Type.FontChange, QEvent.Type.Show, QEvent.Type.Resize):
+            self.setFont(watched.font())  # its style sheet keeps it off its parent's font otherwise
         return False

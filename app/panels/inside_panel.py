@@ -38,6 +38,7 @@ from engine.tokens import clip
 
 from .. import theme as th
 from ..guard import guarded
+from ..help import texts
 from ..state import AppState
 from .heatmap import DIVERGING, heatmap_view, show_heat
 
@@ -327,10 +328,7 @@ class InsidePanel(QWidget):
         dh = t.q.shape[-1]
         self.block_box.setTitle(f"2 · Block {L} (layer {L} of 0-{t.n_layer - 1}), head {H}: choose both in the attention panel")
         x = t.resid_pre[L]
-        self.block_text.setText(
-            "Every block does the same two things: attention (the position looks at earlier positions) and "
-            "an MLP (it works on this position alone), each added to the residual stream."
-        )
+        self.block_text.setText(texts()["inside"]["block"])
         self.ln1_in.show_vector(x, f"mean {x.mean():+.3f}, spread {x.std():.3f}")
         n = t.ln1_normalized[L]
         self.ln1_norm.show_vector(n, f"mean {n.mean():+.3f}, spread {n.std():.3f}; divided by {t.ln1_scale[L]:.3f}")
@@ -406,7 +404,7 @@ class InsidePanel(QWidget):
         self.lens_table.setRowCount(len(depths))
         self.lens_table.setColumnCount(LENS_SHOWN + 2)
         self.lens_table.setHorizontalHeaderLabels(
-            ["depth"] + [f"#{i + 1} (logit)" for i in range(LENS_SHOWN)] + [f"“{clip(self._piece(t.next_id), 12)}”: p, rank"]
+            ["depth"] + [f"#{i + 1} (logit)" for i in range(LENS_SHOWN)] + [f"“{clip(self._piece(t.next_id), 12)}”: model p, rank"]
         )
         for row, name in enumerate(depths):
             self.lens_table.setItem(row, 0, QTableWidgetItem(name))
@@ -437,9 +435,17 @@ class InsidePanel(QWidget):
         self.head_text.setText(
             f"Logits: {tied}. The highest:<br>" + "<br>".join(lines)
             + f"<br><b>softmax</b> turns the {self._vocab():,} logits into probabilities that add up to 1 "
-            f"(p = e<sup>logit</sup> / Σ e<sup>logit</sup>): the token that came next had p = "
-            f"{float(t.lens_next_prob[-1]):.1%} before any sampling setting (the sampling panel applies those)."
+            f"(p = e<sup>logit</sup> / Σ e<sup>logit</sup>): the token that came next had <b>model probability "
+            f"{float(t.lens_next_prob[-1]):.1%}</b>, before any sampling setting{self._sampling_prob(t)}."
         )
+
+    def _sampling_prob(self, t) -> str:
+        """The chosen token's sampling probability, when the step shown is the one on screen elsewhere."""
+        result = self.state.result
+        shown = result.trace if result is not None else None
+        if shown is None or shown.step != t.step or shown.chosen != t.next_id:
+            return " (the sampling settings make the sampling probability: Sampling view)"
+        return f"; its sampling probability, after the settings, was {shown.sampling_prob:.1%}"
 
     def _draw_sizes(self) -> None:
         t = self.trace
@@ -461,10 +467,7 @@ class InsidePanel(QWidget):
             item.setTextAlignment(Qt.AlignRight | Qt.AlignVCenter)
             self.size_table.setItem(row, 2, item)
         _fit_rows(self.size_table)
-        self.size_text.setText(
-            f"In all {t.n_params:,} parameters, and every one of them takes part in computing every token: this is a "
-            "dense model. (A mixture-of-experts model would send each token through only some of its experts.)"
-        )
+        self.size_text.setText(texts()["inside"]["parameters"].format(n_params=t.n_params))
 
     # ------------------------------------------------------------ helpers
     def _boxes_hidden(self, hidden: bool) -> None:

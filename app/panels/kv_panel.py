@@ -168,7 +168,7 @@ class KVPanel(QGroupBox):
 
     def _label_growth_axis(self) -> None:
         theme = self.state.theme
-        style = {"color": theme.text, "font-size": f"{theme.font_pt - 1}pt"}
+        style = {"color": theme.text, "font-size": theme.css_size(-1)}
         self.growth_plot.setLabel("left", self._size_unit or "B", **style)
 
     def _on_state_theme(self, theme: th.Theme) -> None:
@@ -178,7 +178,7 @@ class KVPanel(QGroupBox):
         self._label_growth_axis()
         for plot in (self.layer_plot, self.growth_plot, self.time_plot):
             th.fix_axis_width(plot, theme, 5)  # up to "1,024" positions or "999.9" units
-            plot.setTitle(plot.titleLabel.text, size=f"{theme.font_pt - 1}pt", color=theme.text)
+            plot.setTitle(plot.titleLabel.text, size=theme.css_size(-1), color=theme.text)
         for text in (self.prefill_text, self.decode_text):
             text.setFont(theme.font(-1, bold=True))
         px = theme.text_px()

@@ -161,7 +161,7 @@ class LogitsPanel(QGroupBox):
 
     def _on_state_theme(self, theme: th.Theme) -> None:
         th.style_plot(self.logit_plot, theme, bottom="logit (from lowest)")
-        th.style_plot(self.prob_plot, theme, bottom="probability (%)")  # short: fits a projector's font
+        th.style_plot(self.prob_plot, theme, bottom="sampling p (%)")  # short: fits a projector's font
         th.fix_axis_width(self.logit_plot, theme, LABEL_CHARS + 2)
         th.fix_axis_width(self.prob_plot, theme, 0)
         for label in self.labels:  # one size smaller than other plots' text: ten rows fit a 720-pixel projector
@@ -242,8 +242,11 @@ class LogitsPanel(QGroupBox):
             outside = f" — outside the top {n}"
         by = {"user": "chosen by you", "greedy": "greedy", "sampled": "sampled"}[trace.record.chosen_by]
         self.summary.setText(
-            f"Chosen: <b>“{escape(trace.chosen_piece, quote=False)}”</b> ({by}), p = {trace.chosen_prob:.1%}, "
-            f"rank {trace.chosen_rank:,}{outside}. Entropy <b>{trace.entropy_bits:.2f} bits</b>."
+            f"Chosen: <b>“{escape(trace.chosen_piece, quote=False)}”</b> ({by}): sampling p <b>{trace.sampling_prob:.1%}</b>, "
+            f"model p {trace.model_prob:.1%}, rank {trace.chosen_rank:,}{outside}. Entropy: sampling "
+            f"<b>{trace.sampling_entropy_bits:.2f}</b> of {trace.sampling_entropy_ceiling_bits:.2f} bits "
+            f"({trace.tokens_left:,} tokens left), model {trace.model_entropy_bits:.2f} of "
+            f"{trace.model_entropy_ceiling_bits:.1f} bits."
         )
 
     def _place_rows(self) -> None:

@@ -64,7 +64,7 @@ class SamplingPanel(QGroupBox):
         self.top_k.setToolTip("Keep only the k highest-scoring tokens (0 = off).")
         lo, hi = RANGES["top_p"]
         self.top_p = QDoubleSpinBox(decimals=2, singleStep=0.05, minimum=lo, maximum=hi, value=d.top_p)
-        self.top_p.setToolTip("Keep the smallest set of tokens whose probabilities add up to p (1 = off).")
+        self.top_p.setToolTip("After temperature and top-k: keep the smallest set of the most likely tokens whose probabilities reach at least p (1 = off).")
         lo, hi = RANGES["repetition_penalty"]
         self.penalty = QDoubleSpinBox(decimals=2, singleStep=0.1, minimum=lo, maximum=hi, value=d.repetition_penalty)
         self.penalty.setToolTip("Make tokens already in the context less likely (1 = off).")

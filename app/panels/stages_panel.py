@@ -115,16 +115,17 @@ class StagesPanel(QWidget):
             f"<b>Step {record.step}</b>: how “{escape(trace.chosen_piece, quote=False)}” was picked, by {how}. "
             f"Settings: {escape(s.describe(), quote=False)}. Read left to right: each column is one stage, in the order applied."
         )
+        # titles of short lines: each column no wider than its numbers (all nine fit 1280 px, projector)
         columns = [
             "token (id)",
-            "1 · raw logit",
-            f"2 · repetition penalty {s.repetition_penalty:g}" + (" (off)" if s.repetition_penalty == 1 else ": tokens in the text"),
-            "3 · greedy: no temperature" if greedy else f"3 · ÷ temperature {s.temperature:g}",
-            "4 · top-k " + ("(off)" if greedy or not s.top_k else str(s.top_k)),
-            "5 · softmax: probability",
-            "6 · top-p " + ("(off)" if greedy or s.top_p >= 1 else f"{s.top_p:g}: running total"),
-            "7 · renormalised",
-            "8 · draw: stretch of [0, 1)",
+            "1 · raw\nlogit",
+            "2 · penalty\n" + ("(off)" if s.repetition_penalty == 1 else f"{s.repetition_penalty:g}"),
+            "3 · greedy:\nno\ntemperature" if greedy else f"3 · ÷\ntemperature\n{s.temperature:g}",
+            "4 · top-k\n" + ("(off)" if greedy or not s.top_k else str(s.top_k)),
+            "5 · softmax:\nprobability",
+            "6 · top-p\n" + ("(off)" if greedy or s.top_p >= 1 else f"{s.top_p:g}:\nrunning total"),
+            "7 · sampling\nprobability",
+            "8 · draw:\nstretch",
         ]
         self.table.setColumnCount(len(columns))
         self.table.setHorizontalHeaderLabels(columns)
@@ -138,10 +139,10 @@ class StagesPanel(QWidget):
                 f"{raw[row]:.3f}",
                 _penalty_text(raw[row], st.after_penalty[row], st.penalised[row], st.in_context[row], s.repetition_penalty),
                 "—" if greedy else f"{st.after_temperature[row]:.3f}",
-                "—" if greedy else ("removed by top-k" if removed == "top-k" else "kept"),
+                "—" if greedy else ("removed" if removed == "top-k" else "kept"),
                 f"{st.before_top_p[row]:.2%}" if removed != "top-k" else "—",
                 "—" if greedy or removed == "top-k" else (
-                    f"{st.top_p_cumulative[row]:.2%}" + (" · removed by top-p" if removed == "top-p" else "")
+                    f"{st.top_p_cumulative[row]:.2%}" + (" removed" if removed == "top-p" else "")
                 ),
                 f"{st.probs[row]:.2%}",
                 _segment_text(st.draw_start[row], st.draw_end[row], record.draw_u, greedy),
@@ -157,8 +158,10 @@ class StagesPanel(QWidget):
                 elif removed and col >= (4 if removed == "top-k" else 6):
                     item.setBackground(QBrush(QColor(REMOVED)))
                 self.table.setItem(row, col, item)
+            if chosen:
+                chosen_row = row
         last = len(ids)
-        rest_cells = [f"{st.rest_tokens:,} other tokens", "", "", "", "", f"{st.rest_before_top_p:.2%}", "", f"{st.rest_prob:.2%}", ""]
+        rest_cells = [f"{st.rest_tokens:,} others", "", "", "", "", f"{st.rest_before_top_p:.2%}", "", f"{st.rest_prob:.2%}", ""]
         for col, text in enumerate(rest_cells):
             item = QTableWidgetItem(text)
             item.setForeground(QBrush(QColor("#555555")))
@@ -169,9 +172,10 @@ class StagesPanel(QWidget):
         self.rest.setText(
             f"The other {st.rest_tokens:,} tokens of the vocabulary: the penalty touched {st.rest_penalised:,} of them, "
             f"top-k removed {st.rest_removed_by_top_k:,} and top-p {st.rest_removed_by_top_p:,}; together they hold "
-            f"{st.rest_prob:.2%} of the final probability. Shown + rest = {total:.4f}. Softmax turns logits into "
+            f"{st.rest_prob:.2%} of the sampling probability. Shown + rest = {total:.4f}. Softmax turns logits into "
             "probabilities: each is e^logit divided by the sum over every token."
         )
+        self.table.scrollToItem(self.table.item(chosen_row, 0))  # the chosen row always in view
         self._draw_the_draw(st, pieces, record, greedy)
 
     def _draw_the_draw(self, st, pieces, record, greedy: bool) -> None:
@@ -241,15 +245,15 @@ def _penalty_text(raw: float, after: float, penalised: bool, in_context: bool, p
         return f"{after:.3f}"
     if not penalised:
         return f"{after:.3f} (in text)"
-    how = f"÷ {penalty:g}" if raw > 0 else f"× {penalty:g}"
-    return f"{raw:.3f} {how} = {after:.3f}"
+    how = f"÷{penalty:g}" if raw > 0 else f"×{penalty:g}"
+    return f"{after:.3f} ({how})"  # the raw logit is one column to the left
 
 
 def _segment_text(start: float, end: float, u: float, greedy: bool) -> str:
     if greedy or math.isnan(start):
         return "—"
-    text = f"[{start:.4f}, {end:.4f})"
+    text = f"{start:.4f}–{end:.4f}"
     if not math.isnan(u) and start <= u < end:
-        text += "  ← u"
+        text += " ← u"
     return text
 

@@ -1,0 +1,68 @@
+"""The corrected explanations (issue 22, part 5) say what the issue asks, and each is what the
+window shows: the glossary, a panel's ? before and after the first step, and the Inside view."""
+
+from __future__ import annotations
+
+import html
+
+from app.help import texts
+
+from .helpers import run
+from .test_inside_view import show_inside
+
+# what each corrected text must say (the wrong sentence it replaces must be gone)
+GLOSSARY = {
+    "entropy": ("describes the sampler, not the model", "log2 of their number", "15.6 bits"),
+    "probability": ("model probability is the softmax of the raw logits", "sampling probability is taken after the repetition "
+                    "penalty, temperature, top-k and top-p"),
+    "top-p": ("after temperature and top-k", "smallest set of the most likely tokens whose probabilities reach at least p"),
+    "KV cache": ("still attends over every cached position", "a step still grows with the text, only much less"),
+    "residual stream": ("final layer norm (ln_f)",),
+    "layer norm": ("learned scale", "learned shift", "ln_f"),
+}
+WRONG = ("after the sampling settings; all of them add up", "costs one position's work", "add up to p,",
+         "every one of them takes part in computing every token")
+
+
+def shown(window) -> str:
+    return window._help.browser.toPlainText()
+
+
+def test_the_corrected_texts_say_what_the_issue_asks():
+    every = str(texts())
+    for term, phrases in GLOSSARY.items():
+        entry = texts()["glossary"][term]
+        assert [p for p in phrases if p not in entry] == [], term
+    assert [w for w in WRONG if w in every] == []
+    panels = texts()["panels"]
+    assert "looks at itself and at the earlier ones" in panels["attention"]["before"]
+    assert "still reads every cached key and value, so a step still grows with the text" in panels["kv"]["before"]
+    sampling = panels["sampling"]["text"]
+    assert sampling.index("repetition penalty") < sampling.index("temperature") < sampling.index("top-k") < sampling.index("top-p")
+    assert "itself" in texts()["inside"]["block"] and "position table only this token's row" in texts()["inside"]["parameters"]
+
+
+def test_each_corrected_sentence_is_what_the_window_shows(window, qtbot):
+    window.show_help(window.attention)  # before the first step
+    assert texts()["panels"]["attention"]["before"] in shown(window)
+    window.show_help(window.kv)
+    assert texts()["panels"]["kv"]["before"] in shown(window)
+    window.show_help(None)
+    glossary = shown(window)
+    for term in GLOSSARY:
+        assert f"{term}: {texts()['glossary'][term]}" in glossary
+
+    result = run(qtbot, window, window.step, "step")
+    trace = result.trace
+    window.show_help(window.logits)
+    logits = shown(window)
+    assert f"sampling probability {trace.sampling_prob:.1%} and model probability {trace.model_prob:.1%}" in logits
+    assert f"the model's is {trace.model_entropy_bits:.2f} bits" in logits and f"is {trace.entropy_bits:.2f} bits" in logits
+    window.show_help(window.sampling)
+    assert "top-p 1 keeps the smallest set of the most likely tokens whose probabilities reach at least p" in shown(window)
+    window._help.close()
+
+    show_inside(window, qtbot)
+    inside = window.inside
+    assert inside.block_text.text() == texts()["inside"]["block"]
+    assert html.unescape(inside.size_text.text()) == texts()["inside"]["parameters"].format(n_params=inside.trace.n_params)
