@@ -51,6 +51,7 @@ STOP_MESSAGES = {
     "end_of_text": "Stopped: the model chose {eos}.",  # <|endoftext|>; an instruct model's end of turn, <|im_end|>
     "max_new_tokens": "Stopped: reached the limit of {limit} new tokens.",
     "context_full": "Stopped: the context window of {capacity} positions is full.",
+    "stop_sequence": "Stopped: the text reached the stop sequence {sequence!r}.",
 }
 
 
@@ -80,12 +81,16 @@ class Session:
         *,
         max_new_tokens: int | None = None,
         use_cache: bool = True,
+        stop_sequences: tuple[str, ...] | list[str] = (),
     ):
         self.loaded = loaded
         self.settings = settings or SamplingSettings()
         if max_new_tokens is not None and max_new_tokens < 1:
             raise SessionError(f"max_new_tokens must be at least 1 (got {max_new_tokens})")
         self.max_new_tokens = max_new_tokens
+        if any(not isinstance(text, str) or not text for text in stop_sequences):
+            raise SessionError("A stop sequence must be at least one character of text.")
+        self.stop_sequences = tuple(stop_sequences)  # generation stops once the text it writes reaches one
         self._prompt_ids: list[int] = []
         self._records: list[StepRecord] = []  # the current path's records, prefill first
         self._path: list[int] = []  # their node ids in the tree
@@ -285,8 +290,11 @@ class Session:
         if not self._records:
             return None, ""
         last = self._records[-1]
+        sequence = self.stop_sequence_reached()
         if last.chosen == self.loaded.tokenizer.eos_id:
             reason = "end_of_text"
+        elif sequence is not None:
+            reason = "stop_sequence"
         elif self.max_new_tokens is not None and len(self._records) >= self.max_new_tokens:
             reason = "max_new_tokens"
         elif last.end + 1 > self.info.n_positions:
@@ -294,8 +302,28 @@ class Session:
         else:
             return None, ""
         eos = getattr(self.loaded.tokenizer.hf, "eos_token", None) or "<|endoftext|>"
-        message = STOP_MESSAGES[reason].format(limit=self.max_new_tokens, capacity=self.info.n_positions, eos=eos)
+        message = STOP_MESSAGES[reason].format(limit=self.max_new_tokens, capacity=self.info.n_positions, eos=eos,
+                                               sequence=sequence)
         return reason, message
+
+    def stop_sequence_reached(self) -> str | None:
+        """The first of ``stop_sequences`` whose bytes end within the newest token's, else None.
+
+        Checked after every step, so each occurrence is found by the step whose token completes it;
+        a stop sequence may span several tokens, and the prompt before them (never the prompt alone).
+        """
+        if not self._records or not self.stop_sequences:
+            return None
+        token_bytes = self.loaded.tokenizer.token_bytes
+        ids = self._prompt_ids + [r.chosen for r in self._records]
+        for sequence in self.stop_sequences:
+            wanted = sequence.encode("utf-8")
+            tail = [token_bytes(i) for i in ids[-len(wanted):]]  # every token is at least one byte
+            text = b"".join(tail)
+            found = text.rfind(wanted)
+            if found >= 0 and found + len(wanted) > len(text) - len(tail[-1]):
+                return sequence
+        return None
 
     def step(self) -> StepTrace:
         """Run the next forward pass (prefill first) and choose a token."""

@@ -138,8 +138,9 @@ class StepTrace:
     candidate_ids: int64 [K], the K most likely next tokens by penalised logit, best first (the
         order of the final distribution too: temperature keeps it and the filters cut its tail);
         candidate_pieces: their readable text.
-    stop_reason: None while generation can go on, else "end_of_text", "max_new_tokens" or
-        "context_full"; stop_message says it in words.
+    stop_reason: None while generation can go on, else "end_of_text", "stop_sequence",
+        "max_new_tokens" or "context_full"; stop_message says it in words (for "stop_sequence":
+        which one).
     """
 
     record: StepRecord
