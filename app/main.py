@@ -301,7 +301,10 @@ def main(argv: list[str] | None = None) -> int:
         model = paths.DEMO_MODEL_NAME if saved_model.get("is_demo") else saved_model.get("source")
 
     def start() -> None:
-        window.start(model, args.prompt, fallback=True if args.open else not scripted)
+        from engine import paths
+
+        offline = paths.offline_model()  # a new user's first model: SmolLM2 when setup.sh fetched it
+        window.start(model, args.prompt, fallback=True if args.open else not scripted, first=offline and str(offline))
         if args.open:  # queued behind the load: it opens with that model
             window.open_session(args.open, -1 if args.step is None else args.step)
 

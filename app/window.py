@@ -261,6 +261,8 @@ class MainWindow(QMainWindow):
         bundled = any(d.name == GPT2_SMALL for d in paths.bundled_model_dirs())
         where = "bundled" if bundled else "downloads about 550 MB once"
         self.gpt2_action = action(f"GPT-2 small (124M, {where})", lambda: self.load_model(GPT2_SMALL))
+        offline = paths.offline_model()  # SmolLM2-135M-Instruct, when scripts/setup.sh could fetch it
+        self.offline_action = offline and action(f"{paths.OFFLINE_MODEL_NAME} (offline)", lambda: self.load_model(str(offline)))
         self.folder_action = action("Open a model folder…", self._on_folder_action_triggered, ("Ctrl+Shift+O",))
         self.open_action = action(
             "Open session…", self._on_open_action_triggered, (QKeySequence.Open,), "Show a saved session again, every branch (Ctrl+O)"
@@ -300,8 +302,9 @@ class MainWindow(QMainWindow):
         file.addAction(self.save_action)
         self.file_menu = file
         model = self.menuBar().addMenu("&Model")
-        for a in (self.demo_action, self.gpt2_action, self.folder_action):
-            model.addAction(a)
+        for a in (self.offline_action, self.demo_action, self.gpt2_action, self.folder_action):
+            if a:
+                model.addAction(a)
         extra = [d for d in paths.bundled_model_dirs() if d.name not in (paths.DEMO_MODEL_NAME, GPT2_SMALL)]
         if extra:  # a classroom build with more checkpoints inside (packaging/build.py --model-dir)
             model.addSeparator()
@@ -369,10 +372,10 @@ class MainWindow(QMainWindow):
         self.toolbar = bar
 
     # ------------------------------------------------------------- commands
-    def start(self, model: str | None = None, prompt: str = "", *, fallback: bool = True) -> None:
-        """Load ``model`` (default: the last one used, else the demo) with ``prompt``."""
+    def start(self, model: str | None = None, prompt: str = "", *, fallback: bool = True, first: str | None = None) -> None:
+        """Load ``model`` (default: the last one used, else ``first``, else the demo) with ``prompt``."""
         if model is None and self.remember:
-            model = self.preferences.value(PREFERENCE_LAST_MODEL, "") or None
+            model = self.preferences.value(PREFERENCE_LAST_MODEL, "") or first
         self.load_model(model, prompt=prompt, fallback=fallback)
 
     def load_model(self, source: str | None, *, prompt: str = "", fallback: bool = False, loaded=None) -> None:

@@ -16,7 +16,7 @@ from .tokens import clip
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m engine",
-        description="Step a GPT-2 through a prompt one token at a time and print each step.",
+        description="Step a language model (GPT-2, Llama, Qwen, GraniteMoe, ...) through a prompt one token at a time and print each step.",
     )
     p.add_argument("--prompt", default=DEFAULT_PROMPT, help=f"text to continue (default: {DEFAULT_PROMPT!r})")
     p.add_argument("--model", default=None, help="model folder or hub id (default: the bundled tiny demo model)")
@@ -31,6 +31,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-cache", action="store_true",
                    help="run the whole sequence through the model at every step, as a model without a KV cache must")
     p.add_argument("--truncate", action="store_true", help="keep the last tokens of a prompt longer than the context, leaving a quarter of it (or 32 tokens) to generate")
+    p.add_argument("--stop", action="append", default=[], metavar="TEXT",
+                   help="stop once the generated text reaches TEXT (repeat for several; the stop message names which)")
+    p.add_argument("--chat", action="store_true",
+                   help="send the prompt as a user turn through the tokenizer's chat template; stops at the end of the turn")
+    p.add_argument("--system", default=None, help="with --chat: a system message before the user turn")
     p.add_argument("--json", action="store_true", help="print one JSON object per step instead of a table")
     p.add_argument("--export", metavar="FILE.npz", help="save the session (see README, 'Session files')")
     return p.parse_args(argv)
@@ -52,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
     from .session_file import save_session
     from .loading import load_model
     from .sampling import SamplingSettings
+    from .chat import chat_prompt_ids
     from .session import Session
 
     settings = SamplingSettings(
@@ -64,12 +70,18 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.steps < 1:
         raise NextTokenError(f"--steps must be at least 1 (got {args.steps}).")  # before the model loads
-    session = Session(load_model(args.model), settings, max_new_tokens=args.steps, use_cache=not args.no_cache)
-    session.set_prompt(args.prompt, truncate=args.truncate)
+    session = Session(load_model(args.model), settings, max_new_tokens=args.steps, use_cache=not args.no_cache,
+                      stop_sequences=args.stop)
+    if args.chat:
+        session.set_prompt_ids(chat_prompt_ids(session.loaded.tokenizer, args.prompt, args.system))
+    else:
+        session.set_prompt(args.prompt, truncate=args.truncate)
     if not args.json:
         print(f"model: {session.info.label}; sampling: {settings.describe()}")
         cache = "KV cache" if session.use_cache else "no KV cache: every step runs the whole sequence"
         print(f"prompt: {len(session.prompt_ids)} tokens; {cache}; u: the draw's random number")
+        if args.chat:
+            print("chat prompt: " + " ".join(session.loaded.tokenizer.piece(i) for i in session.prompt_ids))
         print(f"{'step':>4}  {'token':<14} {'id':>6} {'prob':>7} {'u':>6}  {'top-5 alternatives':<58} {'cached':>6} {'ms':>7}")
     stop = ""
     while True:
@@ -122,6 +134,7 @@ def _json_row(trace) -> str:
             "forward_ms": round(r.forward_ms, 3),
             "step_ms": round(r.step_ms, 3),
             "stop": trace.stop_reason,
+            "stop_message": trace.stop_message,
         },
         ensure_ascii=False,
     )

@@ -76,3 +76,29 @@ def attention(model, implementation: str):
         yield
     finally:
         model.set_attn_implementation(before)
+
+
+def rotated_qk(attn, hidden_states: torch.Tensor, position_embeddings) -> tuple[torch.Tensor, torch.Tensor]:
+    """The query and key of a Llama-design attention module after RoPE, recomputed from its call:
+    ([batch, head, pos, d_head], [batch, kv_head, pos, d_head]).
+
+    transformers applies RoPE with a function (``apply_rotary_pos_emb`` in the model's modeling
+    module), not a module, so there is nothing to hook: this repeats the module's own steps (its
+    projections, Qwen3's per-head q_norm / k_norm, then that same function on the same cos and sin).
+    """
+    import sys
+
+    shape = (*hidden_states.shape[:-1], -1, attn.head_dim)
+    q = attn.q_proj(hidden_states).view(shape)
+    k = attn.k_proj(hidden_states).view(shape)
+    if hasattr(attn, "q_norm"):  # Qwen3: an RMSNorm over each head's d_head values, before RoPE
+        q, k = attn.q_norm(q), attn.k_norm(k)
+    cos, sin = position_embeddings
+    apply = sys.modules[type(attn).__module__].apply_rotary_pos_emb
+    return apply(q.transpose(1, 2), k.transpose(1, 2), cos, sin)
+
+
+def rotary_embeddings(model, positions: torch.Tensor):
+    """(cos, sin), each [1, n, d_head], that the model's rotary embedding gives ``positions`` [n]."""
+    inner = model.model
+    return inner.rotary_emb(inner.embed_tokens.weight[:1], positions[None])

@@ -1,6 +1,7 @@
 """Forward hooks named like TransformerLens, installed for one forward pass and always removed.
 
-``HOOK_POINTS`` is the single table from Hugging Face module paths to hook names. Every name means
+``engine.families`` holds one table per model family from Hugging Face module paths to hook names
+(``HOOK_POINTS`` here is GPT-2's); ``capture`` picks the loaded model's. Every name means
 what it means in TransformerLens 3.x/4.x (components/layer_norm.py, abstract_attention.py,
 mlps/mlp.py, transformer_block.py): ``hook_normalized`` is ``(x - mean) / hook_scale``, before the
 layer norm's weight and bias; ``hook_attn_scores`` is scaled and causally masked (-inf), before the
@@ -20,53 +21,12 @@ from typing import Iterable, Iterator, Mapping
 
 import torch
 
-
-@dataclass(frozen=True)
-class HookPoint:
-    """Where a TransformerLens value lives in a Hugging Face GPT-2.
-
-    module: the module path (``{L}`` for the layer).
-    take: which tensor of the call: "output", "output[0]", "output[1]" (attention weights, only
-        returned by the eager implementation) or "input" (the first positional argument).
-    view: how that tensor becomes the TransformerLens value: "" as it is; "q", "k", "v" one third
-        of ``c_attn``'s output split per head; "heads" split per head; "scale", "normalized" the
-        layer norm's statistics of its input; "scores" q · k x the attention scale, causally masked
-        (needs every key in the same pass: only in a pass without a KV cache).
-    """
-
-    module: str
-    take: str
-    view: str = ""
+from . import hf_compat
+from .families import GPT2_POINTS, HookPoint, family_of
 
 
-_LN = "transformer.h.{L}.ln_1", "transformer.h.{L}.ln_2"
-# TransformerLens name                       HF module, tensor, view                                   shape
-HOOK_POINTS: dict[str, HookPoint] = {
-    "hook_embed": HookPoint("transformer.wte", "output"),  # [batch, pos, d_model]
-    "hook_pos_embed": HookPoint("transformer.wpe", "output"),  # [batch, pos, d_model] (or [1, pos, d_model])
-    "blocks.{L}.hook_resid_pre": HookPoint("transformer.h.{L}", "input"),  # [batch, pos, d_model]
-    "blocks.{L}.ln1.hook_scale": HookPoint(_LN[0], "input", "scale"),  # [batch, pos, 1]
-    "blocks.{L}.ln1.hook_normalized": HookPoint(_LN[0], "input", "normalized"),  # [batch, pos, d_model]
-    "blocks.{L}.ln1.hook_out": HookPoint(_LN[0], "output"),  # [batch, pos, d_model]
-    "blocks.{L}.attn.hook_q": HookPoint("transformer.h.{L}.attn.c_attn", "output", "q"),  # [batch, pos, head, d_head]
-    "blocks.{L}.attn.hook_k": HookPoint("transformer.h.{L}.attn.c_attn", "output", "k"),  # [batch, pos, head, d_head]
-    "blocks.{L}.attn.hook_v": HookPoint("transformer.h.{L}.attn.c_attn", "output", "v"),  # [batch, pos, head, d_head]
-    "blocks.{L}.attn.hook_attn_scores": HookPoint("transformer.h.{L}.attn.c_attn", "output", "scores"),  # [batch, head, query_pos, key_pos]
-    "blocks.{L}.attn.hook_pattern": HookPoint("transformer.h.{L}.attn", "output[1]"),  # [batch, head, query_pos, key_pos]
-    "blocks.{L}.attn.hook_z": HookPoint("transformer.h.{L}.attn.c_proj", "input", "heads"),  # [batch, pos, head, d_head]
-    "blocks.{L}.hook_attn_out": HookPoint("transformer.h.{L}.attn", "output[0]"),  # [batch, pos, d_model]
-    "blocks.{L}.hook_resid_mid": HookPoint(_LN[1], "input"),  # [batch, pos, d_model]
-    "blocks.{L}.ln2.hook_scale": HookPoint(_LN[1], "input", "scale"),  # [batch, pos, 1]
-    "blocks.{L}.ln2.hook_normalized": HookPoint(_LN[1], "input", "normalized"),  # [batch, pos, d_model]
-    "blocks.{L}.ln2.hook_out": HookPoint(_LN[1], "output"),  # [batch, pos, d_model]
-    "blocks.{L}.mlp.hook_pre": HookPoint("transformer.h.{L}.mlp.c_fc", "output"),  # [batch, pos, d_mlp]
-    "blocks.{L}.mlp.hook_post": HookPoint("transformer.h.{L}.mlp.act", "output"),  # [batch, pos, d_mlp]
-    "blocks.{L}.hook_mlp_out": HookPoint("transformer.h.{L}.mlp", "output"),  # [batch, pos, d_model]
-    "blocks.{L}.hook_resid_post": HookPoint("transformer.h.{L}", "output"),  # [batch, pos, d_model]
-    "ln_final.hook_scale": HookPoint("transformer.ln_f", "input", "scale"),  # [batch, pos, 1]
-    "ln_final.hook_normalized": HookPoint("transformer.ln_f", "input", "normalized"),  # [batch, pos, d_model]
-    "ln_final.hook_out": HookPoint("transformer.ln_f", "output"),  # [batch, pos, d_model]
-}
+# GPT-2's table; every family's table is in engine.families (one table per family).
+HOOK_POINTS = GPT2_POINTS
 
 
 @dataclass(frozen=True)
@@ -86,10 +46,10 @@ class Keep:
 ALL = Keep()
 
 
-def hook_table(n_layers: int) -> dict[str, HookPoint]:
-    """HOOK_POINTS with ``{L}`` expanded for every layer: hook name -> point with its module path."""
+def hook_table(n_layers: int, points: Mapping[str, HookPoint] = HOOK_POINTS) -> dict[str, HookPoint]:
+    """``points`` (a family's table) with ``{L}`` expanded for every layer: hook name -> point with its module path."""
     table = {}
-    for name, point in HOOK_POINTS.items():
+    for name, point in points.items():
         layers = range(n_layers) if "{L}" in name else [None]
         for layer in layers:
             table[name.format(L=layer)] = HookPoint(point.module.format(L=layer), point.take, point.view)
@@ -105,12 +65,16 @@ def _expand(keep: Mapping[str, Keep] | Iterable[str], n_layers: int) -> dict[str
     return out
 
 
-def _take(inputs, output, take: str) -> torch.Tensor:
+def _take(args, kwargs, output, take: str):
     if take == "input":
-        return inputs[0]
+        return args[0] if args else kwargs["hidden_states"]
+    if take == "call":  # the attention module's input and (cos, sin): what its RoPE function reads
+        return (args[0] if args else kwargs["hidden_states"]).detach(), kwargs["position_embeddings"]
     if take == "output":
-        return output[0] if isinstance(output, tuple) else output
-    return output[0] if take == "output[0]" else output[1]
+        output = output[0] if isinstance(output, tuple) else output
+    else:  # "output[i]"
+        output = output[int(take[len("output["):-1])]
+    return output.detach()
 
 
 def _rows(t: torch.Tensor, rows, dim: int) -> torch.Tensor:
@@ -121,7 +85,20 @@ def _rows(t: torch.Tensor, rows, dim: int) -> torch.Tensor:
     return t.index_select(dim, rows)
 
 
-def _view(t: torch.Tensor, view: str, rows, module) -> torch.Tensor:
+def _masked_scores(q: torch.Tensor, k: torch.Tensor, rows, scaling: float) -> torch.Tensor:
+    """[batch, head, query_pos, key_pos] like TransformerLens: q · k x scaling, masked with -inf above
+    the diagonal. q [batch, head, pos, d_head]; k [batch, kv_head, pos, d_head] (each key head serves
+    head / kv_head query heads in a row, as transformers' repeat_kv and TransformerLens's
+    repeat_interleave do)."""
+    k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
+    n = q.shape[2]
+    query_pos = _rows(torch.arange(n), rows, 0)
+    scores = torch.matmul(_rows(q, rows, 2), k.transpose(-1, -2)) * scaling
+    future = torch.arange(n)[None, :] > query_pos[:, None]  # [query, key]
+    return scores.masked_fill(future, float("-inf"))
+
+
+def _view(t, view: str, rows, module) -> torch.Tensor:
     """The TransformerLens value of ``t`` (the taken tensor, every position), rows kept."""
     if view == "":
         return _rows(t, rows, 2 if t.ndim == 4 else 1)  # 4-D: attention weights [batch, head, query, key]
@@ -130,26 +107,34 @@ def _view(t: torch.Tensor, view: str, rows, module) -> torch.Tensor:
         x = x - x.mean(-1, keepdim=True)
         scale = (x.pow(2).mean(-1, keepdim=True) + module.eps).sqrt()  # [batch, pos, 1]
         return scale if view == "scale" else x / scale
+    if view in ("rms_scale", "rms_normalized"):  # RMSNorm: no mean subtracted
+        x = _rows(t, rows, 1)
+        scale = (x.float().pow(2).mean(-1, keepdim=True) + module.variance_epsilon).sqrt()  # [batch, pos, 1]
+        return scale if view == "rms_scale" else x / scale
+    if view in ("per_position", "softmax"):  # a router's [batch x pos, ...] output; batch is 1
+        x = _rows(t.reshape(1, t.shape[0], -1), rows, 1)
+        return x if view == "per_position" else torch.softmax(x.float(), dim=-1)
+    if isinstance(t, tuple):  # "call": the Llama design's attention call (rot_q, rot_k, scores)
+        q, k = hf_compat.rotated_qk(module, *t)  # [batch, head, pos, d_head], [batch, kv_head, pos, d_head]
+        if view == "scores":
+            return _masked_scores(q, k, rows, module.scaling)
+        return _rows((q if view == "rot_q" else k).transpose(1, 2), rows, 1)  # [batch, pos, head, d_head]
     d_head = module.head_dim if hasattr(module, "head_dim") else None
-    if view == "heads":  # c_proj's input: the heads' outputs side by side
+    if view == "heads":  # a projection's output (or c_proj's / o_proj's input) split per head
         x = _rows(t, rows, 1)
         return x.reshape(*x.shape[:-1], -1, d_head)
-    q, k, v = t.split(t.shape[-1] // 3, dim=-1)  # c_attn's output: [batch, pos, 3 d_model]
+    q, k, v = t.split(t.shape[-1] // 3, dim=-1)  # GPT-2's c_attn output: [batch, pos, 3 d_model]
     if view in ("q", "k", "v"):
         x = _rows({"q": q, "k": k, "v": v}[view], rows, 1)
         return x.reshape(*x.shape[:-1], -1, d_head)
     # "scores": [batch, head, query_pos, key_pos], like TransformerLens: scaled, masked with -inf
     q = q.reshape(*q.shape[:-1], -1, d_head).transpose(1, 2)  # [batch, head, pos, d_head]
     k = k.reshape(*k.shape[:-1], -1, d_head).transpose(1, 2)
-    query_pos = torch.arange(t.shape[1])
-    q, query_pos = _rows(q, rows, 2), _rows(query_pos, rows, 0)
-    scores = torch.matmul(q, k.transpose(-1, -2)) * module.scaling
-    future = torch.arange(t.shape[1])[None, :] > query_pos[:, None]  # [query, key]
-    return scores.masked_fill(future, float("-inf"))
+    return _masked_scores(q, k, rows, module.scaling)
 
 
-# A view that needs the attention module (its head_dim and scaling) rather than the hooked one.
-_OWNER = {"q": "attn", "k": "attn", "v": "attn", "heads": "attn", "scores": "attn"}
+# Views that need the attention module (its head_dim and scaling) rather than the hooked projection.
+_OWNER = {"q", "k", "v", "heads"} | {"scores"}
 
 
 @contextmanager
@@ -166,11 +151,12 @@ def capture(
     finishes, so the float32 one is freed at once instead of all L of them living until the pass
     ends (at a 1,024-token prefill of GPT-2 small that is 600 MB, and fresh pages for each layer).
     """
+    points = family_of(model).points
     if keep is None:
-        keep = ["hook_embed", "hook_pos_embed", "blocks.0.hook_resid_pre", "blocks.{L}.attn.hook_pattern",
-                "blocks.{L}.hook_resid_post", "ln_final.hook_out"]
+        keep = [name for name in ("hook_embed", "hook_pos_embed", "blocks.0.hook_resid_pre", "blocks.{L}.attn.hook_pattern",
+                                  "blocks.{L}.hook_resid_post", "ln_final.hook_out") if name in points]
     wanted = _expand(keep, n_layers)
-    table = hook_table(n_layers)
+    table = hook_table(n_layers, points)
     by_module: dict[str, list[tuple[str, HookPoint, Keep]]] = {}
     for name, k in wanted.items():
         point = table[name]  # KeyError names an unknown hook
@@ -181,19 +167,19 @@ def capture(
         for path, entries in by_module.items():
             module = model.get_submodule(path)
             owner = module
-            if any(_OWNER.get(p.view) for _, p, _ in entries):
-                owner = model.get_submodule(path.rsplit(".", 1)[0])  # transformer.h.{L}.attn
+            if any(p.view in _OWNER and p.take != "call" for _, p, _ in entries):
+                owner = model.get_submodule(path.rsplit(".", 1)[0])  # transformer.h.{L}.attn, model.layers.{L}.self_attn
 
-            def hook(_module, inputs, output, entries=entries, owner=owner):
+            def hook(_module, args, kwargs, output, entries=entries, owner=owner):
                 for name, point, k in entries:
-                    value = _view(_take(inputs, output, point.take).detach(), point.view, k.rows, owner)
+                    value = _view(_take(args, kwargs, output, point.take), point.view, k.rows, owner)
                     if k.dtype is not None:
                         value = value.to(k.dtype)
                     elif k.rows is not None:
                         value = value.clone()  # a view of a few rows would keep the whole tensor alive
                     records[name] = value
 
-            handles.append(module.register_forward_hook(hook))
+            handles.append(module.register_forward_hook(hook, with_kwargs=True))
         yield records
     finally:
         for handle in handles:

@@ -18,9 +18,22 @@ class ModelInfo:
     vocab_size: int
     n_params: int
     is_demo: bool
+    family: str = "GPT-2"  # engine.families.Family.name
+    n_kv_heads: int = 0  # key/value heads (fewer than n_head with grouped heads); 0: n_head
+    d_head: int = 0  # 0: d_model // n_head
+
+    @property
+    def kv_heads(self) -> int:
+        return self.n_kv_heads or self.n_head
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_head or self.d_model // self.n_head
 
     @property
     def label(self) -> str:
         size = f"{self.n_params / 1e6:.0f}M" if self.n_params >= 1e6 else f"{self.n_params / 1e3:.0f}K"
         demo = "tiny demo model, " if self.is_demo else ""
-        return f"{self.name} ({demo}{self.n_layer} layers, {self.n_head} heads, {size} parameters)"
+        family = "" if self.family == "GPT-2" else f"{self.family}, "
+        heads = f"{self.n_head} heads" if self.kv_heads == self.n_head else f"{self.n_head} heads sharing {self.kv_heads} key/value heads"
+        return f"{self.name} ({family}{demo}{self.n_layer} layers, {heads}, {size} parameters)"

@@ -120,6 +120,8 @@ def inside(session, step: int | None = None, position: int | None = None, *,
     """
     s, p, ids, next_id = _resolve(session, step, position)
     model, info = session.require_model("recompute the path"), session.info
+    if info.family != "GPT-2":  # the path below is GPT-2's (ln_1, c_attn, position embeddings)
+        raise SessionError(f"The Inside view shows GPT-2 models so far; {info.name} is a {info.family} model.")
     n_layers = info.n_layer
     layers_kv = tuple(range(n_layers)) if kv_layers is None else tuple(sorted(set(kv_layers)))
     last = hooks.Keep(rows=slice(-1, None))  # position p is the pass's last position either way
@@ -208,6 +210,8 @@ def inside_arrays(session) -> dict[str, np.ndarray]:
     [L, H, r + 1]; attn_out_s, resid_mid_s, mlp_out_s [L, d]; mlp_pre_s, mlp_post_s [L, m];
     lens_ids_s int64 / lens_logits_s [L + 1, 10]; and final_hidden [S, d] as each step recorded it.
     """
+    if session.info.family != "GPT-2":
+        raise SessionError(f"The export's path arrays are GPT-2's so far; {session.info.name} is a {session.info.family} model.")
     records = session.records
     model, n_layers = session.loaded.model, session.info.n_layer
     ids = session.token_ids()[: records[-1].end]

@@ -1,7 +1,7 @@
-"""Load a GPT-2-family checkpoint from a local folder or a Hugging Face hub id.
+"""Load a checkpoint of a supported family (engine.families) from a local folder or a Hugging Face hub id.
 
 ``load_model`` checks what it can before transformers sees the files, so that each failure becomes
-one ModelLoadError sentence: folder missing, not a model folder, not GPT-2, weights truncated or
+one ModelLoadError sentence: folder missing, not a model folder, not a supported family, weights truncated or
 corrupt, tokenizer missing or not matching the model, hub id offline and not cached.
 """
 
@@ -19,7 +19,7 @@ from typing import Callable
 
 import torch
 
-from . import paths
+from . import families, paths
 from .errors import ModelLoadError
 from .info import ModelInfo
 from .projection import Projection
@@ -41,13 +41,12 @@ HUB_FILES = [
     "merges.txt",
     "special_tokens_map.json",
 ]
-GPT2_TYPES = {"gpt2"}
 TOKENIZER_ANY_OF = ("tokenizer.json", "vocab.json")  # a folder with neither has no tokenizer
 
 
 @dataclass
 class LoadedModel:
-    """A GPT-2 in eval mode with the eager attention implementation, its tokenizer and its info.
+    """A model in eval mode with the eager attention implementation, its tokenizer and its info.
 
     ``projection`` is the model's fixed PCA basis, fitted on first use and then kept here, with
     the weights it was fitted on. A session reopened from a file without its model has
@@ -100,7 +99,7 @@ def load_model(
     *,
     progress: ProgressCallback | None = None,
 ) -> LoadedModel:
-    """Load a GPT-2 model: None for the bundled demo, a folder path, or a name such as ``gpt2``.
+    """Load a model: None for the bundled demo, a folder path, or a name such as ``gpt2``.
 
     A name is looked up first among the models bundled in resources/models/ (so a classroom build
     with GPT-2 small inside works offline), then in the Hugging Face cache, then downloaded.
@@ -123,16 +122,16 @@ def bundled_model(name: str) -> Path | None:
 
 
 def load_folder(folder: Path, *, name: str | None = None, is_demo: bool = False) -> LoadedModel:
-    """Load a Hugging Face GPT-2 folder after checking its files."""
+    """Load a Hugging Face model folder of a supported family after checking its files."""
     folder = Path(folder)
     name = name or folder.name
     config = check_folder(folder)
-    from transformers import AutoTokenizer, GPT2LMHeadModel
+    from transformers import AutoModelForCausalLM
 
     silence_libraries()
 
     try:
-        model, loading_info = GPT2LMHeadModel.from_pretrained(
+        model, loading_info = AutoModelForCausalLM.from_pretrained(
             folder,
             attn_implementation="eager",  # attention weights are only returned by the eager path
             dtype=torch.float32,
@@ -150,6 +149,13 @@ def load_folder(folder: Path, *, name: str | None = None, is_demo: bool = False)
         )
     if not all(torch.isfinite(p).all() for p in model.parameters()):
         raise ModelLoadError(f"The weights in {folder} hold NaN or infinite values: the file is corrupt.")
+    return wrap_model(model, folder, name=name, is_demo=is_demo)
+
+
+def wrap_model(model, folder: Path, *, name: str, is_demo: bool = False) -> LoadedModel:
+    """A loaded transformers model (eager attention) with the tokenizer in ``folder``, checked, and its info."""
+    from transformers import AutoTokenizer
+
     model.eval()
     try:
         hf_tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
@@ -158,16 +164,20 @@ def load_folder(folder: Path, *, name: str | None = None, is_demo: bool = False)
     tokenizer = Tokenizer(hf_tokenizer)
     cfg = model.config
     check_tokenizer(tokenizer, cfg, folder)
+    n_head = cfg.num_attention_heads
     info = ModelInfo(
         name=name,
         source=str(folder),
-        n_layer=cfg.n_layer,
-        n_head=cfg.n_head,
-        d_model=cfg.n_embd,
-        n_positions=cfg.n_positions,
+        n_layer=cfg.num_hidden_layers,
+        n_head=n_head,
+        d_model=cfg.hidden_size,
+        n_positions=cfg.max_position_embeddings,
         vocab_size=cfg.vocab_size,
         n_params=sum(p.numel() for p in model.parameters()),
         is_demo=is_demo,
+        family=families.family_of(model).name,
+        n_kv_heads=getattr(cfg, "num_key_value_heads", None) or n_head,
+        d_head=getattr(cfg, "head_dim", None) or cfg.hidden_size // n_head,
     )
     return LoadedModel(model=model, tokenizer=tokenizer, info=info)
 
@@ -176,18 +186,20 @@ TOKENIZER_PROBE = "Hello, World! naïve 🐈 \t\n<|endoftext|> 42"
 
 
 def check_tokenizer(tokenizer: Tokenizer, cfg, folder: Path) -> None:
-    """Raise ModelLoadError if the tokenizer is not a GPT-2 byte-level tokenizer for this model's vocabulary."""
+    """Raise ModelLoadError if the tokenizer is not a byte-level BPE tokenizer for this model's vocabulary."""
     mismatch = f"The tokenizer in {folder} does not match the model"
     if tokenizer.vocab_size > cfg.vocab_size:
         raise ModelLoadError(
             f"{mismatch}: it has {tokenizer.vocab_size:,} tokens but the model's embedding has {cfg.vocab_size:,} rows."
         )
     if tokenizer.eos_id is None:
-        raise ModelLoadError(f"{mismatch}: it has no <|endoftext|> token.")
-    if getattr(cfg, "eos_token_id", None) is not None and tokenizer.eos_id != cfg.eos_token_id:
+        raise ModelLoadError(f"{mismatch}: it has no end-of-text token.")
+    model_eos = getattr(cfg, "eos_token_id", None)
+    model_eos = [model_eos] if isinstance(model_eos, int) else list(model_eos or [])
+    if model_eos and tokenizer.eos_id not in model_eos:
         raise ModelLoadError(
-            f"{mismatch}: its <|endoftext|> token is id {tokenizer.eos_id:,} but the model's is id "
-            f"{cfg.eos_token_id:,}, so the two come from different vocabularies."
+            f"{mismatch}: its {tokenizer.hf.eos_token} token is id {tokenizer.eos_id:,} but the model's is id "
+            f"{model_eos[0]:,}, so the two come from different vocabularies."
         )
     back = tokenizer.decode(tokenizer.encode(TOKENIZER_PROBE))
     if back != TOKENIZER_PROBE:
@@ -212,11 +224,8 @@ def check_folder(folder: Path) -> dict:
     if not isinstance(config, dict):
         raise ModelLoadError(f"The config.json in {folder} is not a JSON object.")
     model_type = config.get("model_type")
-    if model_type not in GPT2_TYPES:
-        raise ModelLoadError(
-            f"{folder} holds a {model_type or 'unknown'} model; nexttoken shows GPT-2 family models only "
-            "(gpt2, distilgpt2, gpt2-medium, ...)."
-        )
+    if families.family_of_type(model_type) is None:
+        raise ModelLoadError(f"{folder} holds a {model_type or 'unknown'} model; {families.SUPPORTED_SENTENCE}.")
     shards = sorted(folder.glob("*.safetensors"))
     if not shards and not (folder / "pytorch_model.bin").exists():
         raise ModelLoadError(f"{folder} has no weights (no .safetensors file).")

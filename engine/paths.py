@@ -7,6 +7,7 @@ from importlib import resources
 from pathlib import Path
 
 DEMO_MODEL_NAME = "gpt2-tiny-demo"
+OFFLINE_MODEL_NAME = "SmolLM2-135M-Instruct"  # written by scripts/fetch_smollm2.py (scripts/setup.sh)
 
 
 def resources_dir() -> Path:
@@ -45,3 +46,14 @@ def bundled_model_dirs() -> list[Path]:
         return []
     found = sorted((d for d in models.iterdir() if (d / "config.json").is_file()), key=lambda d: d.name.lower())
     return sorted(found, key=lambda d: d.name != DEMO_MODEL_NAME)  # stable: keeps the name order
+
+
+def offline_model_dir() -> Path:
+    """Where scripts/fetch_smollm2.py writes SmolLM2-135M-Instruct: ``models/`` in the checkout (ignored by git)."""
+    return resources_dir().parent / "models" / OFFLINE_MODEL_NAME
+
+
+def offline_model() -> Path | None:
+    """The SmolLM2-135M-Instruct folder when it has been fetched, else None (the demo is the first model then)."""
+    folder = offline_model_dir()
+    return folder if (folder / "config.json").is_file() else None

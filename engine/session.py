@@ -11,7 +11,7 @@ from time import perf_counter
 import numpy as np
 import torch
 
-from . import hf_compat, hooks, sampling
+from . import families, hf_compat, hooks, sampling
 from .branches import ROOT, BranchTable, BranchTree
 from .memory import release_freed_memory
 from .defaults import truncation_keeps
@@ -39,10 +39,19 @@ STEP_HOOKS = {
     "ln_final.hook_out": _NEWEST,
 }
 
+
+
+def step_hooks(model) -> dict[str, hooks.Keep]:
+    """STEP_HOOKS that exist in ``model``'s family (a RoPE model has no hook_pos_embed)."""
+    points = families.family_of(model).points
+    return {name: keep for name, keep in STEP_HOOKS.items() if name.replace("blocks.0.", "blocks.{L}.") in points}
+
+
 STOP_MESSAGES = {
-    "end_of_text": "Stopped: the model chose <|endoftext|>.",
+    "end_of_text": "Stopped: the model chose {eos}.",  # <|endoftext|>; an instruct model's end of turn, <|im_end|>
     "max_new_tokens": "Stopped: reached the limit of {limit} new tokens.",
     "context_full": "Stopped: the context window of {capacity} positions is full.",
+    "stop_sequence": "Stopped: the text reached the stop sequence {sequence!r}.",
 }
 
 
@@ -72,12 +81,16 @@ class Session:
         *,
         max_new_tokens: int | None = None,
         use_cache: bool = True,
+        stop_sequences: tuple[str, ...] | list[str] = (),
     ):
         self.loaded = loaded
         self.settings = settings or SamplingSettings()
         if max_new_tokens is not None and max_new_tokens < 1:
             raise SessionError(f"max_new_tokens must be at least 1 (got {max_new_tokens})")
         self.max_new_tokens = max_new_tokens
+        if any(not isinstance(text, str) or not text for text in stop_sequences):
+            raise SessionError("A stop sequence must be at least one character of text.")
+        self.stop_sequences = tuple(stop_sequences)  # generation stops once the text it writes reaches one
         self._prompt_ids: list[int] = []
         self._records: list[StepRecord] = []  # the current path's records, prefill first
         self._path: list[int] = []  # their node ids in the tree
@@ -133,17 +146,19 @@ class Session:
         return hf_compat.copy_prefix(self._cache, length, self.loaded.model.config)
 
     def cached_kv(self, layer: int, head: int) -> tuple[np.ndarray, np.ndarray]:
-        """(keys, values), each float32 [T, dh]: what the KV cache holds for one layer and head, one
-        row per cached position (T = 0 when nothing is cached)."""
+        """(keys, values), each float32 [T, dh]: what the KV cache holds for one layer and query head, one
+        row per cached position (T = 0 when nothing is cached). With grouped heads that is the
+        key/value head the query head shares: head // (n_head / n_kv_heads)."""
         info = self.info
         if not (0 <= layer < info.n_layer and 0 <= head < info.n_head):
             raise SessionError(f"There is no layer {layer}, head {head} (layers 0 to {info.n_layer - 1}, heads 0 to {info.n_head - 1}).")
         layers = hf_compat.layer_tensors(self._cache)
         if not layers:
-            empty = np.zeros((0, info.d_model // info.n_head), dtype=np.float32)
+            empty = np.zeros((0, info.head_dim), dtype=np.float32)
             return empty, empty.copy()
-        keys, values = layers[layer]  # [batch, heads, T, dh]
-        return keys[0, head].float().numpy().copy(), values[0, head].float().numpy().copy()
+        keys, values = layers[layer]  # [batch, kv_heads, T, dh]
+        kv_head = head // (info.n_head // info.kv_heads)  # query heads share key/value heads in runs
+        return keys[0, kv_head].float().numpy().copy(), values[0, kv_head].float().numpy().copy()
 
     def query(self, layer: int, head: int, step: int | None = None) -> np.ndarray:
         """float32 [dh]: the query of the newest position computed at ``step`` (default: the latest)
@@ -154,10 +169,17 @@ class Session:
         if not (0 <= layer < info.n_layer and 0 <= head < info.n_head):
             raise SessionError(f"There is no layer {layer}, head {head} (layers 0 to {info.n_layer - 1}, heads 0 to {info.n_head - 1}).")
         record = self.trace(step).record if step is not None else self._current("read a query")
-        block = self.require_model("compute a query").transformer.h[layer]
-        dh = info.d_model // info.n_head
+        model = self.require_model("compute a query")
+        dh = info.head_dim
+        x = torch.from_numpy(record.resid[layer, -1:])  # [1, d]: block L's input (resid[L] is its resid_pre)
         with torch.inference_mode():
-            x = torch.from_numpy(record.resid[layer, -1:])  # [1, d]: block L's input (resid[L] is its resid_pre)
+            if families.family_of(model).rope:  # the rotated query, at this position: what meets the cached keys
+                block = model.model.layers[layer]
+                position = torch.tensor([record.end - 1])
+                rope = hf_compat.rotary_embeddings(model, position)
+                q, _ = hf_compat.rotated_qk(block.self_attn, block.input_layernorm(x)[None], rope)  # [1, H, 1, dh]
+                return q[0, head, 0].float().numpy().copy()
+            block = model.transformer.h[layer]
             q = block.attn.c_attn(block.ln_1(x))[0, : info.d_model]  # [d]: queries of every head
         return q[head * dh : (head + 1) * dh].float().numpy().copy()
 
@@ -264,16 +286,40 @@ class Session:
         if not self._records:
             return None, ""
         last = self._records[-1]
+        sequence = self.stop_sequence_reached()
         if last.chosen == self.loaded.tokenizer.eos_id:
             reason = "end_of_text"
+        elif sequence is not None:
+            reason = "stop_sequence"
         elif self.max_new_tokens is not None and len(self._records) >= self.max_new_tokens:
             reason = "max_new_tokens"
         elif last.end + 1 > self.info.n_positions:
             reason = "context_full"
         else:
             return None, ""
-        message = STOP_MESSAGES[reason].format(limit=self.max_new_tokens, capacity=self.info.n_positions)
+        eos = getattr(self.loaded.tokenizer.hf, "eos_token", None) or "<|endoftext|>"
+        message = STOP_MESSAGES[reason].format(limit=self.max_new_tokens, capacity=self.info.n_positions, eos=eos,
+                                               sequence=sequence)
         return reason, message
+
+    def stop_sequence_reached(self) -> str | None:
+        """The first of ``stop_sequences`` whose bytes end within the newest token's, else None.
+
+        Checked after every step, so each occurrence is found by the step whose token completes it;
+        a stop sequence may span several tokens, and the prompt before them (never the prompt alone).
+        """
+        if not self._records or not self.stop_sequences:
+            return None
+        token_bytes = self.loaded.tokenizer.token_bytes
+        ids = self._prompt_ids + [r.chosen for r in self._records]
+        for sequence in self.stop_sequences:
+            wanted = sequence.encode("utf-8")
+            tail = [token_bytes(i) for i in ids[-len(wanted):]]  # every token is at least one byte
+            text = b"".join(tail)
+            found = text.rfind(wanted)
+            if found >= 0 and found + len(wanted) > len(text) - len(tail[-1]):
+                return sequence
+        return None
 
     def step(self) -> StepTrace:
         """Run the next forward pass (prefill first) and choose a token."""
@@ -315,7 +361,7 @@ class Session:
         if not self._use_cache:
             self._cache = None
         try:
-            with torch.inference_mode(), hooks.capture(model, n_layers, STEP_HOOKS) as rec:
+            with torch.inference_mode(), hooks.capture(model, n_layers, step_hooks(model)) as rec:
                 t_fwd = perf_counter()
                 logits, self._cache = hf_compat.forward(
                     model, torch.tensor([fed], dtype=torch.long), self._cache, use_cache=self._use_cache
@@ -372,7 +418,7 @@ class Session:
         if not layers:  # no cache: every layer holds 0 positions
             zeros = np.zeros(self.info.n_layer, dtype=np.int64)
             itemsize = self.loaded.model.dtype.itemsize
-            return KVStats(zeros, zeros.copy(), 0, itemsize, self.info.d_model, self.info.n_positions)
+            return KVStats(zeros, zeros.copy(), 0, itemsize, self.info.d_model, self.info.n_positions, *self._kv_widths())
         keys = np.array([k.shape[-2] for k, _ in layers], dtype=np.int64)
         values = np.array([v.shape[-2] for _, v in layers], dtype=np.int64)
         per_layer = np.array([k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in layers], dtype=np.int64)
@@ -383,7 +429,14 @@ class Session:
             bytes_per_value=layers[0][0].element_size() if layers else 4,
             d_model=self.info.d_model,
             capacity=self.info.n_positions,
+            kv_width=self._kv_widths()[0],
+            full_width=self._kv_widths()[1],
         )
+
+    def _kv_widths(self) -> tuple[int, int]:
+        """Values cached per position, layer and keys-or-values (n_kv_heads x d_head), and what full
+        heads would cache (n_head x d_head)."""
+        return self.info.kv_heads * self.info.head_dim, self.info.n_head * self.info.head_dim
 
     # ------------------------------------------------------- changing history
     def rewind(self, step: int) -> StepTrace | None:
@@ -475,7 +528,7 @@ def _step_arrays(rec: dict[str, torch.Tensor], n_layers: int, d: int, n: int, lo
     )  # [L + 1, n, d]
     return dict(
         token_embed=_rows(rec["hook_embed"].reshape(-1, d), n).float().numpy(),  # [n, d]
-        pos_embed=_rows(rec["hook_pos_embed"].reshape(-1, d), n).float().numpy(),  # [n, d]
+        pos_embed=_pos_embed(rec, d, n),  # [n, d]
         attn=attn.numpy(),
         resid=resid.float().numpy(),  # [L + 1, n, d]
         attn_out=torch.cat([rec[f"blocks.{i}.hook_attn_out"][0] for i in layers]).numpy(),  # [L, d] float16
@@ -483,6 +536,14 @@ def _step_arrays(rec: dict[str, torch.Tensor], n_layers: int, d: int, n: int, lo
         final_hidden=rec["ln_final.hook_out"][0, -1].float().numpy().copy(),  # [d]
         logits=logits[0, -1].float().numpy().copy(),  # [V]
     )
+
+
+def _pos_embed(rec: dict[str, torch.Tensor], d: int, n: int) -> np.ndarray:
+    """float32 [n, d]: hook_pos_embed; zeros for a RoPE model, which adds no position vector to the
+    residual stream (its positions are rotations of each query and key)."""
+    if "hook_pos_embed" not in rec:
+        return np.zeros((n, d), dtype=np.float32)
+    return _rows(rec["hook_pos_embed"].reshape(-1, d), n).float().numpy()
 
 
 def _rows(t: torch.Tensor, n: int, dim: int = -2) -> torch.Tensor:

@@ -23,8 +23,12 @@ class KVStats:
     """The KV cache after a step.
 
     key_positions, value_positions: int64 [L], positions cached per layer.
-    total_bytes == 2 x layers x positions x d_model x bytes_per_value.
+    total_bytes == 2 x layers x positions x kv_width x bytes_per_value.
     capacity: the model's context window in positions.
+    kv_width: values cached per position and layer, for keys and again for values: n_kv_heads x
+        d_head (0: d_model, GPT-2's full heads). Grouped heads cache fewer.
+    full_width: n_head x d_head, what every query head having its own key/value head would cache
+        (0: d_model).
     """
 
     key_positions: np.ndarray
@@ -33,6 +37,22 @@ class KVStats:
     bytes_per_value: int
     d_model: int
     capacity: int
+    kv_width: int = 0
+    full_width: int = 0
+
+    @property
+    def width(self) -> int:
+        return self.kv_width or self.d_model
+
+    @property
+    def bytes_per_position(self) -> int:
+        """Bytes one position adds to the cache over every layer: 2 x L x kv_width x bytes_per_value."""
+        return 2 * len(self.key_positions) * self.width * self.bytes_per_value
+
+    @property
+    def full_heads_bytes_per_position(self) -> int:
+        """What one position would take if every query head had its own key and value head."""
+        return 2 * len(self.key_positions) * (self.full_width or self.d_model) * self.bytes_per_value
 
     @property
     def positions(self) -> int:
@@ -42,7 +62,7 @@ class KVStats:
         """The byte count written out, e.g. ``2 x 4 layers x 12 positions x 256 x 4 B = 98,304 B``."""
         layers = len(self.key_positions)
         return (
-            f"2 × {layers} layers × {self.positions} positions × {self.d_model} × "
+            f"2 × {layers} layers × {self.positions} positions × {self.width} × "
             f"{self.bytes_per_value} B = {self.total_bytes:,} B"
         )
 
@@ -124,8 +144,9 @@ class StepTrace:
     candidate_ids: int64 [K], the K most likely next tokens by penalised logit, best first (the
         order of the final distribution too: temperature keeps it and the filters cut its tail);
         candidate_pieces: their readable text.
-    stop_reason: None while generation can go on, else "end_of_text", "max_new_tokens" or
-        "context_full"; stop_message says it in words.
+    stop_reason: None while generation can go on, else "end_of_text", "stop_sequence",
+        "max_new_tokens" or "context_full"; stop_message says it in words (for "stop_sequence":
+        which one).
     """
 
     record: StepRecord

@@ -37,7 +37,7 @@ def test_local_folder(tiny_model, tiny_dir):
         ("missing", "does not exist"),
         ("no_config", "no config.json"),
         ("bad_json", "not valid JSON"),
-        ("not_gpt2", "holds a llama model; nexttoken shows GPT-2 family models only"),
+        ("not_gpt2", "holds a bert model; nexttoken steps GPT-2 .*, the Llama family .*Qwen3, and the mixture-of-experts"),
         ("no_weights", "has no weights"),
         ("truncated", "is truncated"),
         ("bad_header", "is corrupt"),
@@ -57,7 +57,7 @@ def test_broken_folders_say_what_is_wrong(tmp_path, breakage, words):
         (folder / "config.json").write_text("{not json")
     elif breakage == "not_gpt2":
         config = json.loads((folder / "config.json").read_text())
-        (folder / "config.json").write_text(json.dumps(config | {"model_type": "llama"}))
+        (folder / "config.json").write_text(json.dumps(config | {"model_type": "bert"}))
     elif breakage == "no_weights":
         weights.unlink()
     elif breakage == "truncated":
