@@ -113,6 +113,8 @@ def make_deb(app_dir: Path, dist: Path, version: str, stem: str = NAME) -> Path:
     for path in [stage, *stage.rglob("*")]:  # dpkg-deb keeps modes: 755 folders, 644 data, 755 programs
         if path.is_dir() and not path.is_symlink():
             path.chmod(0o755)
+        elif path.is_file() and not path.is_symlink():  # readable by every user (a 0600 model file would not be)
+            path.chmod(path.stat().st_mode | 0o644)
     (stage / "DEBIAN").mkdir()
     depends, recommends = system_packages(app_dir)
     (stage / "DEBIAN" / "control").write_text(control(version, arch, installed_size_kib(stage), depends, recommends))

@@ -47,6 +47,7 @@ def to_float16(source: Path, target: Path) -> Path:
     tensors = load_file(str(source))
     half = {k: (t.to(torch.float16) if t.is_floating_point() else t).contiguous() for k, t in tensors.items()}
     save_file(half, str(target), metadata={"format": "pt"})
+    Path(target).chmod(0o644)  # save_file leaves 0600: every user of an installed app must read it
     return target
 
 
