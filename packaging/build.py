@@ -2,8 +2,10 @@
 
     python packaging/build.py                      # dist/nexttoken/ (+ dist/nexttoken.app on macOS)
     python packaging/build.py --model-dir ~/gpt2   # also bundle a local GPT-2 folder, for offline use
+    python packaging/build.py --classroom gpt2     # the classroom variant: bundle gpt2/ and open it by default
     python packaging/build.py --tarball            # Linux: also dist/nexttoken-<version>-linux-<arch>.tar.gz
     python packaging/build.py --deb                # Linux: also dist/nexttoken_<version>_<arch>.deb (packaging/deb.py)
+    python packaging/build.py --appimage           # Linux: also dist/nexttoken-<version>-<arch>.AppImage (packaging/appimage.py)
     python packaging/build.py --dmg                # macOS: also dist/nexttoken-<version>-macos-<arch>.dmg
     python packaging/build.py --if-changed         # skip PyInstaller when nothing it depends on changed
 
@@ -33,10 +35,12 @@ APP_NAME = "nexttoken"
 SOURCE_DIRS = ("app", "engine", "packaging", "resources")
 SOURCE_FILES = ("pyproject.toml",)
 # Files that only shape the installers made from the folder, not the folder: not in the fingerprint.
-INSTALLER_FILES = ("packaging/deb.py", "packaging/linux", "packaging/nexttoken.iss")
+INSTALLER_FILES = ("packaging/deb.py", "packaging/linux", "packaging/nexttoken.iss", "packaging/appimage.py",
+                   "packaging/clean_root_test.sh", "packaging/fetch_gpt2.py")
 PACKAGES = ("torch", "transformers", "tokenizers", "PySide6-Essentials", "pyqtgraph", "numpy", "pyinstaller",
             "pyinstaller-hooks-contrib", "huggingface_hub", "safetensors", "platformdirs")
 STAMP_NAME = "nexttoken-build-stamp.json"
+HDIUTIL_TRIES = 5
 
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "packaging"))
@@ -49,15 +53,26 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[
     p = argparse.ArgumentParser(prog="packaging/build.py", description=__doc__.split("\n")[0])
     p.add_argument("--model-dir", action="append", default=[], type=Path, metavar="PATH",
                    help="a local GPT-2 folder to bundle as resources/models/<folder name>/ (repeatable)")
+    p.add_argument("--classroom", type=Path, metavar="PATH",
+                   help="the classroom variant: bundle this GPT-2 small folder (its name must be gpt2) and open it "
+                        "by default; output in <dist>/nexttoken/ as usual, so give it its own --dist and --work")
     p.add_argument("--tarball", action="store_true", help="Linux: also pack the folder as a .tar.gz")
     p.add_argument("--deb", action="store_true", help="Linux: also make a .deb that installs to /opt/nexttoken")
+    p.add_argument("--appimage", action="store_true", help="Linux: also make an AppImage (needs appimagetool)")
     p.add_argument("--dmg", action="store_true", help="macOS: also put nexttoken.app in a .dmg with an Applications link")
     p.add_argument("--if-changed", action="store_true",
                    help="skip PyInstaller when the last build used the same sources, packages and options")
     p.add_argument("--dist", type=Path, default=ROOT / "dist", help="output folder (default: dist/)")
     p.add_argument("--work", type=Path, default=ROOT / "build", help="PyInstaller work folder (default: build/)")
     p.add_argument("--verbose", action="store_true", help="show PyInstaller's INFO log")
-    return p.parse_args(argv), spec_args
+    p.add_argument("--print-version", action="store_true", help="print the version (pyproject.toml's) and exit")
+    args = p.parse_args(argv)
+    if args.classroom is not None:
+        from bundle_models import bundle_name
+
+        args.model_dir.append(args.classroom)
+        spec_args += ["--default-model", bundle_name(args.classroom)]
+    return args, spec_args
 
 
 def preflight(model_dirs: list[Path]) -> list[str]:
@@ -181,14 +196,19 @@ def space_report(app_dir: Path, top: int = 12) -> list[str]:
     return lines
 
 
-def make_tarball(app_dir: Path, dist: Path) -> Path:
-    target = dist / f"{APP_NAME}-{project_version()}-linux-{platform.machine()}.tar.gz"
+def file_stem(args: argparse.Namespace) -> str:
+    """How the installers' file names start: nexttoken, or nexttoken-classroom for --classroom."""
+    return APP_NAME + ("-classroom" if args.classroom is not None else "")
+
+
+def make_tarball(app_dir: Path, dist: Path, stem: str = APP_NAME) -> Path:
+    target = dist / f"{stem}-{project_version()}-linux-{platform.machine()}.tar.gz"
     with tarfile.open(target, "w:gz", compresslevel=6) as tar:
         tar.add(app_dir, arcname=APP_NAME)
     return target
 
 
-def make_dmg(dist: Path) -> Path:
+def make_dmg(dist: Path, stem: str = APP_NAME) -> Path:
     """dist/nexttoken-<version>-macos-<arch>.dmg: nexttoken.app beside a link to /Applications."""
     stage = dist / "dmg"
     shutil.rmtree(stage, ignore_errors=True)
@@ -196,9 +216,16 @@ def make_dmg(dist: Path) -> Path:
     # symlinks=True keeps the framework links inside the .app (copying them would double its size).
     shutil.copytree(dist / f"{APP_NAME}.app", stage / f"{APP_NAME}.app", symlinks=True)
     (stage / "Applications").symlink_to("/Applications")
-    target = dist / f"{APP_NAME}-{project_version()}-macos-{platform.machine()}.dmg"
-    subprocess.run(["hdiutil", "create", "-volname", APP_NAME, "-srcfolder", str(stage), "-fs", "HFS+",
-                    "-format", "UDZO", "-ov", str(target)], check=True)
+    target = dist / f"{stem}-{project_version()}-macos-{platform.machine()}.dmg"
+    command = ["hdiutil", "create", "-volname", APP_NAME, "-srcfolder", str(stage), "-fs", "HFS+", "-format", "UDZO",
+               "-ov", str(target)]
+    for attempt in range(1, HDIUTIL_TRIES + 1):  # "hdiutil: create failed - Resource busy", now and then on CI
+        if subprocess.run(command).returncode == 0:
+            break
+        if attempt == HDIUTIL_TRIES:
+            raise RuntimeError(f"hdiutil create failed {HDIUTIL_TRIES} times")
+        print(f"hdiutil create failed (try {attempt} of {HDIUTIL_TRIES}); trying again in 10 s", flush=True)
+        time.sleep(10)
     shutil.rmtree(stage)
     return target
 
@@ -209,6 +236,9 @@ def mb(n: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args, spec_args = parse_args(argv)
+    if args.print_version:  # the one version source, for the Inno Setup step
+        print(project_version())
+        return 0
     args.dist, args.work = args.dist.resolve(), args.work.resolve()
     app_dir = args.dist / APP_NAME
     wrong_system = installer_problem(args)
@@ -253,10 +283,11 @@ def build(args: argparse.Namespace, spec_args: list[str], app_dir: Path, digest:
 def installer_problem(args: argparse.Namespace) -> str | None:
     """A sentence when an installer option does not fit this system (checked before building)."""
     linux, mac = sys.platform.startswith("linux"), sys.platform == "darwin"
-    for wanted, ok, name in ((args.tarball, linux, "--tarball"), (args.deb, linux, "--deb"), (args.dmg, mac, "--dmg")):
+    for wanted, ok, name in ((args.tarball, linux, "--tarball"), (args.deb, linux, "--deb"),
+                             (args.appimage, linux, "--appimage"), (args.dmg, mac, "--dmg")):
         if wanted and not ok:
             return (f"{name} is for {'macOS' if name == '--dmg' else 'Linux'}; on Windows use packaging/nexttoken.iss "
-                    "(Inno Setup), on macOS --dmg, on Linux --deb or --tarball.")
+                    "(Inno Setup), on macOS --dmg, on Linux --deb, --appimage or --tarball.")
     return None
 
 
@@ -264,18 +295,23 @@ def make_installers(args: argparse.Namespace, app_dir: Path) -> int:
     """The --tarball, --deb and --dmg outputs, made from the built folder."""
     made = []
     t0 = time.perf_counter()
+    stem = file_stem(args)
     if args.tarball:
-        made.append(make_tarball(app_dir, args.dist))
+        made.append(make_tarball(app_dir, args.dist, stem))
     if args.deb:
         from deb import deb_path, make_deb
 
-        target = deb_path(args.dist, project_version())
+        target = deb_path(args.dist, project_version(), stem)
         if args.if_changed and is_newer(target, [stamp_path(args.work), *installer_inputs()]):
             print(f"up to date: {target} (newer than the folder and packaging/deb.py, packaging/linux/)")
         else:
-            made.append(make_deb(app_dir, args.dist, project_version()))
+            made.append(make_deb(app_dir, args.dist, project_version(), stem))
+    if args.appimage:
+        from appimage import make_appimage
+
+        made.append(make_appimage(app_dir, args.dist, project_version(), stem))
     if args.dmg:
-        made.append(make_dmg(args.dist))
+        made.append(make_dmg(args.dist, stem))
     for target in made:
         print(f"{target}: {mb(target.stat().st_size)}")
     if made:

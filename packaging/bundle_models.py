@@ -59,3 +59,8 @@ def model_datas(folders: list[Path]) -> list[tuple[str, str]]:
     for name, folder in check_model_dirs(folders).items():
         datas += [(str(f), f"resources/models/{name}") for f in model_files(folder)]
     return datas
+
+
+def bundled_names(folders: list[Path]) -> list[str]:
+    """The names of every model in the bundle: the demo model's, then the extra folders'."""
+    return [DEMO_MODEL_NAME, *check_model_dirs(folders)]

@@ -24,7 +24,6 @@ import re
 import shutil
 import subprocess
 import sys
-from importlib import metadata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,7 +44,8 @@ ICON_SIZES = (16, 22, 24, 32, 48, 64, 128, 256)
 # (readelf -d) of every ELF file in the folder that the folder does not carry. PyInstaller leaves
 # out the C library, OpenGL/EGL, libxcb and Wayland on purpose (they must match the system's), and
 # whatever was missing on the build machine (Qt's xcb plugin needs libxcb-icccm and libxcb-keysyms,
-# absent here). A library not in this table stops the build, naming it.
+# absent here). A library not in this table is looked up with dpkg -S on the build machine; one that
+# neither knows stops the build, naming it.
 LIBC = ("libc.so.6", "libm.so.6", "libdl.so.2", "libpthread.so.0", "librt.so.1", "libresolv.so.2", "libutil.so.1",
         "ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1")
 SYSTEM_PACKAGES = {
@@ -73,27 +73,30 @@ SYSTEM_PACKAGES = {
     "libatk-1.0.so.0": "libatk1.0-0", "libgssapi_krb5.so.2": "libgssapi-krb5-2", "libkrb5.so.3": "libkrb5-3",
     "libssl.so.3": "libssl3", "libcrypto.so.3": "libssl3", "libffi.so.8": "libffi8", "libbz2.so.1.0": "libbz2-1.0",
     "liblzma.so.5": "liblzma5", "libsqlite3.so.0": "libsqlite3-0", "libuuid.so.1": "libuuid1",
+    "libxcb-glx.so.0": "libxcb-glx0", "libzstd.so.1": "libzstd1",
 }
 # Libraries needed only by optional plugins: Recommends, not Depends (Qt skips a plugin it cannot load).
 OPTIONAL_PLUGINS = ("plugins/platformthemes/libqgtk3.so",)  # GTK dialogs and theme on GNOME
-# Distributions the folder holds that are not Python packages' dependencies of nexttoken.
-EXTRA_LICENCES = {
-    "Qt": ("LGPL-3.0-only (Qt 6 libraries and plugins in _internal/PySide6/Qt/, as shipped in PySide6-Essentials)",
-           ["/usr/share/common-licenses/LGPL-3", "/usr/share/common-licenses/GPL-3"]),
-}
+# Packages renamed by Debian 13's and Ubuntu 24.04's 64-bit time_t transition ("t64"): Depends names
+# both, "libglib2.0-0t64 | libglib2.0-0", so one .deb installs on Debian 12 and 13, Ubuntu 22.04 and 24.04.
+T64_RENAMED = ("libglib2.0-0", "libgtk-3-0", "libssl3", "libatk1.0-0", "libatk-bridge2.0-0", "libpng16-16",
+               "libcurl4", "libasound2", "libcups2")
 
 
-def deb_path(dist: Path, version: str) -> Path:
-    """Where make_deb puts the package: dist/nexttoken_<version>_<arch>.deb (arch as dpkg names it)."""
-    return dist / f"{NAME}_{version}_{architecture()}.deb"
+def deb_path(dist: Path, version: str, stem: str = NAME) -> Path:
+    """Where make_deb puts the package: dist/<stem>_<version>_<arch>.deb (arch as dpkg names it).
+
+    ``stem`` is nexttoken-classroom for the classroom variant: another file name, the same package.
+    """
+    return dist / f"{stem}_{version}_{architecture()}.deb"
 
 
 def architecture() -> str:
     return subprocess.run(["dpkg", "--print-architecture"], capture_output=True, text=True, check=True).stdout.strip()
 
 
-def make_deb(app_dir: Path, dist: Path, version: str) -> Path:
-    """Build ``dist/nexttoken_<version>_<arch>.deb`` from the one-folder build ``app_dir``; return its path."""
+def make_deb(app_dir: Path, dist: Path, version: str, stem: str = NAME) -> Path:
+    """Build ``deb_path(dist, version, stem)`` from the one-folder build ``app_dir``; return its path."""
     arch = architecture()
     stage = dist / "deb-root"
     shutil.rmtree(stage, ignore_errors=True)
@@ -110,10 +113,12 @@ def make_deb(app_dir: Path, dist: Path, version: str) -> Path:
     for path in [stage, *stage.rglob("*")]:  # dpkg-deb keeps modes: 755 folders, 644 data, 755 programs
         if path.is_dir() and not path.is_symlink():
             path.chmod(0o755)
+        elif path.is_file() and not path.is_symlink():  # readable by every user (a 0600 model file would not be)
+            path.chmod(path.stat().st_mode | 0o644)
     (stage / "DEBIAN").mkdir()
     depends, recommends = system_packages(app_dir)
     (stage / "DEBIAN" / "control").write_text(control(version, arch, installed_size_kib(stage), depends, recommends))
-    target = deb_path(dist, version)
+    target = deb_path(dist, version, stem)
     subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "-z6", "--build", str(stage), str(target)],
                    check=True, stdout=subprocess.DEVNULL)
     shutil.rmtree(stage)
@@ -149,21 +154,41 @@ def needed_outside(app_dir: Path) -> dict[str, list[str]]:
 
 
 def system_packages(app_dir: Path) -> tuple[list[str], list[str]]:
-    """(Depends, Recommends) without libc6: the packages holding the libraries the folder needs."""
+    """(Depends, Recommends) without libc6: the packages holding the libraries the folder needs.
+
+    A soname not in SYSTEM_PACKAGES is looked up with ``dpkg -S`` (the build machine's package); one
+    that neither knows raises RuntimeError naming it. t64-renamed packages get both names as alternatives.
+    """
     depends, recommends = set(), set()
     unknown = []
     for soname, users in needed_outside(app_dir).items():
         if soname in LIBC:
             continue
-        if soname not in SYSTEM_PACKAGES:
+        package = SYSTEM_PACKAGES.get(soname) or owning_package(soname)
+        if package is None:
             unknown.append(f"{soname} (needed by {users[0]})")
             continue
         optional = all(any(u.endswith(p) for p in OPTIONAL_PLUGINS) for u in users)
-        (recommends if optional else depends).add(SYSTEM_PACKAGES[soname])
+        (recommends if optional else depends).add(package)
     if unknown:
-        raise RuntimeError("system libraries with no Debian package in packaging/deb.py's SYSTEM_PACKAGES: "
-                           + ", ".join(unknown))
-    return sorted(depends), sorted(recommends - depends)
+        raise RuntimeError("system libraries that neither packaging/deb.py's SYSTEM_PACKAGES nor dpkg -S on this "
+                           "machine knows: " + ", ".join(unknown))
+    return [with_t64(p) for p in sorted(depends)], [with_t64(p) for p in sorted(recommends - depends)]
+
+
+def owning_package(soname: str) -> str | None:
+    """The Debian package that holds ``soname`` on this machine (``dpkg -S``, t64 suffix dropped), or None."""
+    found = subprocess.run(["dpkg", "-S", f"*/{soname}"], capture_output=True, text=True).stdout
+    for line in found.splitlines():
+        owners, _, path = line.partition(": ")
+        if Path(path).name == soname:
+            return re.sub(r"t64$", "", owners.split(", ")[0].split(":")[0])
+    return None
+
+
+def with_t64(package: str) -> str:
+    """``libfoo1t64 | libfoo1`` for a package that Debian 13 and Ubuntu 24.04 renamed, else ``package``."""
+    return f"{package}t64 | {package}" if package in T64_RENAMED else package
 
 
 def installed_size_kib(stage: Path) -> int:
@@ -191,20 +216,11 @@ def write_icons(hicolor: Path) -> None:
 
 
 def write_licences(doc: Path, app_dir: Path) -> None:
-    """/usr/share/doc/nexttoken/: copyright (one stanza per component) and licenses/<component>/ files."""
+    """/usr/share/doc/nexttoken/: copyright (one stanza per component) and licenses/ (the bundle's, plus system libraries')."""
     licences = doc / "licenses"
-    stanzas = [("nexttoken", "MIT", [])]
-    for component, (licence, files) in EXTRA_LICENCES.items():
-        stanzas.append((component, licence, _copy(files, licences / component)))
-    version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    python_licence = Path(sys.base_prefix, "lib", f"python{version}", "LICENSE.txt")
-    stanzas.append((f"Python {platform.python_version()}", "PSF-2.0 (libpython and the standard library in _internal/)",
-                    _copy([python_licence], licences / "Python")))
-    for dist in runtime_distributions():
-        name = dist.metadata["Name"]
-        files = [Path(dist.locate_file(f)) for f in dist.files or ()
-                 if ".dist-info/" in f.as_posix() and re.search(r"(licen[cs]e|copying|notice|authors)", f.as_posix(), re.I)]
-        stanzas.append((f"{name} {dist.version}", licence_of(dist), _copy(files, licences / name)))
+    shutil.copytree(app_dir / "_internal" / "licenses", licences)  # packaging/licences.py wrote it at build time
+    rows = [line.split(": ", 1) for line in (licences / "README.txt").read_text(encoding="utf-8").splitlines()[2:] if ": " in line]
+    stanzas = [(component, licence, sorted(licences.glob(f"{folder_of(component)}/*"))) for component, licence in rows]
     for package, libraries in system_library_packages(app_dir).items():
         copied = _copy([Path("/usr/share/doc", package, "copyright")], licences / "system" / package)
         stanzas.append((f"{', '.join(libraries)} (from the build machine's Debian/Ubuntu package {package})",
@@ -220,10 +236,14 @@ def write_licences(doc: Path, app_dir: Path) -> None:
         if copied:
             lines.append("Comment: " + ", ".join(str(p.relative_to(doc)) for p in copied))
         lines.append("")
-    if not (licences / "nexttoken").exists():
-        (licences / "nexttoken").mkdir(parents=True)
-        (licences / "nexttoken" / "LICENSE").write_text(MIT_NOTICE)
     (doc / "copyright").write_text("\n".join(lines))
+
+
+def folder_of(component: str) -> str:
+    """The licenses/ folder of a README.txt component: "torch 2.13.0" -> torch, "model gpt2" -> models/gpt2."""
+    if component.startswith("model "):
+        return "models/" + component.removeprefix("model ")
+    return {"Qt 6": "Qt"}.get(component, component.split(" ")[0])
 
 
 def system_library_packages(app_dir: Path) -> dict[str, list[str]]:
@@ -239,38 +259,6 @@ def system_library_packages(app_dir: Path) -> dict[str, list[str]]:
                 if Path(path).name not in names:
                     names.append(Path(path).name)
     return dict(sorted(packages.items()))
-
-
-def runtime_distributions() -> list[metadata.Distribution]:
-    """nexttoken's run-time dependencies and theirs (no extras): the Python packages in the folder."""
-    from packaging.requirements import Requirement
-
-    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
-    block = text[text.index("dependencies = ["):]
-    todo = re.findall(r'^\s*"([^"]+)",', block[: block.index("]\n")], re.MULTILINE)
-    seen: dict[str, metadata.Distribution] = {}
-    while todo:
-        req = Requirement(todo.pop())
-        if req.marker is not None and not req.marker.evaluate({"extra": ""}):
-            continue
-        key = re.sub(r"[-_.]+", "-", req.name).lower()
-        if key in seen:
-            continue
-        try:
-            seen[key] = dist = metadata.distribution(req.name)
-        except metadata.PackageNotFoundError:
-            continue  # an optional platform dependency not installed here: not bundled either
-        todo += dist.requires or []
-    return sorted(seen.values(), key=lambda d: d.metadata["Name"].lower())
-
-
-def licence_of(dist: metadata.Distribution) -> str:
-    meta = dist.metadata
-    text = meta.get("License-Expression") or meta.get("License") or ""
-    if not text or len(text) > 80 or "\n" in text:  # some packages paste the whole licence here
-        classifiers = [c.split(" :: ")[-1] for c in meta.get_all("Classifier") or [] if c.startswith("License ::")]
-        text = " OR ".join(classifiers) or (text.splitlines()[0][:80] if text else "see the licence files")
-    return text
 
 
 def _copy(files: list[Path], folder: Path) -> list[Path]:
@@ -292,22 +280,3 @@ def _link_or_copy(src: str, dst: str) -> None:
     except OSError:
         shutil.copy2(src, dst)
 
-
-MIT_NOTICE = """\
-nexttoken is distributed under the MIT licence:
-
-Permission is hereby granted, free of charge, to any person obtaining a copy of this software and
-associated documentation files (the "Software"), to deal in the Software without restriction,
-including without limitation the rights to use, copy, modify, merge, publish, distribute,
-sublicense, and/or sell copies of the Software, and to permit persons to whom the Software is
-furnished to do so, subject to the following conditions:
-
-The above copyright notice and this permission notice shall be included in all copies or
-substantial portions of the Software.
-
-THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR IMPLIED, INCLUDING BUT NOT
-LIMITED TO THE WARRANTIES OF MERCHANTABILITY, FITNESS FOR A PARTICULAR PURPOSE AND NONINFRINGEMENT. IN
-NO EVENT SHALL THE AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER LIABILITY,
-WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM, OUT OF OR IN CONNECTION WITH THE
-SOFTWARE OR THE USE OR OTHER DEALINGS IN THE SOFTWARE.
-"""

@@ -1,16 +1,29 @@
-; Inno Setup 6 script: a per-user Windows installer for the one-folder build in dist\nexttoken\.
+; Inno Setup 6 script: the Windows installer (per user, or all users) for the one-folder build in dist\nexttoken\.
 ;
 ;   python packaging\build.py
-;   "%ProgramFiles(x86)%\Inno Setup 6\ISCC.exe" /DAppVersion=0.1.0 packaging\nexttoken.iss
+;   ISCC.exe /DAppVersion=<python packaging\build.py --print-version> [/DVariant=classroom] packaging\nexttoken.iss
 ;
-; Output: dist\nexttoken-<version>-windows-x64-setup.exe. It installs for the current user only
-; (%LOCALAPPDATA%\Programs\nexttoken, no administrator rights), adds a Start-menu shortcut and, if
-; ticked, a desktop shortcut, and registers an uninstaller (Settings > Apps, or the Start menu).
+; AppVersion is required: the one version source is pyproject.toml (build.py --print-version reads it).
+; Output: dist\nexttoken[-classroom]-<version>-windows-x64-setup.exe. By default it installs for the
+; current user (%LOCALAPPDATA%\Programs\nexttoken, no administrator rights); the first page, or /ALLUSERS
+; on the command line, installs for all users under Program Files instead (lab machines often block
+; per-user program folders). It adds a Start-menu shortcut and, if ticked, a desktop shortcut, and
+; registers an uninstaller (Settings > Apps, or the Start menu). An upgrade first deletes the old
+; {app}\_internal, so no file of the previous version is left beside the new one.
 ; Paths below are relative to this file's folder. The GitHub workflow .github/workflows/installers.yml
 ; runs this; it has not been run on a Windows machine by hand.
 
 #ifndef AppVersion
-  #define AppVersion "0.0.0"
+  #error Pass the version: ISCC /DAppVersion=<python packaging\build.py --print-version> packaging\nexttoken.iss
+#endif
+#ifdef Variant
+  #if Variant == "classroom"
+    #define Stem "nexttoken-classroom"
+  #else
+    #define Stem "nexttoken"
+  #endif
+#else
+  #define Stem "nexttoken"
 #endif
 
 [Setup]
@@ -19,15 +32,19 @@ AppName=nexttoken
 AppVersion={#AppVersion}
 AppVerName=nexttoken {#AppVersion}
 AppPublisher=nexttoken maintainers
-; Per user, no elevation: {autopf} is then %LOCALAPPDATA%\Programs, {autoprograms} the user's Start menu.
+; Per user by default, no elevation: {autopf} is then %LOCALAPPDATA%\Programs, {autoprograms} the user's
+; Start menu. "dialog commandline": the user may choose all users (elevating) on the first page or with /ALLUSERS.
 PrivilegesRequired=lowest
+PrivilegesRequiredOverridesAllowed=dialog commandline
+; Qt 6's floor: Windows 10 1809.
+MinVersion=10.0.17763
 DefaultDirName={autopf}\nexttoken
 DefaultGroupName=nexttoken
 DisableProgramGroupPage=yes
 ArchitecturesAllowed=x64compatible
 ArchitecturesInstallIn64BitMode=x64compatible
 OutputDir=..\dist
-OutputBaseFilename=nexttoken-{#AppVersion}-windows-x64-setup
+OutputBaseFilename={#Stem}-{#AppVersion}-windows-x64-setup
 SetupIconFile=..\resources\icons\nexttoken.ico
 UninstallDisplayIcon={app}\nexttoken.exe
 UninstallDisplayName=nexttoken
@@ -38,6 +55,10 @@ WizardStyle=modern
 
 [Tasks]
 Name: "desktopicon"; Description: "{cm:CreateDesktopIcon}"; GroupDescription: "{cm:AdditionalIcons}"; Flags: unchecked
+
+[InstallDelete]
+; An upgrade replaces the bundle whole: files the new version no longer has must not stay behind.
+Type: filesandordirs; Name: "{app}\_internal"
 
 [Files]
 Source: "..\dist\nexttoken\*"; DestDir: "{app}"; Flags: ignoreversion recursesubdirs createallsubdirs

@@ -29,6 +29,13 @@ DROP_PATTERNS = (
     "*/plugins/egldeviceintegrations/*",
     "*/plugins/generic/*",
     "*libqt6eglfs*",  # libQt6EglFSDeviceIntegration, libQt6EglFsKmsSupport: used only by eglfs
+    # Qt's GTK platform theme: loaded on GNOME against the bundled GLib, it aborts on newer
+    # distributions (undefined symbol: g_once_init_enter_pointer). Qt's own Fusion style stands in.
+    "*/plugins/platformthemes/libqgtk3.so",
+    # Fonts come from the system, as AppImage's exclude list does: a bundled fontconfig older than the
+    # system's configuration files fails to read them and finds no fonts.
+    "libfontconfig.so*",
+    "libfreetype.so*",
 )
 
 # GPU runtimes found on the build machine (torch._inductor names libcudart, libamdhip64 in ctypes

@@ -54,10 +54,29 @@ def test_system_packages_map_sonames_and_stop_on_an_unknown_one(monkeypatch, tmp
     needs = {"libc.so.6": ["nexttoken"], "libxcb-icccm.so.4": ["_internal/PySide6/Qt/lib/libQt6XcbQpa.so.6"],
              "libgtk-3.so.0": ["_internal/PySide6/Qt/plugins/platformthemes/libqgtk3.so"]}
     monkeypatch.setattr(deb, "needed_outside", lambda app_dir: needs)
-    assert deb.system_packages(tmp_path) == (["libxcb-icccm4"], ["libgtk-3-0"])
+    assert deb.system_packages(tmp_path) == (["libxcb-icccm4"], ["libgtk-3-0t64 | libgtk-3-0"])
     needs["libfoo.so.1"] = ["_internal/bar.so"]
     with pytest.raises(RuntimeError, match=r"libfoo\.so\.1 \(needed by _internal/bar\.so\)"):
         deb.system_packages(tmp_path)
+
+
+def test_depends_map_the_libraries_the_issue_found_unmapped_and_name_both_t64_names(monkeypatch, tmp_path):
+    assert deb.SYSTEM_PACKAGES["libxcb-glx.so.0"] == "libxcb-glx0" and deb.SYSTEM_PACKAGES["libzstd.so.1"] == "libzstd1"
+    needs = {"libglib-2.0.so.0": ["_internal/PySide6/Qt/lib/libQt6Core.so.6"], "libzstd.so.1": ["_internal/x.so"]}
+    monkeypatch.setattr(deb, "needed_outside", lambda app_dir: needs)
+    assert deb.system_packages(tmp_path) == (["libglib2.0-0t64 | libglib2.0-0", "libzstd1"], [])
+
+
+def test_an_unmapped_library_is_looked_up_with_dpkg(monkeypatch, tmp_path):
+    monkeypatch.setattr(deb, "needed_outside", lambda app_dir: {"libbar.so.2": ["_internal/foo.so"]})
+    monkeypatch.setattr(deb, "owning_package", lambda soname: {"libbar.so.2": "libbar2"}.get(soname))
+    assert deb.system_packages(tmp_path) == (["libbar2"], [])
+
+
+@pytest.mark.skipif(not shutil.which("dpkg"), reason="dpkg -S needs dpkg's database")
+def test_owning_package_asks_dpkg_and_drops_the_t64_suffix():
+    assert deb.owning_package("libc.so.6") == "libc6"
+    assert deb.owning_package("libnexttoken-nothing.so.9") is None
 
 
 def test_control_file_fields():
@@ -116,7 +135,8 @@ def test_metadata(deb_file, unpacked):
 @pytest.mark.slow
 def test_depends_cover_every_library_the_folder_needs_from_the_system(deb_file, unpacked):
     needs = deb.needed_outside(unpacked / "opt" / "nexttoken")
-    declared = {d.split()[0] for key in ("Depends", "Recommends") for d in field(deb_file, key).split(",") if d.strip()}
+    declared = {alt.split()[0] for key in ("Depends", "Recommends") for d in field(deb_file, key).split(",")
+                for alt in d.split("|") if alt.strip()}
     missing = {s: users[0] for s, users in needs.items()
                if s not in deb.LIBC and deb.SYSTEM_PACKAGES.get(s) not in declared}
     assert not missing, f"system libraries the package does not declare: {missing}"

@@ -80,3 +80,16 @@ def test_bundle_holds_the_demo_model_and_no_gpu_libraries(frozen_app):
     assert (internal / "resources" / "icons" / "nexttoken.png").is_file()
     gpu = [str(p.relative_to(internal)) for p in internal.rglob("*") if GPU_LIBRARY.search(p.name.lower())]
     assert not gpu, f"GPU libraries in the bundle: {gpu[:10]}"
+
+
+def test_bundle_carries_licenses_and_leaves_out_the_gtk_theme_and_the_font_libraries(frozen_app):
+    from tests.packaging.test_licences import REQUIRED
+
+    internal = frozen_app / "_internal"
+    missing = [p for p in REQUIRED if not (internal / "licenses" / p).is_file()]
+    assert not missing, f"licenses/ lacks {missing}"
+    assert "Qt 6: LGPL-3.0-only" in (internal / "licenses" / "README.txt").read_text()
+    # libqgtk3 aborts against the bundled GLib on newer GNOME; fontconfig and freetype come from the system.
+    left_in = [p.name for p in internal.rglob("*") if p.name == "libqgtk3.so" or p.name.startswith(("libfontconfig.so",
+                                                                                                     "libfreetype.so"))]
+    assert not left_in, left_in

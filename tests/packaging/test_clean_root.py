@@ -1,0 +1,50 @@
+"""The .deb installed into minimal Debian 12 and 13 roots (packaging/clean_root_test.sh) and run there on xcb.
+
+Slow, and only as root with debootstrap and Xvfb (.ci/run installs them) and Debian's archive reachable.
+Time on this 2-core machine: the .deb as test_deb.py builds it (reused when current), then per release
+about 3 min of debootstrap the first time (the roots are kept in /var/cache/nexttoken-roots, or
+$NEXTTOKEN_ROOTS) and 2-4 min to install, check, smoke-test and remove; about 6-8 min with the roots
+cached, 12-15 min without.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "packaging" / "clean_root_test.sh"
+RELEASES = ("bookworm", "trixie")  # Debian 12, and 13 with its t64 library renames
+TIMEOUT_S = 30 * 60
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not sys.platform.startswith("linux") or not shutil.which("dpkg-deb"), reason="Debian/Ubuntu only"),
+]
+
+
+def test_the_deb_installs_runs_on_xcb_and_removes_cleanly_on_debian_12_and_13():
+    if os.geteuid() != 0:
+        pytest.skip("debootstrap, chroot and mount need root")
+    missing = [t for t in ("debootstrap", "Xvfb") if not shutil.which(t)]
+    assert not missing, f"{missing} missing: apt-get install debootstrap xvfb (.ci/run installs them)"
+    pytest.importorskip("PyInstaller", reason="install the packaging extra: pip install -e .[packaging]")
+    build = subprocess.run([sys.executable, str(ROOT / "packaging" / "build.py"), "--if-changed", "--deb"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+    [deb] = (ROOT / "dist").glob("nexttoken_*.deb")
+    run = subprocess.run([str(SCRIPT), str(deb), *RELEASES], capture_output=True, text=True, timeout=TIMEOUT_S)
+    output = run.stdout + run.stderr
+    print(output)  # quoted in packaging/README.md
+    assert run.returncode == 0, output[-6000:]
+    for release in RELEASES:
+        assert re.search(rf"clean_root_test: {release}: PASS", output), output[-6000:]
+    assert output.count("install_check: every library under /opt/nexttoken resolves") == len(RELEASES)
+    assert output.count("install_check: removed; nothing of it is left") == len(RELEASES)
+    assert len(re.findall(r'nexttoken --smoke-test on xcb in \d+ s: \{"ok": true', output)) == len(RELEASES)
