@@ -7,7 +7,9 @@ ever touches the session, its KV cache and the model, which are not thread-safe.
 types in ``app.protocol``. Every finished request leaves as one ``SessionResult``
 (``emit("finished", result)``), every refused or failed one as ``emit("failed", generation,
 kind, message)`` and every request skipped unrun as ``emit("skipped", generation)``: the host
-never dies of an exception.
+never dies of an exception. A Save answers twice: a "saving" result at once (the session's snapshot
+is queued on ``app.saver``'s thread, so the next request runs while the file is written), then the
+"save" result (or failure) when the file is.
 """
 
 from __future__ import annotations
