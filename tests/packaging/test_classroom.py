@@ -75,6 +75,6 @@ def test_classroom_build_bundles_gpt2_opens_it_by_default_and_notes_its_licence(
     assert json.loads((internal / "nexttoken-defaults.json").read_text()) == {"default_model": "gpt2"}
     note = (internal / "licenses" / "models" / "gpt2" / "LICENCE-NOTE.txt").read_text()
     assert note.startswith("gpt2: MIT\n") and "OpenAI" in note
-    total = sum(f.stat().st_size for f in (DIST / "nexttoken").rglob("*") if f.is_file())
+    total = sum(f.lstat().st_size for f in (DIST / "nexttoken").rglob("*") if f.is_file() or f.is_symlink())
     print(f"classroom folder: {total / 2**20:,.0f} MB, of which GPT-2 small {bundled.stat().st_size / 2**20:,.0f} MB")
-    assert total < 1400 * 2**20  # the plain folder (~870 MB) plus ~240 MB of weights, with room
+    assert total < 1250 * 2**20  # the plain folder (~870 MB) plus ~240 MB of weights (1,109 MB measured)
