@@ -63,6 +63,11 @@ class FlowPlace:
     newest: bool = False
 
 
+def _percent(p: float) -> str:
+    """A probability as a percentage that stays above 0 when it is: 12.3%, 0.041%."""
+    return f"{p:.1%}" if p >= 0.001 or p == 0 else f"{100 * p:.2g}%"
+
+
 def _piece(text: str) -> str:
     return "'" + text.replace("␣", " ") + "'"
 
@@ -299,8 +304,8 @@ class FlowPanel(QWidget):
             self._text(p, s, i, text)
         c = b["chosen"]
         self._chip(p, c, 1, f"{_piece(n.chosen_piece)}  id {n.chosen_id}")
-        self._text(p, c, 3, f"sampling p {n.chosen_sampling_prob:.1%}")
-        self._text(p, c, 4, f"model p {n.chosen_model_prob:.1%}")
+        self._text(p, c, 3, f"sampling p {_percent(n.chosen_sampling_prob)}")
+        self._text(p, c, 4, f"model p {_percent(n.chosen_model_prob)}")
         if n.chosen_by == "user":
             draw = "chosen by you"
         elif n.greedy or math.isnan(n.draw_u):
@@ -355,21 +360,22 @@ class FlowPanel(QWidget):
         p.setPen(QColor(th.DARK))
         self._line(p, x, y, w, 0, f"{TITLES['logits']} · model p")
         fm = QFontMetrics(self.body_font)
-        name_w = (w - 2 * pad) * 45 // 100
+        inner = w - 2 * pad - 4
         for i in range(shown):
             top = y + pad + (i + 1) * self.line
             chosen = n.top_ids[i] == n.chosen_id
-            p.setFont(self.title_font if chosen else self.body_font)
-            p.setPen(QColor(th.VERMILION if chosen else th.DARK))
-            piece = fm.elidedText(_piece(n.top_pieces[i]), Qt.ElideRight, name_w - 4)
-            p.drawText(QRect(x + pad + 2, top, name_w, self.line), int(Qt.AlignLeft | Qt.AlignVCenter), piece)
-            bar_x = x + pad + name_w
-            bar_w = w - 2 * pad - name_w - 2
             prob = n.top_model_probs[i]
-            p.fillRect(QRect(bar_x, top + 3, max(1, int(bar_w * prob)), self.line - 6), QColor(th.CHOSEN if chosen else th.CANDIDATE))
+            # the model probability as a pale bar behind the row, the numbers on top of it
+            p.fillRect(QRect(x + pad + 2, top + 1, max(1, int(inner * prob)), self.line - 2),
+                       th.qcolor(th.CHOSEN if chosen else th.CANDIDATE, 150 if chosen else 90))
+            numbers = f"{n.top_logits[i]:.1f} · {_percent(prob)}"
+            numbers_w = fm.horizontalAdvance(numbers) + 6
+            p.setFont(self.title_font if chosen else self.body_font)
             p.setPen(QColor(th.DARK))
+            piece = QFontMetrics(p.font()).elidedText(_piece(n.top_pieces[i]), Qt.ElideRight, inner - numbers_w)
+            p.drawText(QRect(x + pad + 4, top, inner - numbers_w, self.line), int(Qt.AlignLeft | Qt.AlignVCenter), piece)
             p.setFont(self.body_font)
-            p.drawText(QRect(bar_x, top, bar_w, self.line), int(Qt.AlignRight | Qt.AlignVCenter), f"{n.top_logits[i]:.1f} · {prob:.0%}")
+            p.drawText(QRect(x + pad + 2, top, inner, self.line), int(Qt.AlignRight | Qt.AlignVCenter), numbers)
 
     def _draw_blocks(self, p: QPainter, lay: FlowLayout, n: FlowNumbers) -> None:
         pad = lay.pad
