@@ -13,9 +13,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from PySide6.QtCore import QRect, QRectF, Qt, Signal
+from PySide6.QtCore import QPointF, QRect, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QFontMetrics, QImage, QPainter, QPen, QPolygonF
-from PySide6.QtCore import QPointF
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from .. import theme as th
@@ -469,15 +468,9 @@ class FlowPanel(QWidget):
         text = f"attn head {n.head}: {n.top_weight:.0%} → {_piece(n.top_key_piece)} · adds {n.attn_norms[L]:.1f}"
         p.drawText(QRect(ax, ay, aw, self.line), int(Qt.AlignLeft | Qt.AlignVCenter),
                    QFontMetrics(self.body_font).elidedText(text, Qt.ElideRight, aw))
-        weights = n.attention
-        if len(weights):  # the head's weights over the positions, one bar each
-            bar_w = aw / len(weights)
-            base = ay + 2 * self.line - 2
-            top_w = max(float(weights.max()), 1e-9)
-            for i, wt in enumerate(weights):
-                bh = max(1, int((self.line - 4) * float(wt) / top_w))
-                color = th.CHOSEN if i == n.top_key else ATTENTION
-                p.fillRect(QRectF(ax + i * bar_w, base - bh, max(1.0, bar_w - 1), bh), QColor(color))
+        if len(n.attention):  # the head's weights over the positions, one bar each (one image: 1,000 bars stay cheap)
+            height = self.line - 4
+            p.drawImage(QRect(ax, ay + self.line + 2, aw, height), _bars_image(n.attention, n.top_key, height, aw))
         mx, my, mw, mh = lay.parts["mlp"]
         if my + self.line <= y + h:
             p.setFont(self.body_font)
@@ -501,6 +494,34 @@ class FlowPanel(QWidget):
             p.setPen(QColor(th.DARK))
             p.drawText(QRect(x + 8, y + lay.pad, w - 16, h - 2 * lay.pad), int(Qt.TextWordWrap | Qt.AlignLeft | Qt.AlignVCenter),
                        self.tour_text)
+
+
+def _rgb(hex_color: str) -> np.ndarray:
+    c = QColor(hex_color)
+    return np.array([c.red(), c.green(), c.blue()], dtype=np.uint8)
+
+
+def _bars_image(weights: np.ndarray, top: int, height: int, width: int) -> QImage:
+    """A bar chart of ``weights`` as an image ``height`` pixels high, one column per bar (at most
+    ``width``: more bars share a column, which shows their largest), bar ``top`` in the chosen
+    colour and a 1-pixel gap between bars when there is room for one."""
+    n = len(weights)
+    columns = min(n, max(1, width))
+    starts = (np.arange(columns) * n) // columns
+    heights = np.maximum.reduceat(np.asarray(weights, dtype=np.float32), starts)
+    heights = np.maximum(1, (height * heights / max(float(heights.max()), 1e-9)).astype(np.int32))
+    rows = np.arange(height)[:, None]
+    filled = rows >= height - heights[None, :]  # [height, columns]
+    image = np.full((height, columns, 3), 255, dtype=np.uint8)
+    image[filled] = _rgb(ATTENTION)
+    column = np.searchsorted(starts, top, side="right") - 1
+    image[filled[:, column], column] = _rgb(th.CHOSEN)
+    scale = max(1, width // columns)  # whole pixels per bar, the last of them a gap
+    if scale >= 3:
+        image = np.repeat(image, scale, axis=1)
+        image[:, scale - 1 :: scale] = 255
+    image = np.ascontiguousarray(image)
+    return QImage(image.data, image.shape[1], height, 3 * image.shape[1], QImage.Format_RGB888).copy()
 
 
 def _arrow(p: QPainter, points, head: int) -> None:
