@@ -83,6 +83,7 @@ class FlowPanel(QWidget):
         self.tour_box: str | None = None  # the box the tour lights up, or None outside the tour
         self.tour_text = ""
         self._layout: FlowLayout | None = None
+        self._layout_key: tuple = ()
         self._dirty = True  # the numbers wait for the view to be shown
         self.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Expanding)
         self.setMouseTracking(True)
@@ -234,8 +235,6 @@ class FlowPanel(QWidget):
         title = TITLES[name]
         if name == "blocks" and self.state.result is not None:
             title += f" × {self.state.result.n_layer}"
-        if name == "kv" and self.state.result is not None:
-            title = "KV cache"
         self._line(p, x, y, w, 0, title)
 
     def _line(self, p: QPainter, x: int, y: int, w: int, index: int, text: str, align=Qt.AlignLeft) -> None:
