@@ -168,7 +168,7 @@ def attach(window) -> None:
     def show_flow() -> None:
         window.show_view("flow")
 
-    def on_open_requested(place: FlowPlace) -> None:
+    def _on_flow_open_requested(place: FlowPlace) -> None:
         state = window.state
         if place.layer >= 0:
             state.set_layer(place.layer)
@@ -181,7 +181,7 @@ def attach(window) -> None:
             window.stages.show_panel(window.logits)
         window.show_view(place.view)
 
-    view.flow.openRequested.connect(on_open_requested)
+    view.flow.openRequested.connect(_on_flow_open_requested)
     for panel in window.stages.panels():  # the Overview's panels draw a step only once they are on screen
         window.state.deliver_when_shown(panel)
     back = QAction("◀ Flow", window)
@@ -194,6 +194,7 @@ def attach(window) -> None:
     window.toolbar.insertAction(first, back)
     window.toolbar.insertSeparator(first)
     window.flow_back_action = back
+    window.keys_hint.setText(window.keys_hint.text() + " · F flow · T tour")
     window.tour = TourMode(view, window.step_action, window.back_action, window.unfocus_action, show_flow, window)
     window.tour.toggle_action.setToolTip(view.tour_button.toolTip())
     window.views.currentChanged.connect(lambda _index: None if view.isVisible() else window.tour.stop())

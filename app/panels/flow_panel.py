@@ -13,9 +13,8 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from PySide6.QtCore import QRect, QRectF, Qt, Signal
+from PySide6.QtCore import QPointF, QRect, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QFontMetrics, QImage, QPainter, QPen, QPolygonF
-from PySide6.QtCore import QPointF
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from .. import theme as th
@@ -63,6 +62,11 @@ class FlowPlace:
     newest: bool = False
 
 
+def _percent(p: float) -> str:
+    """A probability as a percentage that stays above 0 when it is: 12.3%, 0.041%."""
+    return f"{p:.1%}" if p >= 0.001 or p == 0 else f"{100 * p:.2g}%"
+
+
 def _piece(text: str) -> str:
     return "'" + text.replace("␣", " ") + "'"
 
@@ -79,6 +83,7 @@ class FlowPanel(QWidget):
         self.tour_box: str | None = None  # the box the tour lights up, or None outside the tour
         self.tour_text = ""
         self._layout: FlowLayout | None = None
+        self._layout_key: tuple = ()
         self._dirty = True  # the numbers wait for the view to be shown
         self.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Expanding)
         self.setMouseTracking(True)
@@ -230,8 +235,6 @@ class FlowPanel(QWidget):
         title = TITLES[name]
         if name == "blocks" and self.state.result is not None:
             title += f" × {self.state.result.n_layer}"
-        if name == "kv" and self.state.result is not None:
-            title = "KV cache"
         self._line(p, x, y, w, 0, title)
 
     def _line(self, p: QPainter, x: int, y: int, w: int, index: int, text: str, align=Qt.AlignLeft) -> None:
@@ -299,8 +302,8 @@ class FlowPanel(QWidget):
             self._text(p, s, i, text)
         c = b["chosen"]
         self._chip(p, c, 1, f"{_piece(n.chosen_piece)}  id {n.chosen_id}")
-        self._text(p, c, 3, f"sampling p {n.chosen_sampling_prob:.1%}")
-        self._text(p, c, 4, f"model p {n.chosen_model_prob:.1%}")
+        self._text(p, c, 3, f"sampling p {_percent(n.chosen_sampling_prob)}")
+        self._text(p, c, 4, f"model p {_percent(n.chosen_model_prob)}")
         if n.chosen_by == "user":
             draw = "chosen by you"
         elif n.greedy or math.isnan(n.draw_u):
@@ -355,21 +358,22 @@ class FlowPanel(QWidget):
         p.setPen(QColor(th.DARK))
         self._line(p, x, y, w, 0, f"{TITLES['logits']} · model p")
         fm = QFontMetrics(self.body_font)
-        name_w = (w - 2 * pad) * 45 // 100
+        inner = w - 2 * pad - 4
         for i in range(shown):
             top = y + pad + (i + 1) * self.line
             chosen = n.top_ids[i] == n.chosen_id
-            p.setFont(self.title_font if chosen else self.body_font)
-            p.setPen(QColor(th.VERMILION if chosen else th.DARK))
-            piece = fm.elidedText(_piece(n.top_pieces[i]), Qt.ElideRight, name_w - 4)
-            p.drawText(QRect(x + pad + 2, top, name_w, self.line), int(Qt.AlignLeft | Qt.AlignVCenter), piece)
-            bar_x = x + pad + name_w
-            bar_w = w - 2 * pad - name_w - 2
             prob = n.top_model_probs[i]
-            p.fillRect(QRect(bar_x, top + 3, max(1, int(bar_w * prob)), self.line - 6), QColor(th.CHOSEN if chosen else th.CANDIDATE))
+            # the model probability as a pale bar behind the row, the numbers on top of it
+            p.fillRect(QRect(x + pad + 2, top + 1, max(1, int(inner * prob)), self.line - 2),
+                       th.qcolor(th.CHOSEN if chosen else th.CANDIDATE, 150 if chosen else 90))
+            numbers = f"{n.top_logits[i]:.1f} · {_percent(prob)}"
+            numbers_w = fm.horizontalAdvance(numbers) + 6
+            p.setFont(self.title_font if chosen else self.body_font)
             p.setPen(QColor(th.DARK))
+            piece = QFontMetrics(p.font()).elidedText(_piece(n.top_pieces[i]), Qt.ElideRight, inner - numbers_w)
+            p.drawText(QRect(x + pad + 4, top, inner - numbers_w, self.line), int(Qt.AlignLeft | Qt.AlignVCenter), piece)
             p.setFont(self.body_font)
-            p.drawText(QRect(bar_x, top, bar_w, self.line), int(Qt.AlignRight | Qt.AlignVCenter), f"{n.top_logits[i]:.1f} · {prob:.0%}")
+            p.drawText(QRect(x + pad + 2, top, inner, self.line), int(Qt.AlignRight | Qt.AlignVCenter), numbers)
 
     def _draw_blocks(self, p: QPainter, lay: FlowLayout, n: FlowNumbers) -> None:
         pad = lay.pad
@@ -463,15 +467,9 @@ class FlowPanel(QWidget):
         text = f"attn head {n.head}: {n.top_weight:.0%} → {_piece(n.top_key_piece)} · adds {n.attn_norms[L]:.1f}"
         p.drawText(QRect(ax, ay, aw, self.line), int(Qt.AlignLeft | Qt.AlignVCenter),
                    QFontMetrics(self.body_font).elidedText(text, Qt.ElideRight, aw))
-        weights = n.attention
-        if len(weights):  # the head's weights over the positions, one bar each
-            bar_w = aw / len(weights)
-            base = ay + 2 * self.line - 2
-            top_w = max(float(weights.max()), 1e-9)
-            for i, wt in enumerate(weights):
-                bh = max(1, int((self.line - 4) * float(wt) / top_w))
-                color = th.CHOSEN if i == n.top_key else ATTENTION
-                p.fillRect(QRectF(ax + i * bar_w, base - bh, max(1.0, bar_w - 1), bh), QColor(color))
+        if len(n.attention):  # the head's weights over the positions, one bar each (one image: 1,000 bars stay cheap)
+            height = self.line - 4
+            p.drawImage(QRect(ax, ay + self.line + 2, aw, height), _bars_image(n.attention, n.top_key, height, aw))
         mx, my, mw, mh = lay.parts["mlp"]
         if my + self.line <= y + h:
             p.setFont(self.body_font)
@@ -495,6 +493,34 @@ class FlowPanel(QWidget):
             p.setPen(QColor(th.DARK))
             p.drawText(QRect(x + 8, y + lay.pad, w - 16, h - 2 * lay.pad), int(Qt.TextWordWrap | Qt.AlignLeft | Qt.AlignVCenter),
                        self.tour_text)
+
+
+def _rgb(hex_color: str) -> np.ndarray:
+    c = QColor(hex_color)
+    return np.array([c.red(), c.green(), c.blue()], dtype=np.uint8)
+
+
+def _bars_image(weights: np.ndarray, top: int, height: int, width: int) -> QImage:
+    """A bar chart of ``weights`` as an image ``height`` pixels high, one column per bar (at most
+    ``width``: more bars share a column, which shows their largest), bar ``top`` in the chosen
+    colour and a 1-pixel gap between bars when there is room for one."""
+    n = len(weights)
+    columns = min(n, max(1, width))
+    starts = (np.arange(columns) * n) // columns
+    heights = np.maximum.reduceat(np.asarray(weights, dtype=np.float32), starts)
+    heights = np.maximum(1, (height * heights / max(float(heights.max()), 1e-9)).astype(np.int32))
+    rows = np.arange(height)[:, None]
+    filled = rows >= height - heights[None, :]  # [height, columns]
+    image = np.full((height, columns, 3), 255, dtype=np.uint8)
+    image[filled] = _rgb(ATTENTION)
+    column = np.searchsorted(starts, top, side="right") - 1
+    image[filled[:, column], column] = _rgb(th.CHOSEN)
+    scale = max(1, width // columns)  # whole pixels per bar, the last of them a gap
+    if scale >= 3:
+        image = np.repeat(image, scale, axis=1)
+        image[:, scale - 1 :: scale] = 255
+    image = np.ascontiguousarray(image)
+    return QImage(image.data, image.shape[1], height, 3 * image.shape[1], QImage.Format_RGB888).copy()
 
 
 def _arrow(p: QPainter, points, head: int) -> None:
