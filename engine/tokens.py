@@ -104,7 +104,10 @@ class Tokenizer:
         return list(self.hf(text, add_special_tokens=False, split_special_tokens=True)["input_ids"])
 
     def token_bytes(self, token_id: int) -> bytes:
-        return token_bytes(self.hf.convert_ids_to_tokens(int(token_id)))
+        piece = self.hf.convert_ids_to_tokens(int(token_id))
+        if piece is None:  # an embedding row with no token (Qwen2.5 pads 151,665 tokens to 151,936 rows)
+            return f"<unused {int(token_id)}>".encode()
+        return token_bytes(piece)
 
     def decode(self, ids) -> str:
         """Exact inverse of ``encode`` (bytes joined, then UTF-8; broken bytes become U+FFFD)."""

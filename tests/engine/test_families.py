@@ -269,3 +269,10 @@ def test_real_shapes_step_and_equal_the_plain_model(name, tmp_path):
                                torch.stack([a[0, :, -1] for a in out.attentions]).numpy(), atol=1e-3)
     assert out.cache.layers[0].keys.shape[1] == info.kv_heads
     assert second.record.kv.total_bytes == 2 * info.n_layer * (len(ids) + 1) * info.kv_heads * info.head_dim * 4
+
+
+def test_an_embedding_row_without_a_token_reads_as_unused(loaded):
+    """Qwen2.5's embedding has 151,936 rows for 151,665 tokens: a random or odd model may pick a row
+    with no token, which must still read as a chip."""
+    beyond = len(loaded.tokenizer.hf) + 5
+    assert loaded.tokenizer.piece(beyond) == f"<unused {beyond}>"
