@@ -106,7 +106,7 @@ class Tokenizer:
     def token_bytes(self, token_id: int) -> bytes:
         piece = self.hf.convert_ids_to_tokens(int(token_id))
         if piece is None:  # an embedding row with no token (Qwen2.5 pads 151,665 tokens to 151,936 rows)
-            return f"<unused {int(token_id)}>".encode()
+            return f"<unused-{int(token_id)}>".encode()
         return token_bytes(piece)
 
     def decode(self, ids) -> str:
