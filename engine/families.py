@@ -23,6 +23,11 @@ grouped_query_attention.py, rms_norm.py, mlps/gated_mlp.py, mlps/moe.py):
   the top k logits first and runs the softmax over those alone, which is ``mlp.hook_topk_weights``).
 
 Names TransformerLens does not have are listed in ``NOT_IN_TRANSFORMERLENS`` with what they are.
+
+GraniteMoe scales what it adds: the residual stream starts at ``hook_embed`` x embedding_multiplier,
+each block adds ``hook_attn_out`` and ``hook_mlp_out`` x residual_multiplier (the names keep the
+modules' own outputs, before that factor), and the logits are divided by logits_scaling. The
+other families add the three unscaled, as GPT-2 does.
 """
 
 from __future__ import annotations

@@ -39,6 +39,7 @@ HUB_FILES = [
     "vocab.json",
     "merges.txt",
     "special_tokens_map.json",
+    "chat_template.jinja",  # newer instruct repositories keep the chat template here
 ]
 TOKENIZER_ANY_OF = ("tokenizer.json", "vocab.json")  # a folder with neither has no tokenizer
 
