@@ -148,6 +148,8 @@ def wrap_model(model, folder: Path, *, name: str, is_demo: bool = False) -> Load
     check_tokenizer(tokenizer, cfg, folder)
     n_head = cfg.num_attention_heads
     total, active = families.parameter_counts(model)
+    kv_heads = getattr(cfg, "num_key_value_heads", None) or n_head
+    d_head = getattr(cfg, "head_dim", None) or cfg.hidden_size // n_head
     info = ModelInfo(
         name=name,
         source=str(folder),
@@ -158,10 +160,10 @@ def wrap_model(model, folder: Path, *, name: str, is_demo: bool = False) -> Load
         vocab_size=cfg.vocab_size,
         n_params=total,
         is_demo=is_demo,
-        n_active_params=active,
+        n_active_params=0 if active == total else active,  # 0: the defaults, as a session file reopens GPT-2
         family=families.family_of(model).name,
-        n_kv_heads=getattr(cfg, "num_key_value_heads", None) or n_head,
-        d_head=getattr(cfg, "head_dim", None) or cfg.hidden_size // n_head,
+        n_kv_heads=0 if kv_heads == n_head else kv_heads,
+        d_head=0 if d_head == cfg.hidden_size // n_head else d_head,
     )
     return LoadedModel(model=model, tokenizer=tokenizer, info=info)
 
