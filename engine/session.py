@@ -56,7 +56,7 @@ STOP_MESSAGES = {
 
 
 class Session:
-    """Steps a GPT-2 through a prompt one token at a time, recording each step.
+    """Steps a model of any family in engine.families through a prompt one token at a time, recording each step.
 
     Step 0 (prefill) runs the whole prompt in one forward pass and fills the KV cache; each later
     step runs only the newest token against the cache. ``rewind``, ``choose`` and ``resample``
