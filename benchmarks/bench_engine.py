@@ -12,6 +12,7 @@ side by side in one process, interleaved repeat by repeat, and reports medians a
     python benchmarks/bench_engine.py --only cache      # the KV cache on and off alone
     python benchmarks/bench_engine.py --only inside     # the Inside figures (decode, history, recompute, lens)
     python benchmarks/bench_engine.py --only file --steps 1000  # a session file's size, save and open times
+    python benchmarks/bench_engine.py --only families   # recording everything at SmolLM2-135M's and Qwen2.5-0.5B's shapes
 
 The cache section times, at each position, a cached step and a whole-sequence recompute for both the
 bare model and the engine (``Session(use_cache=False)``, what ``--no-cache`` runs). The sampling
@@ -48,7 +49,7 @@ from engine import GenerationStopped, SamplingSettings, Session, load_model  # n
 from engine import hf_compat, sampling  # noqa: E402
 from engine import session as session_module  # noqa: E402
 from engine.inside import inside  # noqa: E402
-from engine.random_model import write_random_gpt2  # noqa: E402
+from engine.random_model import SHAPES, random_loaded, write_random_gpt2  # noqa: E402
 
 # Each of these is exactly one GPT-2 token, so a prompt of n of them is n tokens long.
 WORDS = [" The", " cat", " sat", " on", " the", " mat", " and", " the", " dog", " ran", " away", " from", " the", " house", "."]
@@ -175,6 +176,40 @@ def measure_decode(loaded, bare: Bare, context: int, repeats: int) -> dict[str, 
 
     engine_step(), undo("engine"), bare_step(), undo("bare")  # warm-up
     return interleave({"engine": engine_step, "bare": bare_step}, repeats, undo)
+
+
+FAMILY_SHAPES = ("SmolLM2-135M", "Qwen2.5-0.5B")
+
+
+def family_pair(folder: Path, name: str):
+    """The engine's model at a real shape (random weights, eager, every hook recorded) and the bare
+    model: the same weights in a plain model with the default (sdpa) attention."""
+    from transformers import AutoModelForCausalLM
+
+    model_type, config = SHAPES[name]
+    loaded = random_loaded(folder, model_type, **config)
+    import copy
+
+    config = copy.deepcopy(loaded.model.config)  # a shared config would switch the engine's model to sdpa too
+    plain = AutoModelForCausalLM.from_config(config, dtype=torch.float32, attn_implementation="sdpa")
+    plain.load_state_dict(loaded.model.state_dict())
+    return loaded, Bare(plain.eval())
+
+
+def families_report(cfg, threads: int, t0: float) -> str:
+    """Recording everything against a bare cached decode step at SmolLM2-135M's and Qwen2.5-0.5B's shapes."""
+    rows = ["| shape | context | engine step (ms) | bare decode (ms) | ratio |", "|---|---:|---:|---:|---:|"]
+    with tempfile.TemporaryDirectory(prefix="nexttoken-bench-") as tmp:
+        for name in FAMILY_SHAPES:
+            loaded, bare = family_pair(Path(tmp) / name, name)
+            for context in cfg["decode_contexts"]:
+                d = measure_decode(loaded, bare, context, cfg["decode_repeats"])
+                rows.append(f"| {name} ({loaded.info.family}, {loaded.info.n_head} / {loaded.info.kv_heads} heads) | "
+                            f"{context:,} | {d['engine']:.1f} | {d['bare']:.1f} | {d['engine'] / d['bare']:.2f}× |")
+                print(rows[-1], file=sys.stderr, flush=True)
+            del loaded, bare
+    return ("\n".join(rows) + f"\n\nRandom weights at the real shapes, fp32, {threads} torch threads, {cfg['decode_repeats']} "
+            f"interleaved repeats, medians ({time.perf_counter() - t0:.0f} s, `python benchmarks/bench_engine.py --only families`).")
 
 
 def measure_prefill(loaded, bare: Bare, length: int, repeats: int) -> dict[str, float]:
@@ -676,7 +711,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="short run (under a minute): fewer repeats and steps")
     p.add_argument("--threads", type=int, default=0, help=f"torch threads (default: cores - 1 = {app_threads()}, as the app)")
-    p.add_argument("--only", choices=("cache", "sampling", "inside", "fit", "file"),
+    p.add_argument("--only", choices=("cache", "sampling", "inside", "fit", "file", "families"),
                    help="run one section and print its table: the KV cache comparison, sampling, or the Inside figures (issue 12)")
     p.add_argument("--memory-child", metavar="FOLDER", help=argparse.SUPPRESS)
     p.add_argument("--steps", type=int, default=0, help=argparse.SUPPRESS)
@@ -689,6 +724,9 @@ def main(argv=None) -> int:
     cfg = QUICK if args.quick else FULL
     args.prefill_len = cfg["prefill_len"]
     t0 = time.perf_counter()
+    if args.only == "families":
+        print(families_report(cfg, threads, t0))
+        return 0
     with tempfile.TemporaryDirectory(prefix="nexttoken-bench-") as tmp:
         folder = build_model_folder(Path(tmp) / "gpt2-small-random")
         loaded = load_model(folder)

@@ -23,6 +23,11 @@ grouped_query_attention.py, rms_norm.py, mlps/gated_mlp.py, mlps/moe.py):
   the top k logits first and runs the softmax over those alone, which is ``mlp.hook_topk_weights``).
 
 Names TransformerLens does not have are listed in ``NOT_IN_TRANSFORMERLENS`` with what they are.
+
+GraniteMoe scales what it adds: the residual stream starts at ``hook_embed`` x embedding_multiplier,
+each block adds ``hook_attn_out`` and ``hook_mlp_out`` x residual_multiplier (the names keep the
+modules' own outputs, before that factor), and the logits are divided by logits_scaling. The
+other families add the three unscaled, as GPT-2 does.
 """
 
 from __future__ import annotations
@@ -187,3 +192,20 @@ def family_of(model) -> Family:
     if family is None:
         raise ValueError(f"{type(model).__name__} is not a supported model: {SUPPORTED_SENTENCE}.")
     return family
+
+
+def parameter_counts(model) -> tuple[int, int]:
+    """(total, active per token) parameters of a loaded model, a tied weight counted once.
+
+    Dense models use every parameter for every token. In a mixture-of-experts layer each token runs
+    through ``num_experts_per_tok`` of the ``num_experts`` experts, so of the experts' weights (the
+    fused 3-D ``gate_up_proj`` and ``down_proj`` of each layer's experts module) only that share is
+    active; everything else (embedding, attention, norms, routers) is used by every token.
+    """
+    total = sum(p.numel() for p in model.parameters())  # parameters() lists a tied weight once
+    if not family_of(model).moe:
+        return total, total
+    experts = [m for m in model.modules() if type(m).__name__.endswith("Experts")]
+    expert_params = sum(p.numel() for m in experts for p in m.parameters())
+    share = model.config.num_experts_per_tok / model.config.num_local_experts
+    return total, total - expert_params + round(expert_params * share)

@@ -102,3 +102,20 @@ def rotary_embeddings(model, positions: torch.Tensor):
     """(cos, sin), each [1, n, d_head], that the model's rotary embedding gives ``positions`` [n]."""
     inner = model.model
     return inner.rotary_emb(inner.embed_tokens.weight[:1], positions[None])
+
+
+def attention_module(model, layer: int):
+    """The Llama design's attention module of ``layer``."""
+    return model.model.layers[layer].self_attn
+
+
+def pre_rope(attn, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """What RoPE receives from hook_q / hook_k ([..., heads, d_head]): Qwen3 first normalises each head."""
+    if hasattr(attn, "q_norm"):
+        return attn.q_norm(q), attn.k_norm(k)
+    return q, k
+
+
+def rope_inv_freq(model) -> torch.Tensor:
+    """[d_head / 2] radians per position for each rotated pair of dimensions (the default RoPE type)."""
+    return model.model.rotary_emb.inv_freq

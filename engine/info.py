@@ -21,6 +21,7 @@ class ModelInfo:
     family: str = "GPT-2"  # engine.families.Family.name
     n_kv_heads: int = 0  # key/value heads (fewer than n_head with grouped heads); 0: n_head
     d_head: int = 0  # 0: d_model // n_head
+    n_active_params: int = 0  # parameters each token runs through (a mixture of experts: fewer); 0: n_params
 
     @property
     def kv_heads(self) -> int:
@@ -32,8 +33,17 @@ class ModelInfo:
 
     @property
     def label(self) -> str:
-        size = f"{self.n_params / 1e6:.0f}M" if self.n_params >= 1e6 else f"{self.n_params / 1e3:.0f}K"
+        size = _count(self.n_params)
+        if self.n_active_params and self.n_active_params != self.n_params:
+            size += f" ({_count(self.n_active_params)} active per token)"
         demo = "tiny demo model, " if self.is_demo else ""
         family = "" if self.family == "GPT-2" else f"{self.family}, "
         heads = f"{self.n_head} heads" if self.kv_heads == self.n_head else f"{self.n_head} heads sharing {self.kv_heads} key/value heads"
         return f"{self.name} ({family}{demo}{self.n_layer} layers, {heads}, {size} parameters)"
+
+
+def _count(n: int) -> str:
+    """1,340,000,000 -> "1.34B", 135,000,000 -> "135M", 126,000 -> "126K"."""
+    if n >= 1e9:
+        return f"{n / 1e9:.2f}B"
+    return f"{n / 1e6:.0f}M" if n >= 1e6 else f"{n / 1e3:.0f}K"

@@ -40,6 +40,7 @@ HUB_FILES = [
     "vocab.json",
     "merges.txt",
     "special_tokens_map.json",
+    "chat_template.jinja",  # newer instruct repositories keep the chat template here
 ]
 TOKENIZER_ANY_OF = ("tokenizer.json", "vocab.json")  # a folder with neither has no tokenizer
 
@@ -165,6 +166,9 @@ def wrap_model(model, folder: Path, *, name: str, is_demo: bool = False) -> Load
     cfg = model.config
     check_tokenizer(tokenizer, cfg, folder)
     n_head = cfg.num_attention_heads
+    total, active = families.parameter_counts(model)
+    kv_heads = getattr(cfg, "num_key_value_heads", None) or n_head
+    d_head = getattr(cfg, "head_dim", None) or cfg.hidden_size // n_head
     info = ModelInfo(
         name=name,
         source=str(folder),
@@ -173,11 +177,12 @@ def wrap_model(model, folder: Path, *, name: str, is_demo: bool = False) -> Load
         d_model=cfg.hidden_size,
         n_positions=cfg.max_position_embeddings,
         vocab_size=cfg.vocab_size,
-        n_params=sum(p.numel() for p in model.parameters()),
+        n_params=total,
         is_demo=is_demo,
+        n_active_params=0 if active == total else active,  # 0: the defaults, as a session file reopens GPT-2
         family=families.family_of(model).name,
-        n_kv_heads=getattr(cfg, "num_key_value_heads", None) or n_head,
-        d_head=getattr(cfg, "head_dim", None) or cfg.hidden_size // n_head,
+        n_kv_heads=0 if kv_heads == n_head else kv_heads,
+        d_head=0 if d_head == cfg.hidden_size // n_head else d_head,
     )
     return LoadedModel(model=model, tokenizer=tokenizer, info=info)
 

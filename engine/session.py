@@ -56,7 +56,7 @@ STOP_MESSAGES = {
 
 
 class Session:
-    """Steps a GPT-2 through a prompt one token at a time, recording each step.
+    """Steps a model of any family in engine.families through a prompt one token at a time, recording each step.
 
     Step 0 (prefill) runs the whole prompt in one forward pass and fills the KV cache; each later
     step runs only the newest token against the cache. ``rewind``, ``choose`` and ``resample``
@@ -297,7 +297,7 @@ class Session:
             reason = "context_full"
         else:
             return None, ""
-        eos = getattr(self.loaded.tokenizer.hf, "eos_token", None) or "<|endoftext|>"
+        eos = getattr(getattr(self.loaded.tokenizer, "hf", None), "eos_token", None) or "<|endoftext|>"  # a file's saved tokens have no hf
         message = STOP_MESSAGES[reason].format(limit=self.max_new_tokens, capacity=self.info.n_positions, eos=eos,
                                                sequence=sequence)
         return reason, message
@@ -435,8 +435,11 @@ class Session:
 
     def _kv_widths(self) -> tuple[int, int]:
         """Values cached per position, layer and keys-or-values (n_kv_heads x d_head), and what full
-        heads would cache (n_head x d_head)."""
-        return self.info.kv_heads * self.info.head_dim, self.info.n_head * self.info.head_dim
+        heads would cache (n_head x d_head); 0 where that is d_model (GPT-2: KVStats's default, which a
+        session file reopens with)."""
+        d = self.info.d_model
+        kv, full = self.info.kv_heads * self.info.head_dim, self.info.n_head * self.info.head_dim
+        return (0 if kv == d else kv), (0 if full == d else full)
 
     # ------------------------------------------------------- changing history
     def rewind(self, step: int) -> StepTrace | None:

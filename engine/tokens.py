@@ -105,7 +105,10 @@ class Tokenizer:
         return list(self.hf(text, add_special_tokens=False, split_special_tokens=True)["input_ids"])
 
     def token_bytes(self, token_id: int) -> bytes:
-        return token_bytes(self.hf.convert_ids_to_tokens(int(token_id)))
+        piece = self.hf.convert_ids_to_tokens(int(token_id))
+        if piece is None:  # an embedding row with no token (Qwen2.5 pads 151,665 tokens to 151,936 rows)
+            return f"<unused-{int(token_id)}>".encode()
+        return token_bytes(piece)
 
     def bytes_by_id(self) -> tuple[bytes, ...]:
         """The raw bytes of every token, indexed by id: built once (about 0.1 s for GPT-2's 50,257),

@@ -269,3 +269,40 @@ def test_real_shapes_step_and_equal_the_plain_model(name, tmp_path):
                                torch.stack([a[0, :, -1] for a in out.attentions]).numpy(), atol=1e-3)
     assert out.cache.layers[0].keys.shape[1] == info.kv_heads
     assert second.record.kv.total_bytes == 2 * info.n_layer * (len(ids) + 1) * info.kv_heads * info.head_dim * 4
+
+
+def test_an_embedding_row_without_a_token_reads_as_unused(loaded):
+    """Qwen2.5's embedding has 151,936 rows for 151,665 tokens: a random or odd model may pick a row
+    with no token, which must still read as a chip (not crash the step)."""
+    beyond = len(loaded.tokenizer.hf) + 5
+    assert loaded.tokenizer.piece(beyond) == f"<unused-{beyond}>"
+
+
+@pytest.mark.parametrize("name, total, active", [
+    ("granite-3.1-1b-a400m", 1.3e9, 0.4e9),  # IBM's headline: 1.3B total, about 400M active
+    ("SmolLM2-135M", 135e6, 135e6),
+    ("Qwen2.5-0.5B", 494e6, 494e6),
+])
+def test_parameter_counts_at_real_shapes_match_the_published_sizes(name, total, active):
+    """Counted from the model's own modules, built on the meta device (no memory for the weights)."""
+    from transformers import AutoConfig
+
+    model_type, config = SHAPES[name]
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(AutoConfig.for_model(model_type, **config))
+    counted_total, counted_active = families.parameter_counts(model)
+    assert counted_total == pytest.approx(total, rel=0.05)
+    assert counted_active == pytest.approx(active, rel=0.1)
+
+
+def test_moe_active_parameters_are_the_chosen_experts_share(loaded):
+    total, active = families.parameter_counts(loaded.model)
+    assert total == loaded.info.n_params == sum(p.numel() for p in loaded.model.parameters())
+    if not families.family_of(loaded.model).moe:
+        assert active == total
+        return
+    cfg = loaded.model.config
+    per_expert = sum(p[0].numel() for name, p in loaded.model.named_parameters() if ".experts." in name)
+    layers_experts = per_expert * cfg.num_local_experts  # every layer's experts' weights
+    assert active == total - layers_experts + per_expert * cfg.num_experts_per_tok
+    assert "active per token" in loaded.info.label
