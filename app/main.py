@@ -111,10 +111,12 @@ class ScriptedRun:
         window.errorShown.connect(self._on_window_error_shown)
 
     def _on_window_result_applied(self, result) -> None:
-        if self.finished or (self.opening and result.kind != "open"):
+        from . import protocol as p
+
+        if self.finished or (self.opening and not isinstance(result.request, p.OpenSession)):
             return
         self.opening = False
-        if result.kind == "step":
+        if isinstance(result.request, p.Step):
             self.steps_done += 1
         if self.steps_left > 0 and not result.can_step:  # opened to view only: the steps asked for cannot run
             self._on_window_error_shown(f"--steps {self.steps_left}: {result.why_not}")
@@ -178,14 +180,16 @@ def select_layer_and_head(window, layer: int, head: int, fail) -> None:
     range says so (and ends a scripted run with status 2)."""
 
     def on_result(result) -> None:
-        if result.kind != "load":
+        from . import protocol as p
+
+        if not isinstance(result.request, p.Load):
             return
         window.resultApplied.disconnect(on_result)
         if not (0 <= layer < result.n_layer and 0 <= head < result.n_head):
             message = (f"--layer {layer} --head {head} is not in {result.info.name}: it has layers 0 to "
                        f"{result.n_layer - 1} and heads 0 to {result.n_head - 1}.")
             window.errorShown.emit(message)
-            window.status_label.setText(message)
+            window.status_line.say(message, error=True)
             return
         window.state.set_layer(layer)
         window.state.set_head(head)

@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 
 from engine.tokens import piece_bytes
 
+from .. import protocol as p
 from .. import theme as th
 from ..state import LATEST, AppState
 from ..guard import guarded
@@ -324,8 +325,8 @@ class TokensPanel(QGroupBox):
         chips = [Chip(int(t), p, "prompt" if i < prompt_len else "generated") for i, (t, p) in enumerate(zip(ids, pieces))]
         if trace is not None:
             chips.append(Chip(int(trace.chosen), trace.chosen_piece, "next"))
-        if result.kind in ("load", "prompt", "open") or not self._prompt_text:
-            self.set_prompt_text(result.prompt_text if result.kind in ("load", "open") else self.prompt())
+        if isinstance(result.request, (p.Load, p.SetPrompt, p.OpenSession)) or not self._prompt_text:
+            self.set_prompt_text(result.prompt_text if isinstance(result.request, (p.Load, p.OpenSession)) else self.prompt())
         self.strip.set_chips(chips, self._selected_index())
         self._update_counts()
         before = b"".join(piece_bytes(c.piece) for c in chips[:-1]).decode("utf-8", "replace")
