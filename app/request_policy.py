@@ -11,8 +11,10 @@ lists (tests/app/test_request_policy.py, no QApplication).
   engine's death, for everything it held.
 - **Saves.** A waiting Save survives a restart; its result is stale then, but that the file was
   written is news (``Verdict.NOTE``).
-- **Showing what the engine holds.** A refused Load or OpenSession already dropped the results
-  before it, so ``settle`` asks for a Refresh.
+- **Showing what the engine holds.** A refused restart already dropped the results before it; if
+  one was dropped since the last result handed on, or the engine died since (the window still
+  shows the dead engine's session), or the request was a Load or an OpenSession, the window shows
+  a session the engine does not hold, so ``settle`` asks for a Refresh.
 - **Quick deaths.** An engine that dies within ``QUICK_DEATH_S`` of starting, ``MAX_QUICK_DEATHS``
   times in a row, is not started again.
 """
@@ -56,6 +58,7 @@ class RequestPolicy:
         self.dead_barrier = 0  # requests older than this went to an engine that has died
         self.quick_deaths = 0
         self.forward_requests = 0  # Step and Play requests sent (tests and benchmarks read it)
+        self.dropped = False  # the window may show a session the engine no longer holds
         self.started = clock()  # when the running engine started
         self.running = True  # False once the engine died quickly too often (nothing is sent)
 
@@ -121,12 +124,15 @@ class RequestPolicy:
                 self.has_session = True  # this engine has a session (even if a newer request made it stale)
                 self.quick_deaths = 0  # and it works
             if not current:
+                self.dropped = True
                 return Verdict.NOTE if isinstance(reply.result.request, p.SaveSession) else Verdict.DROP
+            self.dropped = False
             return Verdict.SHOW
         if not current:
             return Verdict.DROP
-        if isinstance(reply, p.Failed) and isinstance(reply.request, (p.Load, p.OpenSession)) and self.has_session:
-            return Verdict.REFRESH
+        if isinstance(reply, p.Failed) and isinstance(reply.request, p.RESTARTS) and self.has_session:
+            if self.dropped or isinstance(reply.request, (p.Load, p.OpenSession)):
+                return Verdict.REFRESH
         return Verdict.SHOW
 
     def engine_died(self) -> bool:
@@ -137,6 +143,7 @@ class RequestPolicy:
         self.in_flight = None
         self.play_generation = 0
         self.has_session = False
+        self.dropped = True  # the window shows the dead engine's session until a result replaces it
         self.barrier = self.dead_barrier = self.generation + 1
         self.quick_deaths = self.quick_deaths + 1 if lived < QUICK_DEATH_S else 0
         self.running = self.quick_deaths < MAX_QUICK_DEATHS

@@ -325,8 +325,12 @@ class TokensPanel(QGroupBox):
         chips = [Chip(int(t), p, "prompt" if i < prompt_len else "generated") for i, (t, p) in enumerate(zip(ids, pieces))]
         if trace is not None:
             chips.append(Chip(int(trace.chosen), trace.chosen_piece, "next"))
-        if isinstance(result.request, (p.Load, p.SetPrompt, p.OpenSession)) or not self._prompt_text:
-            self.set_prompt_text(result.prompt_text if isinstance(result.request, (p.Load, p.OpenSession)) else self.prompt())
+        if self._debounce.isActive():
+            pass  # an edit not sent yet: the editor keeps it and its cursor; it is sent when the wait ends
+        elif isinstance(result.request, (p.Load, p.OpenSession)):
+            self.set_prompt_text(result.prompt_text)
+        elif not self._prompt_text:
+            self.set_prompt_text(self.prompt())
         self.strip.set_chips(chips, self._selected_index())
         self._update_counts()
         before = b"".join(piece_bytes(c.piece) for c in chips[:-1]).decode("utf-8", "replace")

@@ -6,7 +6,6 @@ that the load's result is surely drawn while the edit is pending, the moment the
 
 from __future__ import annotations
 
-import pytest
 from PySide6.QtGui import QTextCursor
 
 from app import protocol as p
@@ -42,7 +41,6 @@ def is_load(result) -> bool:
     return isinstance(result.request, p.Load)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 26 defect 1: a load's result overwrites a pending edit")
 def test_text_typed_while_a_load_finishes_is_kept(window, qtbot, demo_model):
     editor = window.tokens.editor
     hold_edits(window)
@@ -55,7 +53,6 @@ def test_text_typed_while_a_load_finishes_is_kept(window, qtbot, demo_model):
     assert engine_prompt(window) == PROMPT + " mat"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 26 defect 1: the reload after a death reverts typed text")
 def test_text_typed_during_the_reload_after_a_death_is_kept(window, qtbot):
     editor = window.tokens.editor
     hold_edits(window)
@@ -71,7 +68,6 @@ def test_text_typed_during_the_reload_after_a_death_is_kept(window, qtbot):
     assert engine_prompt(window) == typed
 
 
-@pytest.mark.xfail(strict=True, reason="issue 26 defect 2: a refused prompt after a reload keeps a dead session drawn")
 def test_a_death_with_a_too_long_edit_pending_shows_what_the_new_engine_holds(window, qtbot):
     run(qtbot, window, window.step, p.Step)
     run(qtbot, window, window.step, p.Step)

@@ -144,3 +144,26 @@ def test_the_policy_imports_no_qt():
     code = "import sys, app.request_policy, app.step_gate, app.wording; print(any(m.startswith('PySide6') for m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_a_refused_prompt_after_a_reload_shows_what_the_new_engine_holds(policy, sent):
+    """Issue 26, defect 2: the engine dies while a too-long edit is pending; the reload's result is
+    made stale by the edit, which is refused: the window must not go on drawing the dead session."""
+    policy.settle(done(ask(policy, p.Load())))
+    policy.settle(done(ask(policy, p.Step())))
+    policy.engine_died()
+    policy.engine_started()
+    reload = ask(policy, p.Load())
+    edit = ask(policy, p.SetPrompt(text="too long"))
+    assert policy.settle(done(reload)) is Verdict.DROP  # made stale by the edit
+    assert policy.settle(p.PromptTooLong(edit.generation, edit, "Too long.")) is Verdict.REFRESH
+
+
+def test_a_refused_prompt_with_the_engines_session_shown_needs_no_refresh(policy, sent):
+    policy.settle(done(ask(policy, p.Load())))
+    edit = ask(policy, p.SetPrompt(text="too long"))
+    assert policy.settle(p.PromptTooLong(edit.generation, edit, "Too long.")) is Verdict.SHOW
+    step = ask(policy, p.Step())
+    edit = ask(policy, p.SetPrompt(text="too long"))
+    assert policy.settle(done(step)) is Verdict.DROP  # a step the window never drew
+    assert policy.settle(p.PromptTooLong(edit.generation, edit, "Too long.")) is Verdict.REFRESH
