@@ -98,11 +98,9 @@ class Commands(QObject):
         self.view_switcher = self._view_switcher()  # held here: the corner does not keep it alive
         bar.setCornerWidget(self.view_switcher, Qt.TopRightCorner)
         self.file_menu = bar.addMenu("&File")
-        self.file_menu.addAction(self.open_action)
-        self.file_menu.addAction(self.save_action)
+        self.file_menu.addActions([self.open_action, self.save_action])
         model = bar.addMenu("&Model")
-        for a in (self.demo_action, self.gpt2_action, self.folder_action):
-            model.addAction(a)
+        model.addActions([self.demo_action, self.gpt2_action, self.folder_action])
         extra = [d for d in paths.bundled_model_dirs() if d.name not in (paths.DEMO_MODEL_NAME, GPT2_SMALL)]
         if extra:  # a classroom build with more checkpoints inside (packaging/build.py --model-dir)
             model.addSeparator()
@@ -111,19 +109,15 @@ class Commands(QObject):
         model.addSeparator()
         model.addAction(self.restart_action)
         view = bar.addMenu("&View")
-        view.addAction(self.projector_action)
-        view.addAction(self.full_screen_action)
+        view.addActions([self.projector_action, self.full_screen_action])
         view.addSeparator()
-        for a in (*self.focus_actions, self.unfocus_action):
-            view.addAction(a)
+        view.addActions([*self.focus_actions, self.unfocus_action])
         run = bar.addMenu("&Run")
-        for a in (self.step_action, self.back_action, self.play_action, self.reset_action):
-            run.addAction(a)
+        run.addActions([self.step_action, self.back_action, self.play_action, self.reset_action])
         run.addSeparator()
         run.addAction(self.no_cache_action)
         help_menu = bar.addMenu("&Help")
-        help_menu.addAction(self.help_action)
-        help_menu.addAction(self.glossary_action)
+        help_menu.addActions([self.help_action, self.glossary_action])
         help_menu.addSeparator()
         help_menu.addAction(self.about_action)
 

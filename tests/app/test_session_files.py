@@ -104,9 +104,9 @@ def test_without_its_model_a_session_is_shown_not_continued(make_window, window,
     opened = run(qtbot, other, lambda: other.open_session(str(path)), p.OpenSession)
     assert not opened.can_step and opened.why_not
     _same_session(opened, shown)
-    assert not other.step_action.isEnabled()
+    assert not other.commands.step_action.isEnabled()
     other.step()
-    assert opened.why_not in other.status_label.text()
+    assert opened.why_not in other.status_line.status_label.text()
 
 
 @pytest.mark.slow  # a whole app run in a child process
