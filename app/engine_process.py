@@ -8,7 +8,8 @@ window paints on a free core.
 
 Parent side (``EngineProcess``, a QObject in the window's process): requests and control values
 go down one pipe; a reader thread emits each reply that comes up the other pipe as ``replied``
-(the signals of ``app.engine_link.Engine``, shared with ``EngineThread``). Results cross through ``app.wire``, which sends each step's record once.
+(the signals of ``app.engine_link.Engine``, shared with ``EngineThread``). Replies cross through
+``app.wire``, which sends each step's record once.
 Child side (``serve``): a reader thread queues requests and applies control values at once (a
 pause or a newer reset must reach a play loop or a download while it runs); the main thread runs
 the queued requests on a ``SessionHost``, one at a time.

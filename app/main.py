@@ -277,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     window = MainWindow(projector=args.projector, remember=not args.smoke_test, engine=args.engine)
     if args.size is not None:
         window.resize(*args.size)
-    elif scripted or not window.restore_geometry():
+    elif scripted or not window.preferences.restore_geometry(window):
         window.resize(*default_size(app, scripted))
     exit_code = [0]
 

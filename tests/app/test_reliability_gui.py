@@ -243,7 +243,7 @@ def test_holding_the_step_key_does_not_pile_up_work(window, qtbot, forward_calls
     def press():
         qtbot.keyPress(window, Qt.Key_Space)
         sent[0] += 1
-        waiting.append(sum(isinstance(r, Step) for r in window.controller._waiting))
+        waiting.append(sum(isinstance(r, Step) for r in window.controller.policy.waiting))
         if sent[0] == presses:
             keys.stop()
             qtbot.keyRelease(window, Qt.Key_Space)

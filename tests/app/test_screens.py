@@ -244,7 +244,7 @@ def test_the_window_reopens_where_it_was(make_window, qtbot):
     where = first.geometry()
     first.close()
     second = make_window(remember=True)
-    assert second.restore_geometry()
+    assert second.preferences.restore_geometry(second)
     assert second.geometry().size() == where.size() and second.geometry().topLeft() == where.topLeft()
 
 
