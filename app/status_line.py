@@ -5,20 +5,21 @@ from __future__ import annotations
 
 import logging
 
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy, QWidget
+from PySide6.QtCore import QObject, Qt
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy
 
 from . import theme as th
 
 log = logging.getLogger(__name__)
 
 
-class StatusLine(QWidget):
+class StatusLine(QObject):
     """Labels that wrap (a QStatusBar's labels do not: a long message widened the whole window),
     ``truncate_button`` (shown while a too-long prompt is refused) and ``restart_button`` (shown once
-    the engine was not restarted by itself)."""
+    the engine was not restarted by itself), in one row (``layout``: the window adds it under the
+    views, a layout and not a widget of its own, so the labels wrap to the window's width)."""
 
-    def __init__(self, parent: QWidget | None = None):
+    def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
         self.status_label = QLabel("Starting…")
         self.model_label = QLabel("no model loaded")
@@ -32,7 +33,7 @@ class StatusLine(QWidget):
             label.setWordWrap(True)
             label.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
         self.model_label.setAlignment(Qt.AlignRight | Qt.AlignVCenter)
-        bar = QHBoxLayout(self)
+        self.layout = bar = QHBoxLayout()
         bar.setContentsMargins(8, 0, 8, 0)
         bar.addWidget(self.status_label, 1)
         bar.addWidget(self.truncate_button)
