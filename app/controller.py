@@ -1,15 +1,11 @@
-"""The GUI-thread side of the engine: numbers requests, keeps one in flight, drops stale results.
+"""The GUI-thread side of the engine: adapts the request policy (``app.request_policy``: one in
+flight, coalescing, stale results, quick deaths) to Qt signals.
 
-Pure Qt plumbing, no drawing: the window connects ``resultReady``, ``errorOccurred``, ``busyChanged``
-and ``downloadProgress`` to what it shows. The engine runs the requests (``app.protocol``)
-elsewhere: in a child process (``app.engine_process``, the default) or on a worker thread
-(``app.engine_thread``); both have the same interface, so nothing here depends on which.
-
-Coalescing: only one request runs at a time. While it runs, further requests wait here, and a new
-Step, Resample or Choose replaces one of its kind still waiting last (a held-down Step key queues
-one step, not hundreds; dragging the temperature re-samples with the newest value only). A Load,
-SetPrompt or Reset drops everything waiting (but a load) and makes any result of an older request
-stale.
+Qt plumbing, no drawing and no words: the window connects ``resultReady``, ``failed``,
+``busyChanged`` and ``downloadProgress`` to what it shows. The engine runs the requests
+(``app.protocol``) elsewhere: in a child process (``app.engine_process``, the default) or on a
+worker thread (``app.engine_thread``); both are an ``app.engine_link.Engine``, so nothing here
+depends on which.
 
 The sampling settings the person chose last live here (``settings``): every request that can
 reach a fresh or reloaded engine carries them, so the engine never uses settings the window does
@@ -21,8 +17,6 @@ from __future__ import annotations
 import atexit
 import logging
 import weakref
-from dataclasses import replace
-from time import monotonic
 
 from PySide6.QtCore import QCoreApplication, QObject, Signal
 
@@ -30,13 +24,13 @@ from engine.defaults import DEFAULT_SETTINGS
 from engine.sampling import SamplingSettings
 
 from . import protocol as p
+from .request_policy import MAX_QUICK_DEATHS, QUICK_DEATH_S, RequestPolicy, Verdict
 
 log = logging.getLogger(__name__)
 
 ENGINES = ("process", "thread")
 SAVE_GRACE_S = 600.0  # how long quitting waits for a session file being written before stopping the engine
-QUICK_DEATH_S = 20.0  # an engine that dies sooner than this after it started died "quickly"
-MAX_QUICK_DEATHS = 3  # after this many quick deaths in a row, stop restarting and ask the person
+__all__ = ["ENGINES", "MAX_QUICK_DEATHS", "QUICK_DEATH_S", "SessionController", "start_engine"]
 
 
 def start_engine(kind: str, parent: QObject):
@@ -53,34 +47,25 @@ def start_engine(kind: str, parent: QObject):
 
 
 class SessionController(QObject):
-    """Sends requests to the engine (``engine``: "process" or "thread") and hands back the newest results."""
+    """Sends requests to the engine (``engine``: "process" or "thread") and hands back the newest replies."""
 
     resultReady = Signal(object)  # SessionResult, not stale
     insideReady = Signal(object)  # InsideResult, the answer to ``inspect``, not stale
-    errorOccurred = Signal(str, str)  # request kind, message
+    failed = Signal(object)  # protocol.Failed (a kind of it), not stale
     busyChanged = Signal(bool)
     downloadProgress = Signal("qint64", "qint64")  # bytes done, bytes total (models pass 2 GiB)
     modelLoaded = Signal(object)  # ModelInfo
-    engineRestarted = Signal(str)  # the engine died and a fresh one (no model loaded) replaced it: why
-    engineStopped = Signal(str)  # the engine died quickly too often: no new one was started; why
-    noticed = Signal(str)  # a message for the status line from a result that is otherwise stale
+    engineRestarted = Signal(object)  # the engine died (its exit code) and a fresh one (no model loaded) replaced it
+    engineStopped = Signal(object)  # the engine (exit code) died quickly too often: no new one was started
+    noticed = Signal(object)  # SessionResult: stale, but its news is not (a Save's file was written)
 
     def __init__(self, parent: QObject | None = None, engine: str = "process"):
         super().__init__(parent)
         self.settings: SamplingSettings = DEFAULT_SETTINGS  # what the person chose last
         self.use_cache = True  # likewise: generate with the KV cache
-        self._generation = 0
-        self._barrier = 0  # results of requests older than this are stale
-        self._in_flight: p.Request | None = None
-        self._waiting: list[p.Request] = []
+        self.policy = RequestPolicy(self._send, self._control)
         self._busy_shown = False
-        self._play_generation = 0  # the play loop wanted (0 = none), mirrored in the engine
-        self._has_session = False  # a load has succeeded in the running engine
         self._closed = False
-        self._dead_barrier = 0  # requests older than this went to an engine that has died
-        self._quick_deaths = 0
-        self.saves_pending = 0  # Saves sent whose file is not yet written (quitting waits for them)
-        self.forward_requests = 0  # step requests sent to the engine (tests and benchmarks read it)
         self.engine_kind = engine
         self.engine = None
         self._start_engine()
@@ -94,16 +79,21 @@ class SessionController(QObject):
     # ------------------------------------------------------------- requests
     @property
     def busy(self) -> bool:
-        return self._in_flight is not None
+        return self.policy.busy
 
     @property
     def idle(self) -> bool:
-        return self._in_flight is None and not self._waiting
+        return self.policy.idle
 
     @property
     def stopped(self) -> bool:
         """True after the engine died quickly too often: nothing runs until ``restart_engine``."""
         return self.engine is None and not self._closed
+
+    @property
+    def forward_requests(self) -> int:
+        """Step and Play requests sent to the engine (tests and benchmarks read it)."""
+        return self.policy.forward_requests
 
     def load(self, source: str | None = None, *, loaded=None, fallback: bool = False, prompt: str = "") -> int:
         return self._request(
@@ -133,12 +123,12 @@ class SessionController(QObject):
         return self._request(p.Play())
 
     def stop_play(self) -> None:
-        self._set_play_generation(0)
+        self.policy.set_play(0)
 
     @property
     def looping(self) -> bool:
         """True while a play loop runs in the engine (or is about to)."""
-        return self._play_generation != 0
+        return self.policy.play_generation != 0
 
     def back(self) -> int:
         return self._request(p.Back())
@@ -165,13 +155,14 @@ class SessionController(QObject):
         return self._request(p.Inspect(step=step, position=position, layer=layer))
 
     def cancel_load(self) -> int:
-        """Stop the download of the Load that runs (the person pressed Cancel): it fails with "Download
-        cancelled: still using <model>." and the session it would have replaced stays. Returns that
-        Load's generation (0: no Load runs)."""
-        if not isinstance(self._in_flight, p.Load) or self.engine is None:
+        """Stop the download of the Load that runs (the person pressed Cancel): it fails with
+        ``DownloadCancelled`` and the session it would have replaced stays. Returns that Load's
+        generation (0: no Load runs)."""
+        running = self.policy.in_flight
+        if not isinstance(running, p.Load) or self.engine is None:
             return 0
-        self.engine.set_control("cancel_load", self._in_flight.generation)
-        return self._in_flight.generation
+        self.engine.set_control("cancel_load", running.generation)
+        return running.generation
 
     def refresh(self) -> int:
         """Ask for the session as it stands (nothing changes)."""
@@ -179,161 +170,101 @@ class SessionController(QObject):
 
     def is_current(self, result) -> bool:
         """False once ``result`` is stale: a newer restart, or the engine that made it has died."""
-        return result.generation >= self._barrier
+        return self.policy.is_current(result)
 
     def _request(self, request: p.Request) -> int:
-        self._generation += 1
-        request = replace(request, generation=self._generation)
+        request = self.policy.number(request)
         if self.engine is None:
-            self.errorOccurred.emit(request.kind, self._stopped_message)
+            self.failed.emit(p.NotSent(request.generation, request))
             return request.generation
-        if not isinstance(request, p.Inspect):  # any other request ends a play loop
-            self._set_play_generation(request.generation if isinstance(request, p.Play) else 0)
-        if isinstance(request, p.RESTARTS):
-            self._barrier = request.generation
-            self.engine.set_control("latest_barrier", request.generation)
-            keep = tuple(k for k in p.KEPT_ON_RESTART if not isinstance(request, k))  # a newer Load replaces a waiting one
-            self._waiting = [r for r in self._waiting if isinstance(r, keep)]
-        elif isinstance(request, p.COALESCING) and self._waiting and type(self._waiting[-1]) is type(request):
-            self._waiting[-1] = request
-            return request.generation
-        if isinstance(request, p.SaveSession):
-            self.saves_pending += 1
-        self._waiting.append(request)
-        self._dispatch()
+        self.policy.add(request)
+        self._sync_busy()
         return request.generation
 
-    def _set_play_generation(self, generation: int) -> None:
-        if generation != self._play_generation:
-            self._play_generation = generation
-            if self.engine is not None:
-                self.engine.set_control("play_generation", generation)
+    def _send(self, request: p.Request) -> None:
+        self.engine.submit(request)
 
-    def _dispatch(self) -> None:
-        if self._in_flight is not None or not self._waiting or self.engine is None:
-            return
-        self._in_flight = self._waiting.pop(0)
-        if isinstance(self._in_flight, (p.Step, p.Play)):
-            self.forward_requests += 1
-        self.engine.submit(self._in_flight)
-        self._sync_busy()
+    def _control(self, name: str, value: int) -> None:
+        if self.engine is not None:
+            self.engine.set_control(name, value)
 
     def _sync_busy(self) -> None:
         if self.busy != self._busy_shown:
             self._busy_shown = self.busy
             self.busyChanged.emit(self.busy)
 
-    def _finish(self, generation: int) -> bool:
-        """Mark the in-flight request done; True if its result is still wanted."""
-        if self._in_flight is not None and self._in_flight.generation == generation:
-            self._in_flight = None
-        self._dispatch()
-        self._sync_busy()
-        return generation >= self._barrier
-
-    # -------------------------------------------------------------- results
-    # A dead engine's results, failures and skips that were queued before its death was known are
-    # all older than the barrier its death set, so they count as stale below.
-    def _on_engine_finished(self, result) -> None:
-        if result.kind == "save":  # the file is written (a "saving" result came first)
-            self.saves_pending = max(0, self.saves_pending - 1)
-        current = self._finish(result.generation)
-        if result.kind in ("load", "open") and (current or result.generation >= self._dead_barrier):
-            self._has_session = True  # this engine has a session (even if a newer request made it stale)
-            self._quick_deaths = 0  # and it works
-        if not current:
-            log.debug("dropping stale %s result %d", result.kind, result.generation)
-            if result.kind == "save":  # what it shows is stale; that the file was written is not
-                self.noticed.emit(result.message)
+    # -------------------------------------------------------------- replies
+    def _on_engine_replied(self, reply: p.Reply) -> None:
+        if isinstance(reply, p.Progress):
+            self.downloadProgress.emit(reply.done, reply.total)
             return
-        if result.kind == "open":  # a reopened session brings its own settings: they are the person's now
+        verdict = self.policy.settle(reply)
+        self._sync_busy()
+        match verdict, reply:
+            case Verdict.NOTE, p.Finished():
+                self.noticed.emit(reply.result)
+            case Verdict.SHOW, p.Finished(result=result):
+                self._on_result(result)
+            case Verdict.SHOW | Verdict.REFRESH, p.Failed():
+                log.info("%s failed: %s", reply.request.kind, reply.error)
+                self.failed.emit(reply)
+                if verdict is Verdict.REFRESH:  # the window may show a session the engine no longer holds
+                    self.refresh()
+            case Verdict.SHOW, p.Inspected():
+                self.insideReady.emit(reply.answer)
+
+    def _on_result(self, result) -> None:
+        request = result.request
+        if isinstance(request, p.OpenSession):  # a reopened session brings its own settings: they are the person's now
             self.settings = result.settings
-        if result.kind == "load" or (result.kind == "open" and result.can_step):  # a view-only session: no model
+        if isinstance(request, p.Load) or (isinstance(request, p.OpenSession) and result.can_step):  # view-only: no model
             self.modelLoaded.emit(result.info)
         self.resultReady.emit(result)
 
-    def _on_engine_failed(self, generation: int, kind: str, message: str) -> None:
-        if kind == "save":
-            self.saves_pending = max(0, self.saves_pending - 1)
-        if not self._finish(generation):
-            return
-        log.info("%s failed: %s", kind, message)
-        self.errorOccurred.emit(kind, message)
-        if kind in ("load", "open") and self._has_session:
-            # The load (or the file refused) made results in flight stale; show the session it left
-            # untouched as it is now.
-            self.refresh()
-
-    def _on_engine_inspected(self, generation: int, answer) -> None:
-        if self._finish(generation):
-            self.insideReady.emit(answer)
-
-    def _on_engine_skipped(self, generation: int) -> None:
-        self._finish(generation)
-
-    def _on_engine_died(self, message: str) -> None:
+    def _on_engine_died(self, exit_code) -> None:
         """The engine process ended (killed, out of memory, a crash in native code): start a fresh
         one, unless engines keep dying right after they start. Everything it held is gone, so
         every result in flight is stale."""
         if self._closed or self.engine is None:
             return
-        old, lived = self.engine, monotonic() - self._engine_started
+        old = self.engine
         old.shutdown()
         old.deleteLater()
         self.engine = None
-        self._waiting.clear()
-        self._in_flight = None
-        self._play_generation = 0
-        self._has_session = False
-        self.saves_pending = 0  # a file it was writing is gone (the old one, if any, is whole)
-        self._barrier = self._dead_barrier = self._generation + 1
-        self._quick_deaths = self._quick_deaths + 1 if lived < QUICK_DEATH_S else 0
+        again = self.policy.engine_died()
         self._sync_busy()
-        if self._quick_deaths >= MAX_QUICK_DEATHS:
-            from .logs import log_file
-
-            where = log_file()
-            self._stopped_message = (
-                f"{message} The model's process stopped {self._quick_deaths} times in a row, each within "
-                f"{QUICK_DEATH_S:.0f} s of starting, so it was not started again. "
-                + (f"Details are in the log file {where}. " if where else "")
-                + "Use Model → Restart the model to try again."
-            )
-            log.error("%s", self._stopped_message)
-            self.engineStopped.emit(self._stopped_message)
+        if not again:
+            log.error("the model's process stopped %d times in a row; not starting it again", self.policy.quick_deaths)
+            self.engineStopped.emit(exit_code)
             return
         self._start_engine()
-        self.engineRestarted.emit(message)
+        self.engineRestarted.emit(exit_code)
 
     def restart_engine(self) -> None:
         """Start a fresh engine after ``engineStopped`` (the person asked to try again)."""
         if self.engine is None and not self._closed:
-            self._quick_deaths = 0
-            self._start_engine()
+            self._start_engine(by_person=True)
 
-    def _start_engine(self) -> None:
+    def _start_engine(self, *, by_person: bool = False) -> None:
         engine = start_engine(self.engine_kind, self)
-        engine.finished.connect(self._on_engine_finished)
-        engine.failed.connect(self._on_engine_failed)
-        engine.skipped.connect(self._on_engine_skipped)
-        engine.inspected.connect(self._on_engine_inspected)
-        engine.progress.connect(self.downloadProgress)
+        engine.replied.connect(self._on_engine_replied)
         engine.died.connect(self._on_engine_died)
-        self.engine, self._engine_started = engine, monotonic()
-
-    _stopped_message = "The model's process is stopped."
+        self.engine = engine
+        self.policy.engine_started(by_person=by_person)
 
     # ------------------------------------------------------------- shutdown
+    @property
+    def saves_pending(self) -> int:
+        """Saves sent whose file is not yet written (quitting waits for them)."""
+        return self.policy.saves_pending
+
     def shutdown(self) -> None:
         """Stop the engine (see its ``shutdown``); blocks until it has, and until the session files
         being written are (``saves_pending``). Safe to call twice."""
         self._closed = True
-        self._waiting.clear()
-        self._play_generation = 0
-        if self.engine is not None and self.saves_pending:
-            self.engine.shutdown(SAVE_GRACE_S)
-        elif self.engine is not None:
-            self.engine.shutdown()
+        self.policy.close()
+        if self.engine is not None:
+            self.engine.shutdown(SAVE_GRACE_S) if self.saves_pending else self.engine.shutdown()
 
 
 def _shutdown_at_exit(ref: "weakref.ref[SessionController]") -> None:

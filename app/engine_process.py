@@ -7,8 +7,9 @@ for the other (measured: Play reached 55-59 % of the bare model and the event lo
 window paints on a free core.
 
 Parent side (``EngineProcess``, a QObject in the window's process): requests and control values
-go down one pipe; a reader thread turns what comes up the other pipe back into the same signals
-``EngineThread`` has. Results cross through ``app.wire``, which sends each step's record once.
+go down one pipe; a reader thread emits each reply that comes up the other pipe as ``replied``
+(the signals of ``app.engine_link.Engine``, shared with ``EngineThread``). Replies cross through
+``app.wire``, which sends each step's record once.
 Child side (``serve``): a reader thread queues requests and applies control values at once (a
 pause or a newer reset must reach a play loop or a download while it runs); the main thread runs
 the queued requests on a ``SessionHost``, one at a time.
@@ -26,9 +27,10 @@ import queue
 import threading
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject
 
 from . import torch_threads
+from .engine_link import Engine
 
 if TYPE_CHECKING:  # this module imports no torch, so that ``prestart`` can run before anything heavy
     from .protocol import Request
@@ -66,15 +68,8 @@ def _spawn(threads: int | None):
     return process, requests, results
 
 
-class EngineProcess(QObject):
+class EngineProcess(Engine):
     """Runs a SessionHost in a child process; ``shutdown`` ends it."""
-
-    finished = Signal(object)  # SessionResult
-    inspected = Signal(int, object)  # generation, InsideResult (an Inspect request's answer)
-    failed = Signal(int, str, str)  # generation, request kind (or "prompt_too_long"), message
-    skipped = Signal(int)  # generation of a request skipped unrun (a paused play loop, a stale step)
-    progress = Signal("qint64", "qint64")  # model download: bytes done, bytes total (can pass 2 GiB)
-    died = Signal(str)  # the process ended without being asked to: what to tell the user
 
     def __init__(self, parent: QObject | None = None, threads: int | None = None):
         """``threads``: torch threads in the child (default: ``torch_threads.ENGINE_TORCH_THREADS``)."""
@@ -107,11 +102,10 @@ class EngineProcess(QObject):
 
     # ---------------------------------------------------------- from the child
     def _read(self) -> None:
-        """Reader thread: each message from the child becomes a signal (queued to the GUI thread)."""
+        """Reader thread: each reply from the child is emitted as ``replied`` (queued to the GUI thread)."""
         try:
             while True:
-                name, *args = self._receiver.recv()
-                getattr(self, name).emit(*args)
+                self.replied.emit(self._receiver.recv())
         except (EOFError, OSError):
             pass
         except RuntimeError:  # this QObject was deleted: the window is gone
@@ -125,7 +119,7 @@ class EngineProcess(QObject):
         code = self.process.exitcode
         log.error("the engine process ended unexpectedly (exit code %s)", code)
         try:
-            self.died.emit(f"The model's process stopped unexpectedly (exit code {code}).")
+            self.died.emit(code)
         except RuntimeError:
             pass
 
@@ -162,6 +156,7 @@ def serve(requests, results, threads: int) -> None:
     setup_logging()
     import torch
 
+    from .protocol import Finished
     from .session_host import SessionHost
     from .wire import Sender
 
@@ -173,9 +168,9 @@ def serve(requests, results, threads: int) -> None:
     sender = Sender(results)
     encode_lock = threading.Lock()  # a download may report progress from its own threads
 
-    def emit(name: str, *args) -> None:
-        with encode_lock:
-            outbox.put(sender.encode((name, *args), prune=name == "finished"))
+    def emit(reply) -> None:
+        with encode_lock:  # a Finished result refers to everything still wanted
+            outbox.put(sender.encode(reply, prune=isinstance(reply, Finished)))
 
     def write() -> None:
         """Writer thread: the pipe holds 64 KiB and a step's result is about 1 MB, so writing waits

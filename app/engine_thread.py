@@ -13,6 +13,7 @@ import torch
 from PySide6.QtCore import QObject, Qt, QThread, Signal, Slot
 
 from . import torch_threads
+from .engine_link import Engine
 from .protocol import Request
 from .session_host import SessionHost
 
@@ -20,22 +21,15 @@ log = logging.getLogger(__name__)
 
 
 class _Worker(QObject):
-    """Lives on the worker thread: every request and every play step runs there, in order."""
+    """Lives on the worker thread: every request and every play step runs there, in order. Its
+    replies go out through the EngineThread's ``replied`` (queued to the GUI thread)."""
 
-    finished = Signal(object)
-    inspected = Signal(int, object)
-    failed = Signal(int, str, str)
-    skipped = Signal(int)
-    progress = Signal("qint64", "qint64")
     again = Signal(object)  # Request: a play loop's next step, queued back to this thread
 
-    def __init__(self):
+    def __init__(self, replied):
         super().__init__()
-        self.host = SessionHost(self._emit, self.again.emit)
+        self.host = SessionHost(replied.emit, self.again.emit)
         self.again.connect(self.handle, Qt.QueuedConnection)
-
-    def _emit(self, name: str, *args) -> None:
-        getattr(self, name).emit(*args)
 
     @Slot()
     def on_thread_started(self) -> None:
@@ -46,29 +40,19 @@ class _Worker(QObject):
         self.host.handle(request)
 
 
-class EngineThread(QObject):
-    """Runs a SessionHost on its own long-lived QThread; ``shutdown`` stops it."""
+class EngineThread(Engine):
+    """Runs a SessionHost on its own long-lived QThread; ``shutdown`` stops it. ``died`` is never
+    emitted: a thread cannot die of an exception in a request."""
 
-    finished = Signal(object)  # SessionResult
-    inspected = Signal(int, object)  # generation, InsideResult (an Inspect request's answer)
-    failed = Signal(int, str, str)  # generation, request kind (or "prompt_too_long"), message
-    skipped = Signal(int)  # generation of a request skipped unrun
-    progress = Signal("qint64", "qint64")  # model download: bytes done, bytes total (can pass 2 GiB)
-    died = Signal(str)  # never emitted here: a thread cannot die of an exception in a request
     _requested = Signal(object)
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
         self.thread = QThread()
         self.thread.setObjectName("nexttoken-session-worker")
-        self._worker = _Worker()
+        self._worker = _Worker(self.replied)
         self._worker.moveToThread(self.thread)
         self._requested.connect(self._worker.handle)  # queued: the worker lives on another thread
-        self._worker.finished.connect(self.finished)
-        self._worker.inspected.connect(self.inspected)
-        self._worker.failed.connect(self.failed)
-        self._worker.skipped.connect(self.skipped)
-        self._worker.progress.connect(self.progress)
         self.thread.started.connect(self._worker.on_thread_started)  # runs on the worker thread
         self.thread.finished.connect(self._worker.deleteLater)
         self.thread.start()

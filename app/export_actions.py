@@ -242,7 +242,7 @@ class ExportActions(QObject):
         w = self.window
         if target is not w and not target.isVisible():
             index = w.views.indexOf(target)
-            w.show_view(list(VIEWS)[index] if index >= 0 else "main")
+            w.show_view(list(VIEWS)[index] if index >= 0 else "overview")
             if index < 0:
                 if w.focused is not None and w.focused is not target:
                     w.toggle_focus(None)

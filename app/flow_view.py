@@ -177,7 +177,7 @@ def attach(window) -> None:
         if place.newest:
             state.set_position(LATEST)
         window.tour.stop()
-        if place.view == "main" and not place.newest:  # the candidates: their page of the Overview
+        if place.view == "overview" and not place.newest:  # the candidates: their page of the Overview
             window.stages.show_panel(window.logits)
         window.show_view(place.view)
 
@@ -195,6 +195,6 @@ def attach(window) -> None:
     window.toolbar.insertSeparator(first)
     window.flow_back_action = back
     window.keys_hint.setText(window.keys_hint.text() + " · F flow · T tour")
-    window.tour = TourMode(view, window.step_action, window.back_action, window.unfocus_action, show_flow, window)
+    window.tour = TourMode(view, window.commands.step_action, window.commands.back_action, window.commands.unfocus_action, show_flow, window)
     window.tour.toggle_action.setToolTip(view.tour_button.toolTip())
     window.views.currentChanged.connect(lambda _index: None if view.isVisible() else window.tour.stop())

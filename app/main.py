@@ -17,7 +17,7 @@ import re
 import sys
 from time import perf_counter
 
-from .views import VIEWS
+from .views import VIEW_ALIASES, VIEWS
 
 log = logging.getLogger("app")
 
@@ -60,7 +60,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--steps", type=steps_count, default=0, help="steps to run at start (with --screenshot: before the picture)")
     p.add_argument("--screenshot", metavar="FILE.png", help="save a PNG of the window after --steps steps, then exit")
     p.add_argument("--projector", action="store_true", help="large fonts and high contrast for a projector")
-    p.add_argument("--view", choices=tuple(VIEWS), default="flow",
+    p.add_argument("--view", choices=(*VIEWS, *VIEW_ALIASES), default="flow",
                    help="the view in front: " + "; ".join(f"{name} = {what}" for name, what in VIEWS.items()))
     p.add_argument("--layer", type=int, default=0, help="the layer selected, counted from 0 as the window shows it")
     p.add_argument("--head", type=int, default=0, help="the attention head selected, counted from 0")
@@ -111,10 +111,12 @@ class ScriptedRun:
         window.errorShown.connect(self._on_window_error_shown)
 
     def _on_window_result_applied(self, result) -> None:
-        if self.finished or (self.opening and result.kind != "open"):
+        from . import protocol as p
+
+        if self.finished or (self.opening and not isinstance(result.request, p.OpenSession)):
             return
         self.opening = False
-        if result.kind == "step":
+        if isinstance(result.request, p.Step):
             self.steps_done += 1
         if self.steps_left > 0 and not result.can_step:  # opened to view only: the steps asked for cannot run
             self._on_window_error_shown(f"--steps {self.steps_left}: {result.why_not}")
@@ -178,14 +180,16 @@ def select_layer_and_head(window, layer: int, head: int, fail) -> None:
     range says so (and ends a scripted run with status 2)."""
 
     def on_result(result) -> None:
-        if result.kind != "load":
+        from . import protocol as p
+
+        if not isinstance(result.request, p.Load):
             return
         window.resultApplied.disconnect(on_result)
         if not (0 <= layer < result.n_layer and 0 <= head < result.n_head):
             message = (f"--layer {layer} --head {head} is not in {result.info.name}: it has layers 0 to "
                        f"{result.n_layer - 1} and heads 0 to {result.n_head - 1}.")
             window.errorShown.emit(message)
-            window.status_label.setText(message)
+            window.status_line.say(message, error=True)
             return
         window.state.set_layer(layer)
         window.state.set_head(head)
@@ -273,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     window = MainWindow(projector=args.projector, remember=not args.smoke_test, engine=args.engine)
     if args.size is not None:
         window.resize(*args.size)
-    elif scripted or not window.restore_geometry():
+    elif scripted or not window.preferences.restore_geometry(window):
         window.resize(*default_size(app, scripted))
     exit_code = [0]
 

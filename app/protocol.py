@@ -1,6 +1,8 @@
-"""Every request the window sends to the engine, and the control values it may set there.
+"""Every request the window sends to the engine, every reply it sends back, and the control values
+the window may set there.
 
-One small frozen dataclass per request kind: this module is the whole protocol. Each request
+One small frozen dataclass per request kind and per reply kind: this module is the whole protocol.
+The receiver matches on the classes, never on a name. Each request
 carries the ``generation`` the controller numbered it with (newer requests make older results
 stale). Requests that can reach a fresh or reloaded engine (``Load``, ``SetPrompt``, ``Reset``,
 ``Resample``) carry the sampling settings the person chose last, so an engine never runs on
@@ -11,10 +13,13 @@ imports this, and imports no torch.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from engine.defaults import DEFAULT_SETTINGS
 from engine.sampling import SamplingSettings
+
+if TYPE_CHECKING:
+    from .result import InsideResult, SessionResult
 
 
 @dataclass(frozen=True)
@@ -142,6 +147,21 @@ class SaveSession(Request):
 
 
 @dataclass(frozen=True)
+class SaveWritten(Request):
+    """The host's own request, queued by its saver's thread (``app.saver``) when the file of the
+    Save numbered ``generation`` is written: the host answers it on its thread, with the file's facts
+    (``path``, ``size`` in bytes, ``steps``, ``branches``), or fails it with ``error``. The window
+    never sends it."""
+
+    kind: ClassVar[str] = "saved"
+    path: str = ""
+    size: int = 0
+    steps: int = 0
+    branches: int = 0
+    error: str = ""
+
+
+@dataclass(frozen=True)
 class OpenSession(Request):
     """Replace the session with the one saved in ``path``, at its step ``step`` of the branch it was
     saved on (-1: the step it was saved at). Its own sampling settings come with it (the window adopts
@@ -173,3 +193,75 @@ CONTROLS = ("play_generation", "latest_barrier", "cancel_load")
 restart: a Step older than it is skipped unrun; ``cancel_load``, the generation of a Load whose
 download the person cancelled: it stops at its next progress report."""
 
+
+
+# ------------------------------------------------------------------ replies
+@dataclass(frozen=True)
+class Reply:
+    """Base of every reply the engine sends up, one per request (a download also sends Progress);
+    ``generation``: the request it answers."""
+
+    generation: int = 0
+
+
+@dataclass(frozen=True)
+class Finished(Reply):
+    """``result`` (``app.result.SessionResult``): the session as the request left it; its ``request``
+    says which request that was (a play loop's steps are Step)."""
+
+    result: "SessionResult | None" = None
+
+
+@dataclass(frozen=True)
+class Inspected(Reply):
+    """The answer to an Inspect request (``app.result.InsideResult``)."""
+
+    answer: "InsideResult | None" = None
+
+
+@dataclass(frozen=True)
+class Failed(Reply):
+    """``request`` was refused and changed nothing: ``error`` is the engine's own sentence
+    (``engine.errors``)."""
+
+    request: Request | None = None
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class PromptTooLong(Failed):
+    """A SetPrompt longer than the model reads: it may run again with ``truncate`` (its last tokens)."""
+
+
+@dataclass(frozen=True)
+class DownloadCancelled(Failed):
+    """The person cancelled a Load's download; the model ``kept`` (its name) stays."""
+
+    kept: str = ""
+
+
+@dataclass(frozen=True)
+class Crashed(Failed):
+    """A bug, not a refusal: ``error`` names the exception and says what it said; the engine lives on."""
+
+
+@dataclass(frozen=True)
+class NotSent(Failed):
+    """The controller's own answer: the engine is stopped (it died quickly too often), so ``request``
+    was not sent."""
+
+
+@dataclass(frozen=True)
+class Skipped(Reply):
+    """The request was skipped unrun: a paused play loop, or a step made stale by a restart."""
+
+
+@dataclass(frozen=True)
+class Progress(Reply):
+    """A Load's download: ``done`` of ``total`` bytes (total 0: unknown)."""
+
+    done: int = 0
+    total: int = 0
+
+
+REPLIES = (Finished, Inspected, Failed, PromptTooLong, DownloadCancelled, Crashed, NotSent, Skipped, Progress)

@@ -13,14 +13,47 @@ from engine.info import ModelInfo
 from engine.sampling import SamplingSettings
 from engine.trace import StepRecord, StepTrace
 
+from .protocol import Request
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What a request did beyond the session it left, for the window to put in words (``app.wording``).
+    Every field has a neutral default; each request fills in its own.
+
+    seconds: how long a Load took. fallback: the source a Load could not open, so the demo model
+        opened instead; why: that source's error ("" when the person cancelled its download).
+    kept, whole: a prompt's tokens kept and typed (a Load or a truncating SetPrompt); kept < whole: cut.
+    moved: False for a Back already at the start.
+    catch_up: (positions, ms) the KV cache caught up on before a step, or None.
+    stop: the engine's sentence when generation stopped (the context is full, a stop token).
+    path, size: a saved or opened file and its bytes; steps, branches: its steps and leaves.
+    ahead: the saves still being written when a Save was asked for (it waits behind them).
+    note: what opening a file says about its model (``engine.session_file.open_session``).
+    """
+
+    seconds: float = 0.0
+    fallback: str = ""
+    why: str = ""
+    kept: int = 0
+    whole: int = 0
+    moved: bool = True
+    catch_up: tuple[int, float] | None = None
+    stop: str = ""
+    path: str = ""
+    size: int = 0
+    steps: int = 0
+    branches: int = 0
+    ahead: int = 0
+    note: str = ""
+
 
 @dataclass(frozen=True)
 class SessionResult:
     """The session as it stands after one request, for drawing.
 
     generation: the number of the request that produced it (the controller drops older ones).
-    kind: the request's kind (``app.protocol``): "load", "prompt", "step", "back", "choose",
-        "resample", "reset" or "refresh"; a play loop's steps are "step".
+    request: the request that produced it (``app.protocol``); a play loop's steps are Step.
     info: the loaded model's ModelInfo.
     prompt_ids: int64 [P]; prompt_pieces: their readable text (len P); prompt_text: the prompt as
         the person typed it (or the end of it that was kept).
@@ -35,7 +68,7 @@ class SessionResult:
         ``embed_points`` joins them. Kept per record, so the pipe carries only the newest step's.
     explained: float32 [2], the variance fraction of the two PCA axes.
     settings: the sampling settings the session will use.
-    message: one sentence for the status line.
+    facts: what the request did, for the status line (``Facts``; the window writes the words).
     branches: every branch taken from this prompt (``engine.branches.BranchTable``); ``records`` is
         the path to its ``current`` node.
     can_step: False for a session reopened without its model (``why_not`` says why): it is shown, not
@@ -43,7 +76,7 @@ class SessionResult:
     """
 
     generation: int
-    kind: str
+    request: Request
     info: ModelInfo
     prompt_ids: np.ndarray
     prompt_pieces: tuple[str, ...]
@@ -53,7 +86,7 @@ class SessionResult:
     points: np.ndarray
     explained: np.ndarray
     settings: SamplingSettings
-    message: str = ""
+    facts: Facts = Facts()
     stopped: bool = field(default=False)
     branches: BranchTable | None = None
     can_step: bool = True

@@ -14,24 +14,12 @@ import queue
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, ClassVar
+from typing import Callable
 
 from engine.errors import ExportError
 from engine.session_file import SessionSnapshot, write_snapshot
 
-from .protocol import Request
-
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class SaveWritten(Request):
-    """The host's own request, queued by the saver's thread when a file is written: the host answers
-    it on its thread with the Save's result (``message``), or fails it with ``error``."""
-
-    kind: ClassVar[str] = "save"
-    message: str = ""
-    error: str = ""
 
 
 @dataclass(frozen=True)

@@ -3,13 +3,13 @@
 It runs wherever the model runs: in the engine process (``app.engine_process``, the default: the
 window's process never shares its interpreter lock with a forward pass) or on a worker thread of
 the window's own process (``app.engine_thread``, for debugging). Either way exactly one thread
-ever touches the session, its KV cache and the model, which are not thread-safe. Requests are the
-types in ``app.protocol``. Every finished request leaves as one ``SessionResult``
-(``emit("finished", result)``), every refused or failed one as ``emit("failed", generation,
-kind, message)`` and every request skipped unrun as ``emit("skipped", generation)``: the host
-never dies of an exception. A Save answers twice: a "saving" result at once (the session's snapshot
-is queued on ``app.saver``'s thread, so the next request runs while the file is written), then the
-"save" result (or failure) when the file is.
+ever touches the session, its KV cache and the model, which are not thread-safe. Requests and
+replies are the types in ``app.protocol``: every request is answered by one reply (``Finished``
+with a ``SessionResult``, ``Inspected``, ``Skipped`` or a ``Failed`` kind), so the host never dies
+of an exception. The host sends facts (``app.result.Facts``); the window writes the words. A Save
+is answered at once (the session's snapshot is queued on ``app.saver``'s thread, so the next
+request runs while the file is written), and its file again by a ``SaveWritten`` request the
+saver queues here when the file is written.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from engine.trace import StepRecord
 
 from . import protocol as p
 from .history import shared_prefix
-from .result import InsideResult, SessionResult
-from .saver import Saver, SaveJob, SaveWritten
+from .result import Facts, InsideResult, SessionResult
+from .saver import Saver, SaveJob
 
 log = logging.getLogger(__name__)
 
@@ -40,11 +40,12 @@ class Cancelled(Exception):
 
 
 class LoadCancelled(NextTokenError):
-    """The person cancelled a download: the load fails with this message, the session stays."""
+    """The person cancelled a download: the load fails, the session stays (``protocol.DownloadCancelled``)."""
 
 
 class PromptTooLong(PromptError):
-    """A prompt longer than the context window (the window offers to keep its last tokens)."""
+    """A prompt longer than the context window (``protocol.PromptTooLong``: the window offers to keep
+    its last tokens)."""
 
 
 class PointCache:
@@ -79,9 +80,8 @@ class PointCache:
 
 def make_result(
     session: Session,
-    kind: str = "step",
-    generation: int = 0,
-    message: str = "",
+    request: p.Request = p.Step(),
+    facts: Facts = Facts(),
     *,
     points: PointCache | None = None,
     stopped: bool = False,
@@ -97,8 +97,8 @@ def make_result(
     tokenizer = session.loaded.tokenizer
     prompt_ids = np.array(session.prompt_ids, dtype=np.int64)
     return SessionResult(
-        generation=generation,
-        kind=kind,
+        generation=request.generation,
+        request=request,
         info=session.info,
         prompt_ids=prompt_ids,
         prompt_pieces=tuple(tokenizer.piece(i) for i in prompt_ids),
@@ -109,7 +109,7 @@ def make_result(
         embed_parts=cache.embed_parts() if records else (),
         explained=projection.explained[:2].copy(),
         settings=session.settings,
-        message=message,
+        facts=facts,
         stopped=stopped or (trace is not None and trace.stop_reason is not None),
         branches=session.branches(),
         can_step=session.loaded.model is not None,
@@ -120,17 +120,15 @@ def make_result(
 class SessionHost:
     """Owns the Session and runs each request (``app.protocol``) on the one thread that calls ``handle``.
 
-    ``emit(name, *args)`` sends "finished" (SessionResult), "inspected" (generation, InsideResult),
-    "failed" (generation, request kind or "prompt_too_long", message), "skipped" (generation) or
-    "progress" (bytes done, bytes total) to the window; ``again(request)`` queues a play loop's next step behind whatever arrived
-    meanwhile. The control values (``protocol.CONTROLS``) are written from another thread while a
+    ``emit(reply)`` sends each ``protocol.Reply`` to the window (a download's ``Progress`` too);
+    ``again(request)`` queues a play loop's next step behind whatever arrived meanwhile. The control values (``protocol.CONTROLS``) are written from another thread while a
     request runs (plain values, read atomically); ``cancelled`` (the window is closing) makes the
     next download progress report raise ``Cancelled``, so quitting never waits for a download, and
     so does ``cancel_load`` naming the Load that runs (the person pressed Cancel): that load then
-    fails with "Download cancelled: still using <model>." (with no model yet, the demo model opens).
+    fails with ``DownloadCancelled`` (with no model yet, the demo model opens).
     """
 
-    def __init__(self, emit: Callable[..., None], again: Callable[[p.Request], None]):
+    def __init__(self, emit: Callable[[p.Reply], None], again: Callable[[p.Request], None]):
         self.emit, self.again = emit, again
         self.session: Session | None = None
         self.loaded = None  # the model loaded last: a session opened from a file to view only does not hold it
@@ -156,7 +154,7 @@ class SessionHost:
             p.SaveSession: self._save,
             p.OpenSession: self._open,
             p.Refresh: self._refresh,
-            SaveWritten: self._saved,
+            p.SaveWritten: self._saved,
         }
 
     def set_control(self, name: str, value: int) -> None:
@@ -169,31 +167,31 @@ class SessionHost:
         stale_play = isinstance(request, p.Play) and request.generation != self.play_generation
         stale_step = isinstance(request, p.Step) and request.generation < self.latest_barrier
         if stale_play or stale_step:  # paused or ended by a newer request; made stale by a restart
-            self.emit("skipped", request.generation)
+            self.emit(p.Skipped(request.generation))
             return
+        g = request.generation
         try:
-            result = self._run[type(request)](request)
-            if isinstance(request, p.Inspect):
-                self.emit("inspected", request.generation, result)
-                return
+            answer = self._run[type(request)](request)
+            reply = p.Inspected(g, answer) if isinstance(request, p.Inspect) else p.Finished(g, answer)
         except GenerationStopped as exc:
-            result = self._result(request, str(exc), stopped=True)
+            reply = p.Finished(g, self._result(request, Facts(stop=str(exc)), stopped=True))
         except Cancelled:
             log.info("%s cancelled: the window is closing", request.kind)
             return
+        except PromptTooLong as exc:
+            reply = p.PromptTooLong(g, request, str(exc))
+        except LoadCancelled as exc:
+            reply = p.DownloadCancelled(g, request, str(exc), kept=self.session.info.name)
         except NextTokenError as exc:
-            kind = "prompt_too_long" if isinstance(exc, PromptTooLong) else request.kind
-            self.emit("failed", request.generation, kind, str(exc))
-            return
+            reply = p.Failed(g, request, str(exc))
         except Exception as exc:  # a bug, not a user error: keep the window alive and say so
             log.exception("request %s failed", request.kind)
-            self.emit("failed", request.generation, request.kind, f"Unexpected error: {type(exc).__name__}: {exc}")
-            return
-        self.emit("finished", result)
+            reply = p.Crashed(g, request, f"{type(exc).__name__}: {exc}")
+        self.emit(reply)
 
     # -------------------------------------------------------------- requests
-    def _result(self, request: p.Request, message: str, **kw) -> SessionResult:
-        return make_result(self.session, request.kind, request.generation, message, points=self._points, **kw)
+    def _result(self, request: p.Request, facts: Facts = Facts(), **kw) -> SessionResult:
+        return make_result(self.session, request, facts, points=self._points, **kw)
 
     def _need_session(self) -> Session:
         if self.session is None:
@@ -203,7 +201,7 @@ class SessionHost:
     def _load(self, request: p.Load) -> SessionResult:
         source = request.source
         t0 = perf_counter()
-        note = ""
+        fallback = why = ""
         if self.session is not None:  # a failed load keeps this session: with the settings the person chose
             self.session.settings, self.session.use_cache = request.settings, request.use_cache
         self._loading = request.generation
@@ -214,33 +212,26 @@ class SessionHost:
                 raise
             if self.session is not None:
                 raise LoadCancelled(f"Download cancelled: still using {self.session.info.name}.") from None
-            note = f"Download of {source} cancelled: opened the tiny demo model instead. "
-            loaded = load_model(None)
+            fallback, loaded = str(source), load_model(None)
         except NextTokenError as exc:
             if self.cancelled:  # the download was stopped because the window is closing
                 raise Cancelled() from exc
             if not request.fallback or source is None:
                 raise
-            note = f"Could not open {source}: {exc} Opened the tiny demo model instead. "
-            loaded = load_model(None)
+            fallback, why, loaded = str(source), str(exc), load_model(None)
         session = Session(loaded, request.settings, use_cache=request.use_cache)
         prompt = request.prompt or self._prompt_text() or DEFAULT_PROMPT
         kept, whole = len(session.set_prompt(prompt, truncate=True)), len(loaded.tokenizer.encode(prompt))
         self.session, self.loaded, self._points = session, loaded, PointCache()  # only now: a failed load keeps the old one
-        seconds = perf_counter() - t0
-        if kept < whole:  # never cut silently
-            note += (
-                f"The prompt was cut to its last {kept:,} of its {whole:,} tokens: {loaded.info.name} reads at most "
-                f"{loaded.info.n_positions:,}, and {loaded.info.n_positions - kept:,} stay free to generate. "
-            )
-        return self._result(request, f"{note}Loaded {loaded.info.label} in {seconds:.1f} s.")
+        facts = Facts(seconds=perf_counter() - t0, fallback=fallback, why=why, kept=kept, whole=whole)
+        return self._result(request, facts)
 
     def _report_progress(self, done: int, total: int) -> None:
         if self.cancelled:
             raise Cancelled("the window is closing")
         if self.cancel_load == self._loading:
             raise Cancelled("the person cancelled the download")
-        self.emit("progress", int(done), int(total))
+        self.emit(p.Progress(self._loading, int(done), int(total)))
 
     def _prompt_text(self) -> str:
         if self.session is None or not self.session.prompt_ids:
@@ -269,31 +260,13 @@ class SessionHost:
             if len(session.loaded.tokenizer.encode(text)) > session.info.n_positions:
                 raise PromptTooLong(str(exc)) from exc
             raise
-        what = f"{len(ids)} tokens"
-        if truncate:
-            whole = len(session.loaded.tokenizer.encode(text))
-            free = session.info.n_positions - len(ids)
-            what = f"cut to its last {len(ids):,} of {whole:,} tokens ({free:,} stay free to generate)" if whole > len(ids) else what
-        return self._result(request, f"Prompt: {what}. Press Step (Space) to run the prefill.")
+        whole = len(session.loaded.tokenizer.encode(text)) if truncate else len(ids)
+        return self._result(request, Facts(kept=len(ids), whole=whole))
 
     def _step(self, request: p.Request) -> SessionResult:
         session = self._need_session()
-        trace = session.step()
-        rec = trace.record
-        # counted as the chips count the generated tokens (the prefill chooses token 1), the step as the views do
-        what = (f"“{trace.chosen_piece}”, sampling p {trace.sampling_prob:.1%}, model p {trace.model_prob:.1%}, "
-                f"rank {trace.chosen_rank:,}")
-        if rec.step == 0:
-            message = f"Token 1 (the prefill: {rec.n_new} positions in one pass, {rec.forward_ms:.0f} ms): {what}."
-        else:
-            message = f"Token {rec.step + 1} (step {rec.step}, {rec.forward_ms:.0f} ms): {what}."
-        if session.last_catch_up:
-            n, ms = session.last_catch_up
-            message += (f" Before it, the KV cache caught up on {n:,} position{'s' if n != 1 else ''} it did not hold for "
-                        f"this branch ({ms:.0f} ms, not in the step's time).")
-        if trace.stop_reason:
-            message += " " + trace.stop_message
-        return self._result(request, message)
+        session.step()
+        return self._result(request, Facts(catch_up=session.last_catch_up or None))
 
     def _play(self, request: p.Play) -> SessionResult:
         """One step of a play loop, then the next is queued here: the loop never waits for the window
@@ -303,7 +276,7 @@ class SessionHost:
         try:
             result = self._step(step)
         except GenerationStopped as exc:
-            return self._result(step, str(exc), stopped=True)
+            return self._result(step, Facts(stop=str(exc)), stopped=True)
         if not result.stopped:
             self.again(request)
         return result
@@ -311,36 +284,26 @@ class SessionHost:
     def _back(self, request: p.Back) -> SessionResult:
         session = self._need_session()
         if session.n_steps == 0:
-            return self._result(request, "Already at the start: nothing to go back to.")
+            return self._result(request, Facts(moved=False))
         session.rewind(session.n_steps - 2)
-        if session.n_steps == 0:
-            return self._result(request, "Back before the prefill: no step shown (the steps stay as a branch: the Branches view, Alt+5).")
-        return self._result(request, f"Back to step {session.n_steps - 1} (the later steps stay as a branch: the Branches view, Alt+5).")
+        return self._result(request)
 
     def _choose(self, request: p.Choose) -> SessionResult:
-        trace = self._need_session().choose(int(request.token_id))
-        return self._result(
-            request, f"Branched: step {trace.step} now takes “{trace.chosen_piece}” (chosen by you); the earlier choice stays as a branch."
-        )
+        self._need_session().choose(int(request.token_id))
+        return self._result(request)
 
     def _resample(self, request: p.Resample) -> SessionResult:
         session, settings = self._need_session(), request.settings
         if session.n_steps == 0:
             session.settings = settings
-            return self._result(request, f"Sampling: {settings.describe()}.")
-        trace = session.resample(settings)
-        return self._result(
-            request, f"Re-sampled step {trace.step} ({settings.describe()}): chose “{trace.chosen_piece}”, no forward pass."
-        )
+        else:
+            session.resample(settings)
+        return self._result(request)
 
     def _set_cache(self, request: p.SetCache) -> SessionResult:
         session = self._need_session()
         session.use_cache = request.on
-        if request.on:
-            return self._result(request, "The KV cache is on: each step runs one new position against the cached keys and values.")
-        return self._result(
-            request, "Generating without the KV cache: each step runs the whole sequence again, as a model without a cache must."
-        )
+        return self._result(request)
 
     def _inspect(self, request: p.Inspect):
         from engine.inside import inside  # the logit lens and the path: only when a view asks
@@ -358,13 +321,8 @@ class SessionHost:
         return InsideResult(trace, {i: tokenizer.piece(i) for i in ids})
 
     def _switch(self, request: p.Switch) -> SessionResult:
-        session = self._need_session()
-        trace = session.switch(int(request.node))
-        if trace is None:
-            return self._result(request, "Before the prefill: every branch is kept (the Branches view, Alt+5).")
-        return self._result(
-            request, f"Showing a branch at step {trace.step} (“{trace.chosen_piece}”), as it was: nothing was recomputed."
-        )
+        self._need_session().switch(int(request.node))
+        return self._result(request)
 
     def _save(self, request: p.SaveSession) -> SessionResult:
         """Snapshot the session here (cheap) and let the saver write it on its thread: the next
@@ -375,28 +333,21 @@ class SessionHost:
         snap = snapshot(session)
         ahead = self.saver.pending
         self.saver.submit(SaveJob(snap, request.path, request.generation))
-        branches = snap.n_branches
-        after = f", after {ahead} other save{'s' if ahead != 1 else ''}" if ahead else ""
-        return make_result(
-            session, "saving", request.generation,
-            f"Saving {len(snap.records):,} step{'s' if len(snap.records) != 1 else ''} on {branches} branch{'es' if branches != 1 else ''} to {request.path}{after}…",
-            points=self._points,
-        )
+        return self._result(request, Facts(path=request.path, steps=len(snap.records), branches=snap.n_branches, ahead=ahead))
 
     def _on_saver_written(self, job: SaveJob, path, error) -> None:
         """On the saver's thread: queue the report behind whatever this host is running."""
         if error is not None:
-            self.again(SaveWritten(generation=job.tag, error=str(error)))
+            self.again(p.SaveWritten(generation=job.tag, error=str(error)))
             return
-        n, branches = len(job.snapshot.records), job.snapshot.n_branches
-        size = path.stat().st_size
-        self.again(SaveWritten(generation=job.tag, message=(
-            f"Saved {n:,} step{'s' if n != 1 else ''} on {branches} branch{'es' if branches != 1 else ''} to {path} ({size / 2**20:.1f} MiB).")))
+        self.again(p.SaveWritten(generation=job.tag, path=str(path), size=path.stat().st_size,
+                                 steps=len(job.snapshot.records), branches=job.snapshot.n_branches))
 
-    def _saved(self, request: SaveWritten) -> SessionResult:
+    def _saved(self, request: p.SaveWritten) -> SessionResult:
         if request.error:
             raise ExportError(request.error)
-        return self._result(request, request.message)
+        r = request
+        return self._result(request, Facts(path=r.path, size=r.size, steps=r.steps, branches=r.branches))
 
     def close(self) -> None:
         """Wait for the session files being written (quitting never loses a save)."""
@@ -418,18 +369,14 @@ class SessionHost:
                 )
             session.rewind(request.step)
         self.session, self._points = session, PointCache()
-        branches = len(session.branches().leaves())
-        shown = f"step {session.n_steps - 1}" if session.n_steps else "before the prefill"
-        return self._result(
-            request,
-            f"Opened {request.path}: {len(session.tree):,} steps on {branches} branch{'es' if branches != 1 else ''}, showing {shown}. {note}".strip(),
-        )
+        facts = Facts(path=request.path, steps=len(session.tree), branches=len(session.branches().leaves()), note=note)
+        return self._result(request, facts)
 
     def _refresh(self, request: p.Refresh) -> SessionResult:
-        return self._result(request, "")
+        return self._result(request)
 
     def _reset(self, request: p.Reset) -> SessionResult:
         session = self._live_session()
         session.settings = request.settings
         session.reset()
-        return self._result(request, "Reset: the prompt is kept, every step and branch dropped.")
+        return self._result(request)

@@ -51,6 +51,7 @@ from PySide6.QtCore import QEventLoop, QSettings, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from app import session_host, torch_threads  # noqa: E402
+from app.protocol import Resample, Step  # noqa: E402
 from app.main import freeze_startup_objects  # noqa: E402
 from app.views import VIEWS  # noqa: E402
 from app.window import MainWindow  # noqa: E402
@@ -69,7 +70,7 @@ GAP_TARGET_MS = 50.0
 PLAY_TARGET = 0.8
 RESTYLE_TARGET_MS = 100.0
 WINDOW_SIZE = (1600, 1000)  # --size changes it
-VIEW = "main"  # the view in front (--view): "main" (the Overview) or "flow", side by side
+VIEW = "overview"  # the view in front (--view): "overview" (the Overview) or "flow", side by side
 
 
 # ------------------------------------------------------------------ setup
@@ -115,11 +116,11 @@ def measure_apply(app, loaded, context: int, repeats: int) -> dict[str, float]:
     results = []
     for _ in range(repeats + 1):  # the prefill, then one decode step per repeat
         session.step()
-        results.append(session_host.make_result(session, "step", 1, "step", points=points))
+        results.append(session_host.make_result(session, Step(1), points=points))
     window = new_window()
     applied = []
     window.resultApplied.connect(applied.append)
-    window.apply_result(results[0])  # untimed: the prefill draws every panel from scratch
+    window.painter.apply(results[0])  # untimed: the prefill draws every panel from scratch
     wait_for(app, lambda: applied)
     app.processEvents()
     apply_ms, paint_ms, longest_turn, work_ms = [], [], [], []
@@ -128,13 +129,13 @@ def measure_apply(app, loaded, context: int, repeats: int) -> dict[str, float]:
         applied.clear()
         cpu = time.thread_time()
         t = time.perf_counter()
-        window.apply_result(result)  # the first panel's update turn runs inside
+        window.painter.apply(result)  # the first panel's update turn runs inside
         call_ms = (time.perf_counter() - t) * 1e3
         while not applied:  # the other panels' update turns, then the plots' paint turns
             app.processEvents(QEventLoop.AllEvents | QEventLoop.WaitForMoreEvents)  # sleeps between turns
         app.processEvents()
         work_ms.append((time.thread_time() - cpu) * 1e3)
-        turns = window.turn_ms
+        turns = window.painter.turn_ms
         apply_ms.append(call_ms + sum(turns[1:deliveries]))
         paint_ms.append(sum(turns[deliveries:]))
         longest_turn.append(max([call_ms] + turns[1:]))
@@ -189,9 +190,9 @@ def measure_restyle(app, loaded, context: int, repeats: int) -> dict[str, float]
     window = new_window()
     applied = []
     window.resultApplied.connect(applied.append)
-    window.apply_result(session_host.make_result(session, "step", 1, "step"))
+    window.painter.apply(session_host.make_result(session, Step(1)))
     wait_for(app, lambda: applied)
-    toggles = [longest_gap_ms(app, window.projector_action.trigger) for _ in range(repeats)]
+    toggles = [longest_gap_ms(app, window.commands.projector_action.trigger) for _ in range(repeats)]
     sizes = [(1366, 768), (1600, 1000)]
     resizes = [longest_gap_ms(app, lambda i=i: window.resize(*sizes[i % 2])) for i in range(repeats)]
     window.close()
@@ -217,7 +218,7 @@ def measure_stages(app, loaded, repeats: int) -> dict[str, float]:
     for i in range(repeats + 1):
         settings = SamplingSettings(temperature=0.5 + 0.1 * (i % 5), top_k=50, top_p=0.9, repetition_penalty=1.3, seed=1)
         session.resample(settings)
-        result = session_host.make_result(session, "resample", i)
+        result = session_host.make_result(session, Resample(i))
         t = time.perf_counter()
         state.set_result(result)
         times.append((time.perf_counter() - t) * 1e3)
@@ -241,7 +242,7 @@ def measure_play(app, folder: Path | None, loaded, steps: int, threads: int, eng
     )
     timer = QTimer(interval=5)
     timer.timeout.connect(lambda: ticks.append(time.perf_counter()))
-    window.max_speed.setChecked(True)
+    window.commands.max_speed.setChecked(True)
     if engine == "process":
         window.load_model(str(folder) if folder else None, prompt=PLAY_TEXT)
     else:
@@ -252,9 +253,9 @@ def measure_play(app, folder: Path | None, loaded, steps: int, threads: int, eng
         wait_for(app, lambda: window.controller.idle)
         arrived.clear(), ticks.clear()
         timer.start()
-        window.play()
-        wait_for(app, lambda: (arrived and arrived[-1][1] >= steps) or not window.playing)
-        window.pause()
+        window.player.play()
+        wait_for(app, lambda: (arrived and arrived[-1][1] >= steps) or not window.player.playing)
+        window.player.pause()
         timer.stop()
         wait_for(app, lambda: window.controller.idle)
         if arrived and arrived[-1][1] >= steps:
@@ -291,17 +292,17 @@ def measure_memory(app, folder: Path, steps: int) -> dict[str, float]:
     at max speed (greedy, GPT-2 small's shape, the app's default process engine)."""
     torch_threads.ENGINE_TORCH_THREADS = max(1, torch_threads.cores() - 1)
     window = new_window("process")
-    window.max_speed.setChecked(True)
+    window.commands.max_speed.setChecked(True)
     window.load_model(str(folder), prompt=PLAY_TEXT)
     wait_for(app, lambda: window.state.result is not None)
     window.controller.set_settings(GREEDY)
     wait_for(app, lambda: window.controller.idle)
     child = window.controller.engine.process.pid
     before = {"window": rss_mib(os.getpid()), "engine": rss_mib(child)}
-    window.play()
+    window.player.play()
     wait_for(app, lambda: window.state.result is not None and window.state.result.trace is not None
              and window.state.result.trace.step >= steps or window.state.result.stopped)
-    window.pause()
+    window.player.pause()
     wait_for(app, lambda: window.controller.idle)
     app.processEvents()
     after = {"window": rss_mib(os.getpid()), "engine": rss_mib(child), "steps": window.state.result.trace.step}
@@ -433,7 +434,7 @@ def main(argv=None) -> int:
     p.add_argument("--only", nargs="*", choices=measures, help="run only these measures")
     p.add_argument("--size", metavar="WxH", default="1600x1000",
                    help="the window's size for every measure but the resize (1024x768: the panels take two pages)")
-    p.add_argument("--view", choices=tuple(VIEWS), default="main",
+    p.add_argument("--view", choices=tuple(VIEWS), default="overview",
                    help="the view in front while measuring (main: the Overview; flow: the Flow view)")
     args = p.parse_args(argv)
     global WINDOW_SIZE, VIEW

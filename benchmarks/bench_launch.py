@@ -59,7 +59,9 @@ class Watch(QObject):
             marks["paint_s"], marks["paint_rss"] = since_start(), rss_mib()
 
     def on_result(self, result):
-        if result.kind == "load" and "ready_s" not in marks:
+        from app.protocol import Load
+
+        if isinstance(result.request, Load) and "ready_s" not in marks:
             marks["ready_s"], marks["ready_rss"] = since_start(), rss_mib()
             marks["torch"] = "torch" in sys.modules
 

@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 
 from app import protocol as p  # noqa: E402
+from app import wording  # noqa: E402
 from app.session_host import SessionHost  # noqa: E402
 from app.torch_threads import ENGINE_TORCH_THREADS  # noqa: E402
 from engine import SamplingSettings, Session, load_model  # noqa: E402
@@ -52,7 +53,7 @@ def main(argv=None) -> int:
 
         sent: list[tuple] = []
         again: list[p.Request] = []
-        host = SessionHost(lambda *a: sent.append(a), again.append)
+        host = SessionHost(sent.append, again.append)
         host.session = session  # as a Load would leave it
         generation = 0
 
@@ -66,21 +67,21 @@ def main(argv=None) -> int:
         step_s = [send(p.Step if i % 2 else p.Back)[0] for i in range(6)][1::2]  # Back, Step, ...: before the save
         path = Path(tmp) / "session.npz"
         t_save = time.perf_counter()
-        request_s, (_, saving) = send(p.SaveSession, path=str(path))
+        request_s, saving = send(p.SaveSession, path=str(path))
         during: list[float] = []
         while host.saver.pending:
             send(p.Back)
-            took, (name, result) = send(p.Step)
-            if host.saver.pending and name == "finished" and result.kind == "step":
+            took, reply = send(p.Step)
+            if host.saver.pending and isinstance(reply, p.Finished) and isinstance(reply.result.request, p.Step):
                 during.append(took)
         host.close()
         write_s = time.perf_counter() - t_save
         (written,) = again
         host.handle(written)
-        saved = sent[-1][1].message
+        saved = wording.result_status(sent[-1].result)
         size = path.stat().st_size
     print(f"session: {args.steps:,} steps of GPT-2 small's shape (random weights), built in {build_s:.0f} s")
-    print(f"Save request (snapshot, then queued): {request_s * 1e3:.0f} ms on the host's thread: \"{saving.message}\"")
+    print(f"Save request (snapshot, then queued): {request_s * 1e3:.0f} ms on the host's thread: \"{wording.result_status(saving.result)}\"")
     print(f"file written {write_s:.1f} s after the request ({size / 2**20:.0f} MiB): \"{saved}\"")
     print(f"steps completed during the write: {len(during)}"
           + (f" (median {statistics.median(during) * 1e3:.0f} ms, longest {max(during) * 1e3:.0f} ms)" if during else ""))

@@ -30,6 +30,7 @@ from PySide6.QtWidgets import QApplication, QTabWidget  # noqa: E402
 
 import app.window as window_module  # noqa: E402
 from app import session_host  # noqa: E402
+from app.protocol import Step  # noqa: E402
 from engine.session import Session  # noqa: E402
 
 
@@ -64,7 +65,7 @@ def main(argv=None) -> int:
             results = []
             for _ in range(args.steps + 1):  # the prefill, then one decode step each
                 session.step()
-                results.append(session_host.make_result(session, "step", 1, "step", points=points))
+                results.append(session_host.make_result(session, Step(1), points=points))
             work = {name: [] for name in kinds}
             pages = {}
             for round_ in range(args.rounds):
@@ -74,13 +75,13 @@ def main(argv=None) -> int:
                     assert bool(window.findChildren(QTabWidget)) == (cls is not kinds["this checkout"])
                     applied = []
                     window.resultApplied.connect(applied.append)
-                    window.apply_result(results[0])  # untimed: the prefill draws every panel from scratch
+                    window.painter.apply(results[0])  # untimed: the prefill draws every panel from scratch
                     bg.wait_for(app, lambda: applied)
                     app.processEvents()
                     for result in results[1:]:
                         applied.clear()
                         cpu = time.thread_time()
-                        window.apply_result(result)
+                        window.painter.apply(result)
                         while not applied:
                             app.processEvents(QEventLoop.AllEvents | QEventLoop.WaitForMoreEvents)
                         app.processEvents()

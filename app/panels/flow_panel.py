@@ -166,14 +166,14 @@ class FlowPanel(QWidget):
         if box == "kv":
             return FlowPlace("cache", layer if layer >= 0 else self.state.layer)
         return {
-            "tokens": FlowPlace("main", newest=True),
+            "tokens": FlowPlace("overview", newest=True),
             "embedding": FlowPlace("inside", 0, newest=True),
             "ln_final": FlowPlace("inside", last, newest=True),
             "lm_head": FlowPlace("inside", last, newest=True),
-            "logits": FlowPlace("main"),
+            "logits": FlowPlace("overview"),
             "sampling": FlowPlace("sampling"),
             "chosen": FlowPlace("sampling"),
-            "appended": FlowPlace("main"),
+            "appended": FlowPlace("overview"),
         }[box]
 
     @guarded

@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
 
 from engine.tokens import clip
 
+from .. import protocol as p
 from .. import theme as th
 from ..guard import guarded
 from ..help import texts
@@ -275,7 +276,7 @@ class InsidePanel(QWidget):
             self._boxes_hidden(True)
             self.header.setText("Step once: this view shows what happens inside the model for one token of a step.")
             return
-        if result.kind in ("load", "prompt", "reset"):
+        if isinstance(result.request, (p.Load, p.SetPrompt, p.Reset)):
             self._asked = None
         self.step_spin.setMaximum(result.trace.step)
         self.refresh()

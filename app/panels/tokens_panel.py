@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 
 from engine.tokens import piece_bytes
 
+from .. import protocol as p
 from .. import theme as th
 from ..state import LATEST, AppState
 from ..guard import guarded
@@ -324,8 +325,12 @@ class TokensPanel(QGroupBox):
         chips = [Chip(int(t), p, "prompt" if i < prompt_len else "generated") for i, (t, p) in enumerate(zip(ids, pieces))]
         if trace is not None:
             chips.append(Chip(int(trace.chosen), trace.chosen_piece, "next"))
-        if result.kind in ("load", "prompt", "open") or not self._prompt_text:
-            self.set_prompt_text(result.prompt_text if result.kind in ("load", "open") else self.prompt())
+        if self._debounce.isActive():
+            pass  # an edit not sent yet: the editor keeps it and its cursor; it is sent when the wait ends
+        elif isinstance(result.request, (p.Load, p.OpenSession)):
+            self.set_prompt_text(result.prompt_text)
+        elif not self._prompt_text:
+            self.set_prompt_text(self.prompt())
         self.strip.set_chips(chips, self._selected_index())
         self._update_counts()
         before = b"".join(piece_bytes(c.piece) for c in chips[:-1]).decode("utf-8", "replace")

@@ -97,7 +97,9 @@ def window(make_window, qtbot, demo_model):
     w = make_window()
     with qtbot.waitSignal(w.resultApplied, timeout=20_000) as blocker:
         w.load_model(None, loaded=demo_model, prompt="The cat sat on the")
-    assert blocker.args[0].kind == "load"
+    from app.protocol import Load
+
+    assert isinstance(blocker.args[0].request, Load)
     return w
 
 

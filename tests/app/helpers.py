@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 
-def run(qtbot, window, action, kind: str | None = None, timeout: int = 20_000):
-    """Do ``action()`` and wait for the window to draw its result; return the SessionResult."""
+def run(qtbot, window, action, request: type | None = None, timeout: int = 20_000):
+    """Do ``action()`` and wait for the window to draw its result (of a ``request``, an
+    ``app.protocol`` class, if given); return the SessionResult."""
     def matches(result):
-        return kind is None or result.kind == kind
+        return request is None or isinstance(result.request, request)
 
     with qtbot.waitSignal(window.resultApplied, timeout=timeout, check_params_cb=matches) as blocker:
         action()

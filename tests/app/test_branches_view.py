@@ -11,18 +11,19 @@ import pytest
 from engine.branches import ROOT
 
 from .helpers import run
+from app import protocol as p
 
 
 def _branch_twice(qtbot, window):
     """Four steps, back two (to step 1), another candidate there, one more step: two branches. Returns (first leaf,
     first branch's records)."""
     for _ in range(4):
-        first = run(qtbot, window, window.step, "step")
-    run(qtbot, window, window.back, "back")
-    back = run(qtbot, window, window.back, "back")
+        first = run(qtbot, window, window.step, p.Step)
+    run(qtbot, window, window.back, p.Back)
+    back = run(qtbot, window, window.back, p.Back)
     other = int(next(i for i in back.trace.candidate_ids if i != back.trace.chosen))
-    run(qtbot, window, lambda: window.logits.tokenChosen.emit(other), "choose")
-    run(qtbot, window, window.step, "step")
+    run(qtbot, window, lambda: window.logits.tokenChosen.emit(other), p.Choose)
+    run(qtbot, window, window.step, p.Step)
     return first.branches.current, first.records
 
 
@@ -55,7 +56,7 @@ def test_the_tree_lists_both_branches_and_a_double_click_shows_one_as_it_was(win
     i = table.index(table.path_to(first_leaf)[1])
     assert old.text(1).startswith(f"“{table.pieces[i]}”  {math.exp(table.logprobs[i]):.1%}")
 
-    result = run(qtbot, window, lambda: view._on_tree_item_double_clicked(old), "switch")
+    result = run(qtbot, window, lambda: view._on_tree_item_double_clicked(old), p.Switch)
     assert result.branches.current == first_leaf
     assert [r.chosen for r in result.records] == [r.chosen for r in first_records]
     for shown, kept in zip(result.records, first_records):  # the values it had, nothing recomputed
@@ -95,6 +96,6 @@ def test_the_comparison_shows_the_models_probabilities_from_the_split(window, qt
 def test_before_any_branch_the_view_says_what_to_do(window, qtbot):
     window.show_view("branches")
     assert "No step yet" in window.branches_view.header.text()
-    run(qtbot, window, window.step, "step")
+    run(qtbot, window, window.step, p.Step)
     assert window.state.result.branches.current != ROOT
     assert "Two branches are needed" in window.branches_view.summary.text()

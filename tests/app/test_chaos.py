@@ -23,6 +23,7 @@ from engine.sampling import SamplingSettings
 from tests.engine.test_reliability import rss_bytes
 
 from .helpers import choose_settings
+from app import protocol as p
 
 SECONDS = float(os.environ.get("NEXTTOKEN_CHAOS_SECONDS", "120"))
 SEED = int(os.environ.get("NEXTTOKEN_CHAOS_SEED", "20261130"))
@@ -68,7 +69,7 @@ def test_random_actions_on_the_real_window(make_window, qtbot, tmp_path):
 
     beat = QTimer(interval=20)
     beat.timeout.connect(heartbeat)
-    with qtbot.waitSignal(window.resultApplied, timeout=120_000, check_params_cb=lambda r: r.kind == "load"):
+    with qtbot.waitSignal(window.resultApplied, timeout=120_000, check_params_cb=lambda r: isinstance(r.request, p.Load)):
         window.start(None, "The cat sat on the")
     rss_start = rss_bytes()
     last[0] = perf_counter()
@@ -85,16 +86,16 @@ def test_random_actions_on_the_real_window(make_window, qtbot, tmp_path):
             elif roll < 0.40:
                 window.reset()
             elif roll < 0.46:
-                window.max_speed.setChecked(rng.random() < 0.5)
-                window.toggle_play()
+                window.commands.max_speed.setChecked(rng.random() < 0.5)
+                window.player.toggle()
             elif roll < 0.56:
                 choose_settings(window.sampling, random_settings(rng))
             elif roll < 0.62:
                 window.tokens.editor.setPlainText(rng.choice(HOSTILE_PROMPTS))
             elif roll < 0.65:
-                window.truncate_button.click() if window.truncate_button.isVisible() else None
+                window.status_line.truncate_button.click() if window.status_line.truncate_button.isVisible() else None
             elif roll < 0.68:
-                window.projector_action.trigger()
+                window.commands.projector_action.trigger()
             elif roll < 0.72:
                 window.resize(*rng.choice([(1024, 768), (1280, 720), (1366, 768), (1600, 900)]))
             elif roll < 0.75:
@@ -110,13 +111,13 @@ def test_random_actions_on_the_real_window(make_window, qtbot, tmp_path):
                 kills, last_kill = kills + 1, monotonic()
             qtbot.wait(rng.choice([0, 5, 30, 120]))
             if rng.random() < 0.1:  # settle now and then, and check what the engine uses
-                window.pause()
+                window.player.pause()
                 qtbot.waitUntil(lambda: settled(window), timeout=120_000)
-                with qtbot.waitSignal(window.resultApplied, timeout=60_000, check_params_cb=lambda r: r.kind == "refresh"):
+                with qtbot.waitSignal(window.resultApplied, timeout=60_000, check_params_cb=lambda r: isinstance(r.request, p.Refresh)):
                     window.controller.refresh()
                 assert window.state.result.settings == window.sampling.settings() == window.controller.settings
                 checks += 1
-        window.pause()
+        window.player.pause()
         qtbot.waitUntil(lambda: settled(window), timeout=120_000)
         beat.stop()
         grown = rss_bytes() - rss_start

@@ -7,6 +7,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QTextDocument
 
 from .helpers import run
+from app import protocol as p
 
 END_OF_TEXT = 50256
 
@@ -21,26 +22,26 @@ def shown(label) -> str:
 
 
 def test_end_of_text_chosen_shows_as_its_text_everywhere(window, qtbot):
-    run(qtbot, window, window.step, "step")
-    chose = run(qtbot, window, lambda: window.logits.tokenChosen.emit(END_OF_TEXT), "choose")
+    run(qtbot, window, window.step, p.Step)
+    chose = run(qtbot, window, lambda: window.logits.tokenChosen.emit(END_OF_TEXT), p.Choose)
     piece = chose.trace.chosen_piece
     assert "endoftext" in piece and "<" in piece
     assert f"“{piece}”" in shown(window.logits.summary)  # was “” : the piece read as an HTML tag
-    assert piece in shown(window.status_label)
+    assert piece in shown(window.status_line.status_label)
 
 
 def test_an_empty_prompt_says_why_and_step_waits_for_one(window, qtbot):
-    run(qtbot, window, window.step, "step")
+    run(qtbot, window, window.step, p.Step)
     with qtbot.waitSignal(window.tokens.promptEdited, timeout=5_000):
         window.tokens.editor.setPlainText("")
-    assert "The prompt is empty" in window.status_label.text()
-    assert not window.step_action.isEnabled() and not window.play_action.isEnabled()
+    assert "The prompt is empty" in window.status_line.status_label.text()
+    assert not window.commands.step_action.isEnabled() and not window.commands.play_action.isEnabled()
     window.step()  # a key press that slipped through: it says why, and runs nothing
-    assert "The prompt is empty" in window.status_label.text()
-    result = run(qtbot, window, lambda: window.tokens.editor.setPlainText("Hello world"), "prompt")
+    assert "The prompt is empty" in window.status_line.status_label.text()
+    result = run(qtbot, window, lambda: window.tokens.editor.setPlainText("Hello world"), p.SetPrompt)
     assert [c.piece for c in window.tokens.strip.chips] == ["Hello", "␣world"] and result.trace is None
-    assert window.step_action.isEnabled()
-    run(qtbot, window, window.step, "step")
+    assert window.commands.step_action.isEnabled()
+    run(qtbot, window, window.step, p.Step)
 
 
 def test_before_the_first_step_plots_say_what_to_do_and_then_give_way(window, qtbot):
@@ -49,15 +50,15 @@ def test_before_the_first_step_plots_say_what_to_do_and_then_give_way(window, qt
     assert "Press Space" in window.logits.empty_notes[0].text()
     view = window.kv.time_view
     assert window.kv.empty_notes[2].geometry() == view.rect()  # covers the whole plot
-    run(qtbot, window, window.step, "step")
+    run(qtbot, window, window.step, p.Step)
     assert not any(note.isVisible() for note in notes)
-    run(qtbot, window, window.reset, "reset")
+    run(qtbot, window, window.reset, p.Reset)
     assert all(note.isVisible() for note in notes)
 
 
 def test_the_text_so_far_reads_as_a_sentence_with_the_newest_token_marked(window, qtbot):
     assert shown(window.tokens.sentence) == "The cat sat on the"
-    result = run(qtbot, window, window.step, "step")
+    result = run(qtbot, window, window.step, p.Step)
     newest = result.trace.chosen_piece.replace("␣", " ")
     text = shown(window.tokens.sentence)
     assert text == "The cat sat on the" + newest
@@ -67,7 +68,7 @@ def test_the_text_so_far_reads_as_a_sentence_with_the_newest_token_marked(window
 def test_raw_logit_bars_start_at_the_lowest_shown_not_at_zero(window, qtbot):
     import numpy as np
 
-    result = run(qtbot, window, window.step, "step")
+    result = run(qtbot, window, window.step, p.Step)
     ids = window.logits.bar_ids()
     logits = result.trace.record.logits[ids]
     opts = window.logits.logit_bars.opts
@@ -84,7 +85,7 @@ def test_the_embedding_view_can_fit_its_axes_on_this_text_and_says_which(window,
     from app.panels.embeddings_panel import CONTEXT_BASIS
 
     for _ in range(3):
-        result = run(qtbot, window, window.step, "step")
+        result = run(qtbot, window, window.step, p.Step)
     panel = window.embeddings
     assert "fitted once on the model's embedding table" in panel.caption.text()
     model_pc2 = float(result.explained[1])
@@ -98,7 +99,7 @@ def test_the_embedding_view_can_fit_its_axes_on_this_text_and_says_which(window,
     np.testing.assert_allclose(np.sort(shown.var(axis=0) * len(shown))[::-1], variance[:2], rtol=1e-3)
     pc2 = variance[1] / variance.sum()
     assert f"PC 2 ({pc2:.0%})" in panel.plot.getAxis("left").labelText and pc2 > model_pc2  # a more useful basis
-    run(qtbot, window, window.step, "step")  # the next step keeps the orientation (no flip)
+    run(qtbot, window, window.step, p.Step)  # the next step keeps the orientation (no flip)
     assert "fitted on these 8 vectors" in panel.caption.text()
 
 
@@ -111,7 +112,7 @@ def test_the_embedding_view_shows_the_token_and_position_embeddings_apart(window
     from app.panels.embeddings_panel import POSITION, SUM, TOKEN
 
     for _ in range(3):
-        result = run(qtbot, window, window.step, "step")
+        result = run(qtbot, window, window.step, p.Step)
     panel = window.embeddings
     projection = demo_model.projection
     token = np.concatenate([r.token_embed for r in result.records])  # [T, d]
@@ -134,7 +135,7 @@ def test_the_embedding_view_shows_the_token_and_position_embeddings_apart(window
     labels = [label.toPlainText() for label in panel.labels if label.isVisible()]
     assert labels and all(text.isdigit() and int(text) < T for text in labels)  # labelled by position
 
-    following = run(qtbot, window, window.step, "step")  # a step adds its own part; the older ones are the same arrays
+    following = run(qtbot, window, window.step, p.Step)  # a step adds its own part; the older ones are the same arrays
     assert len(following.embed_parts) == len(result.embed_parts) + 1
     assert all(a is b for a, b in zip(following.embed_parts, result.embed_parts))
     position = np.concatenate([r.pos_embed for r in following.records])
@@ -156,13 +157,13 @@ def test_attention_at_length_zooms_to_a_region_and_can_show_small_weights(window
     import numpy as np
 
     for _ in range(4):
-        run(qtbot, window, window.step, "step")
+        run(qtbot, window, window.step, p.Step)
     panel = window.attention
     vb = panel.plot.getViewBox()
     assert vb.state["mouseEnabled"] == [True, True]  # wheel zooms, drag moves
     vb.setRange(xRange=(2, 6), yRange=(2, 6), padding=0)
     vb.sigRangeChangedManually.emit(vb.state["mouseEnabled"])  # as a wheel turn does
-    run(qtbot, window, window.step, "step")
+    run(qtbot, window, window.step, p.Step)
     (x0, x1), _ = vb.viewRange()
     assert (round(x0), round(x1)) == (2, 6)  # a step keeps the region the person zoomed to
     labels = [text for level in panel.plot.getAxis("bottom")._tickLevels for _, text in level]

@@ -7,24 +7,17 @@ their back-off) is checked directly."""
 from __future__ import annotations
 
 import pytest
-from PySide6.QtCore import QObject, Signal
-
 from app import controller as controller_mod
 from app import protocol as p
 from app.controller import MAX_QUICK_DEATHS, SessionController
+from app.engine_link import Engine
 from engine.defaults import DEFAULT_SETTINGS
 from engine.sampling import SamplingSettings
 
 
-class FakeEngine(QObject):
+class FakeEngine(Engine):
     """Has the engines' interface; ``sent`` lists what it was given, ``controls`` what was set."""
 
-    finished = Signal(object)
-    inspected = Signal(int, object)
-    failed = Signal(int, str, str)
-    skipped = Signal(int)
-    progress = Signal("qint64", "qint64")
-    died = Signal(str)
     started: list["FakeEngine"] = []
 
     def __init__(self, parent=None):
@@ -49,7 +42,7 @@ class FakeResult:
     """Just what the controller reads of a SessionResult."""
 
     def __init__(self, request: p.Request):
-        self.generation, self.kind, self.info = request.generation, request.kind, object()
+        self.generation, self.request, self.info = request.generation, request, object()
 
 
 @pytest.fixture
@@ -63,7 +56,8 @@ def controller(qapp, monkeypatch):
 
 def answer(engine: FakeEngine, index: int = -1):
     """The engine finishes request ``index`` of those it was sent."""
-    engine.finished.emit(FakeResult(engine.sent[index]))
+    request = engine.sent[index]
+    engine.replied.emit(p.Finished(request.generation, FakeResult(request)))
 
 
 def test_one_request_in_flight_and_a_held_step_key_queues_one_step(controller):
@@ -89,7 +83,7 @@ def test_a_reset_drops_waiting_requests_and_makes_older_results_stale(controller
     answer(engine)  # the step's result is older than the reset: dropped
     assert shown == [] and isinstance(engine.sent[-1], p.Reset)
     answer(engine)
-    assert [r.kind for r in shown] == ["reset"]
+    assert [type(r.request) for r in shown] == [p.Reset]
 
 
 @pytest.mark.parametrize(
@@ -115,7 +109,7 @@ def test_a_fresh_engine_after_a_death_gets_the_chosen_settings(controller):
     engine has loaded: every request the new engine gets carries Greedy."""
     greedy = SamplingSettings(greedy=True)
     controller.set_settings(greedy)
-    controller.engine.died.emit("killed")
+    controller.engine.died.emit(-9)
     fresh = controller.engine
     assert fresh is not FakeEngine.started[0] and FakeEngine.started[0].closed
     controller.load(None)
@@ -131,9 +125,9 @@ def test_results_of_a_dead_engine_are_dropped(controller):
     request = old.sent[-1]
     shown = []
     controller.resultReady.connect(shown.append)
-    old.died.emit("killed")
-    old.finished.emit(FakeResult(request))  # queued before the death was known
-    old.failed.emit(request.generation, "step", "late")
+    old.died.emit(-9)
+    old.replied.emit(p.Finished(request.generation, FakeResult(request)))  # queued before the death was known
+    old.replied.emit(p.Failed(request.generation, request, "late"))
     assert shown == [] and controller.idle
     assert not controller.is_current(FakeResult(request))
 
@@ -142,25 +136,25 @@ def test_engines_that_keep_dying_at_start_are_not_restarted_for_ever(controller,
     stopped = []
     controller.engineStopped.connect(stopped.append)
     for _ in range(MAX_QUICK_DEATHS):
-        controller.engine.died.emit("The model's process stopped unexpectedly (exit code -9).")
+        controller.engine.died.emit(-9)
     assert len(FakeEngine.started) == MAX_QUICK_DEATHS  # the first, then one restart per death but the last
     assert controller.engine is None and controller.stopped
-    assert len(stopped) == 1 and "Restart the model" in stopped[0] and f"{MAX_QUICK_DEATHS} times" in stopped[0]
+    assert stopped == [-9]
     errors = []
-    controller.errorOccurred.connect(lambda kind, message: errors.append(message))
-    controller.step()  # refused in words, not lost silently
-    assert errors and "Restart the model" in errors[0]
+    controller.failed.connect(errors.append)
+    controller.step()  # refused, not lost silently
+    assert [type(e) for e in errors] == [p.NotSent] and isinstance(errors[0].request, p.Step)
     controller.restart_engine()
     assert controller.engine is FakeEngine.started[-1] and len(FakeEngine.started) == MAX_QUICK_DEATHS + 1
 
 
 def test_an_engine_that_loaded_resets_the_quick_death_count(controller):
     for _ in range(MAX_QUICK_DEATHS - 1):
-        controller.engine.died.emit("killed")
+        controller.engine.died.emit(-9)
     controller.load(None)
     answer(controller.engine)  # this engine works
     for _ in range(MAX_QUICK_DEATHS - 1):
-        controller.engine.died.emit("killed")
+        controller.engine.died.emit(-9)
     assert controller.engine is not None
 
 
@@ -178,7 +172,7 @@ def test_the_host_sets_only_its_control_values():
     from app.session_host import SessionHost
 
     sent = []
-    host = SessionHost(lambda *a: sent.append(a), lambda r: None)
+    host = SessionHost(sent.append, lambda r: None)
     host.set_control("play_generation", 4)
     assert host.play_generation == 4
     with pytest.raises(ValueError):
@@ -186,7 +180,7 @@ def test_the_host_sets_only_its_control_values():
     host.latest_barrier = 10
     host.handle(p.Step(generation=9))  # older than the barrier: skipped unrun, on its own channel
     host.handle(p.Play(generation=3))  # not the play loop wanted
-    assert sent == [("skipped", 9), ("skipped", 3)]
+    assert sent == [p.Skipped(9), p.Skipped(3)]
 
 
 def test_inspecting_neither_ends_play_nor_piles_up(controller):
@@ -202,5 +196,5 @@ def test_inspecting_neither_ends_play_nor_piles_up(controller):
     assert len(inspects) == 1 and inspects[0].position == 4 and inspects[0].layer == 1
     shown = []
     controller.insideReady.connect(shown.append)
-    engine.inspected.emit(inspects[0].generation, "trace")
+    engine.replied.emit(p.Inspected(inspects[0].generation, "trace"))
     assert shown == ["trace"]

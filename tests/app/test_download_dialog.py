@@ -15,6 +15,8 @@ from tests.conftest import make_tiny_folder
 from tests.hub_server import FakeHub, point_client_at
 
 from .helpers import run
+from app import protocol as p
+from app import wording
 
 REPO = "someone/gpt2-shaped"
 
@@ -51,7 +53,7 @@ def test_the_progress_dialog_follows_the_download_and_closes_when_loaded(make_wi
         assert dialog.isVisible() or dialog.value() <= 0  # on screen from the first per cent
 
     window.controller.downloadProgress.connect(on_progress)
-    with qtbot.waitSignal(window.resultApplied, timeout=30_000, check_params_cb=lambda r: r.kind == "load"):
+    with qtbot.waitSignal(window.resultApplied, timeout=30_000, check_params_cb=lambda r: isinstance(r.request, p.Load)):
         window.load_model(REPO)
 
     assert values == sorted(values) and values[-1] == 100  # the bar never goes back, and ends full
@@ -59,7 +61,7 @@ def test_the_progress_dialog_follows_the_download_and_closes_when_loaded(make_wi
     assert len(reports) > 20 and {t for _, t in reports} == {total} and max(reports)[0] == total
     assert any(label.startswith(f"Downloading {REPO}: ") and label.endswith(" of 9.6 MB") for label in labels)
     assert dialog_of(window) is None  # gone once the model is loaded
-    assert REPO in window.model_label.text()
+    assert REPO in window.status_line.model_label.text()
 
 
 def test_closing_the_window_mid_download_stops_it_and_a_later_load_finishes(make_window, qtbot, hub, tmp_path):
@@ -94,7 +96,7 @@ def cancel_mid_download(window, qtbot, hub) -> str:
     assert cancel.text() == "Cancel"
     qtbot.mouseClick(cancel, Qt.LeftButton)
     assert dialog_of(window) is None  # gone at once
-    cancelling = window.status_label.text()
+    cancelling = window.status_line.status_label.text()
     hub.release.set()
     return cancelling
 
@@ -104,30 +106,30 @@ def test_cancel_stops_the_download_the_old_model_still_steps_and_a_later_load_fi
         cancelling = cancel_mid_download(window, qtbot, hub)
     assert cancelling == f"Cancelling the download of {REPO}…"
     message = "Download cancelled: still using gpt2-tiny-demo."
-    assert error.args == [message] and window.status_label.text() == message
+    assert error.args == [message] and window.status_line.status_label.text() == message
     qtbot.wait(200)  # progress reports sent before the cancel was heard open no dialog again
     assert dialog_of(window, visible=False) is None
 
-    result = run(qtbot, window, window.step, "step")  # the old session runs on
+    result = run(qtbot, window, window.step, p.Step)  # the old session runs on
     assert result.info.is_demo and result.trace is not None and result.trace.step == 0
     snapshot = tmp_path / "hf-home" / "hub" / ("models--" + REPO.replace("/", "--")) / "snapshots" / hub.commit
     assert (snapshot / "config.json").exists() and not (snapshot / "model.safetensors").exists()
 
     gets = len(hub.gets("model.safetensors"))
     hub.hold_at.clear()
-    result = run(qtbot, window, lambda: window.load_model(REPO), "load", timeout=30_000)  # the next load finishes it
-    assert result.info.name == REPO and REPO in window.model_label.text()
+    result = run(qtbot, window, lambda: window.load_model(REPO), p.Load, timeout=30_000)  # the next load finishes it
+    assert result.info.name == REPO and REPO in window.status_line.model_label.text()
     assert len(hub.gets("model.safetensors")) == gets + 1 and len(hub.gets("config.json")) == 1  # the files done are kept
 
 
 def test_cancel_before_any_model_opens_the_demo_model(make_window, qtbot, hub):
     window = make_window()
-    with qtbot.waitSignal(window.resultApplied, timeout=30_000, check_params_cb=lambda r: r.kind == "load") as done:
+    with qtbot.waitSignal(window.resultApplied, timeout=30_000, check_params_cb=lambda r: isinstance(r.request, p.Load)) as done:
         cancel_mid_download(window, qtbot, hub)
     result = done.args[0]
     assert result.info.is_demo
-    assert result.message.startswith(f"Download of {REPO} cancelled: opened the tiny demo model instead.")
-    assert window.status_label.text() == result.message and dialog_of(window) is None
+    assert wording.result_status(result).startswith(f"Download of {REPO} cancelled: opened the tiny demo model instead.")
+    assert window.status_line.status_label.text() == wording.result_status(result) and dialog_of(window) is None
 
 
 @pytest.mark.slow
@@ -141,12 +143,12 @@ def test_the_app_engine_process_downloads_through_hf_endpoint(make_window, qtbot
     window = make_window(engine="process")
     reports = []
     window.controller.downloadProgress.connect(lambda done, total: reports.append((done, total)))
-    with qtbot.waitSignal(window.resultApplied, timeout=90_000, check_params_cb=lambda r: r.kind == "load"):
+    with qtbot.waitSignal(window.resultApplied, timeout=90_000, check_params_cb=lambda r: isinstance(r.request, p.Load)):
         window.load_model(REPO)
 
     total = sum(p.stat().st_size for p in source.iterdir() if p.name != "model.safetensors.index.json")
     assert reports and max(reports) == (total, total)  # huggingface_hub's own 10 MiB reads: a few reports
-    assert REPO in window.model_label.text() and dialog_of(window) is None
+    assert REPO in window.status_line.model_label.text() and dialog_of(window) is None
     assert (tmp_path / "child-home" / "hub" / ("models--" + REPO.replace("/", "--"))).is_dir()
 
 

@@ -18,6 +18,7 @@ from app.session_host import PointCache, make_result
 from engine import SamplingSettings, Session
 
 from .helpers import run
+from app import protocol as p
 
 PROMPT = "The cat sat on the"
 SEEDED = SamplingSettings(top_k=50, seed=7)
@@ -58,10 +59,11 @@ def test_wire_sends_each_record_once_and_keeps_identity(wire, demo_model):
     for _ in range(6):
         session.step()
         result = make_result(session, points=points)
-        (name, got), size = round_trip(("finished", result))
+        reply, size = round_trip(p.Finished(1, result))
+        got = reply.result
         received.append(got)
         sizes.append(size)
-        assert name == "finished"
+        assert isinstance(reply, p.Finished)
         for ours, theirs in zip(result.records, got.records):  # the numbers arrive unchanged
             np.testing.assert_array_equal(ours.logits, theirs.logits)
             np.testing.assert_array_equal(ours.attn, theirs.attn)
@@ -79,12 +81,12 @@ def test_wire_sends_each_record_once_and_keeps_identity(wire, demo_model):
 
     held = sender.remembered
     session.rewind(2)  # steps 3-5 are dropped on both sides
-    (_, got), _ = round_trip(("finished", make_result(session, points=points)))
+    got = round_trip(p.Finished(1, make_result(session, points=points)))[0].result
     assert len(got.records) == 3 and got.records[2] is received[2].records[2]
     assert sender.remembered == receiver.remembered < held
 
     session.resample(SamplingSettings(seed=3))  # a new record holding the same attention rows
-    (_, again), _ = round_trip(("finished", make_result(session, points=points)))
+    again = round_trip(p.Finished(1, make_result(session, points=points)))[0].result
     assert again.records[2] is not got.records[2] and again.records[2].attn is got.records[2].attn
 
 
@@ -93,19 +95,19 @@ def test_wire_sends_each_record_once_and_keeps_identity(wire, demo_model):
 def process_window(make_window, qtbot):
     """A window whose engine is a child process, with the bundled demo model loaded there."""
     w = make_window(engine="process")
-    run(qtbot, w, lambda: w.load_model(None, prompt=PROMPT), "load", timeout=60_000)
+    run(qtbot, w, lambda: w.load_model(None, prompt=PROMPT), p.Load, timeout=60_000)
     return w
 
 
 def _steps(qtbot, window, n):
-    run(qtbot, window, lambda: window.controller.set_settings(SEEDED), "resample")
-    return [run(qtbot, window, window.step, "step") for _ in range(n)]
+    run(qtbot, window, lambda: window.controller.set_settings(SEEDED), p.Resample)
+    return [run(qtbot, window, window.step, p.Step) for _ in range(n)]
 
 
 @pytest.mark.slow  # over 5 s (a child process or a whole app run)
 def test_process_engine_computes_what_the_thread_engine_computes(make_window, process_window, qtbot, demo_model):
     threaded = make_window()
-    run(qtbot, threaded, lambda: threaded.load_model(None, loaded=demo_model, prompt=PROMPT), "load")
+    run(qtbot, threaded, lambda: threaded.load_model(None, loaded=demo_model, prompt=PROMPT), p.Load)
     a, b = _steps(qtbot, process_window, 5), _steps(qtbot, threaded, 5)
     assert [r.trace.chosen for r in a] == [r.trace.chosen for r in b]
     for x, y in zip(a[-1].records, b[-1].records):
@@ -132,12 +134,12 @@ def test_the_window_process_runs_no_forward_pass(process_window, qtbot, forward_
 @pytest.mark.slow  # over 5 s (a child process or a whole app run)
 def test_max_speed_play_and_pause(process_window, qtbot):
     w = process_window
-    w.max_speed.setChecked(True)
+    w.commands.max_speed.setChecked(True)
     steps = []
     w.controller.resultReady.connect(lambda r: steps.append(r.trace.step) if r.trace is not None else None)
-    w.play()
+    w.player.play()
     qtbot.waitUntil(lambda: len(steps) >= 8, timeout=30_000)
-    w.pause()
+    w.player.pause()
     qtbot.waitUntil(lambda: w.controller.idle, timeout=10_000)
     assert not w.controller.looping
     paused_at = len(steps)
@@ -160,10 +162,10 @@ def test_a_killed_engine_is_replaced_and_the_model_reloaded(process_window, qtbo
     with qtbot.waitSignal(w.errorShown, timeout=20_000) as error:
         child.kill()  # as the out-of-memory killer would
     assert "stopped unexpectedly" in error.args[0] and "the prompt and your sampling settings are kept" in error.args[0]
-    qtbot.waitUntil(lambda: w.state.result is not None and w.state.result.kind == "load", timeout=60_000)
+    qtbot.waitUntil(lambda: w.state.result is not None and isinstance(w.state.result.request, p.Load), timeout=60_000)
     assert w.controller.engine.process is not child and w.controller.engine.process.is_alive()
     assert w.tokens.prompt() == PROMPT and w.state.result.trace is None
-    after = run(qtbot, w, w.step, "step")  # the window goes on with the new process
+    after = run(qtbot, w, w.step, p.Step)  # the window goes on with the new process
     assert after.trace.step == 0
 
 
@@ -171,9 +173,9 @@ def test_a_killed_engine_is_replaced_and_the_model_reloaded(process_window, qtbo
 def test_closing_mid_play_ends_the_child_promptly(process_window, qtbot):
     w = process_window
     child = w.controller.engine.process
-    w.max_speed.setChecked(True)
+    w.commands.max_speed.setChecked(True)
     with qtbot.waitSignal(w.controller.resultReady, timeout=20_000):
-        w.play()
+        w.player.play()
     started = perf_counter()
     w.close()
     assert not child.is_alive()

@@ -16,6 +16,7 @@ from app import tables
 from engine.sampling import SamplingSettings, softmax
 
 from .helpers import choose_settings, run
+from app import protocol as p
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -32,10 +33,10 @@ def pixels(image: QImage) -> np.ndarray:
 
 
 def test_a_panel_picture_is_twice_its_size_drawn_at_that_size(window, qtbot, tmp_path):
-    run(qtbot, window, window.step, "step")
+    run(qtbot, window, window.step, p.Step)
     panel = window.attention
     path = tmp_path / "attention.png"
-    assert window.export_picture(panel, path)
+    assert window.exporter.export_picture(panel, path)
     image = QImage(str(path))
     assert (image.width(), image.height()) == (2 * panel.width(), 2 * panel.height())
     assert image.dotsPerMeterX() == round(192 / 0.0254)  # placed at its size on screen by slide software
@@ -45,9 +46,9 @@ def test_a_panel_picture_is_twice_its_size_drawn_at_that_size(window, qtbot, tmp
     grey = pixels(image).astype(int)[..., :3].mean(axis=-1)
     steps = np.abs(np.diff(grey, axis=1)) > 150  # steps[:, j]: between pixel j and j + 1
     assert steps[:, 0::2].sum() > 500  # within a logical pixel (measured: 6,559 at 2x; 0 for a 1x image scaled up)
-    assert "attention" in window.status_label.text().lower() and str(path) in window.status_label.text()
+    assert "attention" in window.status_line.status_label.text().lower() and str(path) in window.status_line.status_label.text()
     # the panel's "?" and "⋯" buttons are not in the picture (where they stand: one plain colour), and stay on screen
-    buttons = [window.help_buttons[panel], next(b for b in window.exporter.buttons if b.parent() is panel)]
+    buttons = [window.help.buttons[panel], next(b for b in window.exporter.buttons if b.parent() is panel)]
     for button in buttons:
         g = button.geometry()
         spot = pixels(image)[2 * g.top() : 2 * g.bottom(), 2 * g.left() : 2 * g.right()]
@@ -56,23 +57,23 @@ def test_a_panel_picture_is_twice_its_size_drawn_at_that_size(window, qtbot, tmp
 
 
 def test_a_window_picture_and_a_hidden_view(window, qtbot, tmp_path):
-    run(qtbot, window, window.step, "step")
-    assert window.export_picture(window, tmp_path / "window.png")
+    run(qtbot, window, window.step, p.Step)
+    assert window.exporter.export_picture(window, tmp_path / "window.png")
     image = QImage(str(tmp_path / "window.png"))
     assert (image.width(), image.height()) == (2 * window.width(), 2 * window.height())
     # a panel of another view is brought on screen first, then pictured at its size there
     assert not window.sampling_view.isVisible()
-    assert window.export_picture(window.sampling_view, tmp_path / "stages.png")
+    assert window.exporter.export_picture(window.sampling_view, tmp_path / "stages.png")
     assert window.sampling_view.isVisible() and window.sampling_view.width() > 200
-    assert "a picture of the Sampling view (PNG" in window.status_label.text()
+    assert "a picture of the Sampling view (PNG" in window.status_line.status_label.text()
     image = QImage(str(tmp_path / "stages.png"))
     assert (image.width(), image.height()) == (2 * window.sampling_view.width(), 2 * window.sampling_view.height())
 
 
 def test_a_plot_panel_as_svg_holds_its_drawing(window, qtbot, tmp_path):
-    result = run(qtbot, window, window.step, "step")
+    result = run(qtbot, window, window.step, p.Step)
     path = tmp_path / "logits.svg"
-    assert window.export_picture(window.logits, path)
+    assert window.exporter.export_picture(window.logits, path)
     root = ET.parse(path).getroot()
     assert root.tag == f"{SVG}svg"
     shapes = [e for e in root.iter() if e.tag in (f"{SVG}path", f"{SVG}polyline", f"{SVG}rect")]
@@ -82,17 +83,17 @@ def test_a_plot_panel_as_svg_holds_its_drawing(window, qtbot, tmp_path):
     top = result.trace.candidate_pieces[0]
     assert top in texts  # the best candidate's label on the bar axis
     # a panel without a plot has no SVG: said on the status line, nothing written
-    assert not window.export_picture(window.tokens, tmp_path / "tokens.svg")
-    assert "no plot" in window.status_label.text() and not (tmp_path / "tokens.svg").exists()
+    assert not window.exporter.export_picture(window.tokens, tmp_path / "tokens.svg")
+    assert "no plot" in window.status_line.status_label.text() and not (tmp_path / "tokens.svg").exists()
 
 
 def test_the_candidates_table_holds_the_distributions_numbers(window, qtbot, tmp_path):
     choose_settings(window.sampling, SamplingSettings(temperature=0.8, top_k=10, top_p=0.5, repetition_penalty=2.0, seed=3))
-    run(qtbot, window, window.step, "step")
-    result = run(qtbot, window, window.step, "step")
+    run(qtbot, window, window.step, p.Step)
+    result = run(qtbot, window, window.step, p.Step)
     trace, dist = result.trace, result.trace.distribution
     path = tmp_path / "candidates.csv"
-    assert window.export_table("candidates", path)
+    assert window.exporter.export_table("candidates", path)
     rows = read_csv(path)
     assert list(rows[0]) == list(tables.CANDIDATE_COLUMNS)
     ids = np.array([int(r["id"]) for r in rows])
@@ -118,11 +119,11 @@ def test_the_candidates_table_holds_the_distributions_numbers(window, qtbot, tmp
 
 def test_the_history_table_has_a_row_per_step(window, qtbot, tmp_path, demo_model):
     choose_settings(window.sampling, SamplingSettings(temperature=0.9, top_k=20, repetition_penalty=1.5, seed=4))
-    traces = [run(qtbot, window, window.step, "step").trace for _ in range(4)]  # what the window showed at each step
+    traces = [run(qtbot, window, window.step, p.Step).trace for _ in range(4)]  # what the window showed at each step
     result = window.state.result
     path = tmp_path / "history.csv"
     with qtbot.waitSignal(window.exporter.tableSaved, timeout=20_000):  # written on the writer's thread
-        assert window.export_table("history", path)
+        assert window.exporter.export_table("history", path)
     rows = read_csv(path)
     assert list(rows[0]) == list(tables.HISTORY_COLUMNS)
     assert [int(r["step"]) for r in rows] == [0, 1, 2, 3]
@@ -141,38 +142,38 @@ def test_the_history_table_has_a_row_per_step(window, qtbot, tmp_path, demo_mode
 
 def test_copy_text_is_the_prompt_and_the_generated_text(window, qtbot, demo_model):
     for _ in range(3):
-        result = run(qtbot, window, window.step, "step")
-    text = window.copy_text()
+        result = run(qtbot, window, window.step, p.Step)
+    text = window.exporter.copy_text()
     expected = "The cat sat on the" + demo_model.tokenizer.decode([r.chosen for r in result.records])
     assert text == expected and QApplication.clipboard().text() == expected
 
 
 def test_copy_picture_of_the_window(window, qtbot):
-    run(qtbot, window, window.step, "step")
+    run(qtbot, window, window.step, p.Step)
     window.exporter.copy_picture_action.trigger()
     image = QApplication.clipboard().image()
     assert (image.width(), image.height()) == (2 * window.width(), 2 * window.height())
 
 
 def test_a_path_that_cannot_be_written_is_a_status_line(window, qtbot, tmp_path):
-    run(qtbot, window, window.step, "step")
+    run(qtbot, window, window.step, p.Step)
     out = tmp_path / "out"
     out.mkdir()
-    assert not window.export_picture(window.attention, out / "no such folder" / "a.png")
-    assert "Could not save a picture" in window.status_label.text() and "No such file" in window.status_label.text()
-    assert not window.export_table("history", out / "no such folder" / "h.csv")
-    assert "Could not save the history table" in window.status_label.text()
+    assert not window.exporter.export_picture(window.attention, out / "no such folder" / "a.png")
+    assert "Could not save a picture" in window.status_line.status_label.text() and "No such file" in window.status_line.status_label.text()
+    assert not window.exporter.export_table("history", out / "no such folder" / "h.csv")
+    assert "Could not save the history table" in window.status_line.status_label.text()
     (out / "taken.png").mkdir()  # written, then not renamed over a folder: the written file is removed
-    assert not window.export_picture(window.attention, out / "taken.png")
-    assert not window.export_table("candidates", out / "taken.png")
-    assert "Could not save the candidates table" in window.status_label.text()
+    assert not window.exporter.export_picture(window.attention, out / "taken.png")
+    assert not window.exporter.export_table("candidates", out / "taken.png")
+    assert "Could not save the candidates table" in window.status_line.status_label.text()
     assert [p.name for p in out.iterdir()] == ["taken.png"]  # no temporary file left behind
 
 
 def test_the_tables_before_the_first_step(window, tmp_path):
     assert not window.exporter.candidates_action.isEnabled()
-    assert not window.export_table("candidates", tmp_path / "c.csv")
-    assert "step once" in window.status_label.text().lower()
+    assert not window.exporter.export_table("candidates", tmp_path / "c.csv")
+    assert "step once" in window.status_line.status_label.text().lower()
 
 
 def test_the_menus_and_the_panel_buttons(window):
@@ -210,7 +211,7 @@ def test_csv_cells_read_back_exactly(tmp_path):
 def test_the_menu_entries_ask_where_then_export(window, qtbot, tmp_path, monkeypatch):
     from app import export_actions
 
-    run(qtbot, window, window.step, "step")
+    run(qtbot, window, window.step, p.Step)
     answers = iter([(str(tmp_path / "attention"), "SVG drawing (*.svg)"), (str(tmp_path / "history"), "CSV table (*.csv)"), ("", "")])
     asked = []
 

@@ -90,8 +90,8 @@ def test_the_pure_layout_fits_the_stack_for_many_layers():
 
 
 EXPECTED = {  # box: the view it opens
-    "tokens": "main", "embedding": "inside", "blocks": "inside", "kv": "cache", "ln_final": "inside",
-    "lm_head": "inside", "logits": "main", "sampling": "sampling", "chosen": "sampling", "appended": "main",
+    "tokens": "overview", "embedding": "inside", "blocks": "inside", "kv": "cache", "ln_final": "inside",
+    "lm_head": "inside", "logits": "overview", "sampling": "sampling", "chosen": "sampling", "appended": "overview",
 }
 
 
@@ -132,7 +132,7 @@ def test_each_box_opens_its_place_and_the_way_back_returns(window, qtbot):
 
 def test_the_tour_keys_move_the_highlight_and_leave_stepping_alone(window, qtbot):
     run(qtbot, window, window.step, "step")
-    window.show_view("main")
+    window.show_view("overview")
     tour = window.tour
     qtbot.keyClick(window, Qt.Key_T)
     assert tour.running and window.flow_view.isVisible() and window.flow_view.tour_button.isChecked()
@@ -161,7 +161,7 @@ def test_the_tour_keys_move_the_highlight_and_leave_stepping_alone(window, qtbot
 
 
 def test_the_flow_reads_nothing_while_hidden(window, qtbot):
-    window.show_view("main")
+    window.show_view("overview")
     run(qtbot, window, window.step, "step")
     panel = window.flow_view.flow
     assert panel._dirty  # the step waits for the view to be shown
@@ -176,7 +176,7 @@ def test_the_overview_draws_a_step_only_once_it_is_shown(window, qtbot):
     drawn = window.attention.history.length
     run(qtbot, window, window.step, "step")
     assert window.attention.history.length == drawn  # hidden: the step waits
-    window.show_view("main")
+    window.show_view("overview")
     assert window.attention.history.length == window.state.result.context_len  # shown: the newest step
     run(qtbot, window, window.step, "step")
     assert window.attention.history.length == window.state.result.context_len  # on screen: every step

@@ -20,6 +20,7 @@ from app.guard import HANDLERS, guarded
 from app.panels.tokens_panel import TokenStrip
 
 from .helpers import run
+from app import protocol as p
 
 
 def _app_classes():
@@ -110,9 +111,9 @@ def test_every_panel_survives_input_while_empty_loaded_and_after_a_failed_load(m
     before = guard.reporter().count
     empty = make_window()  # no model yet: what a class sees while it loads
     _poke_panels(empty)
-    run(qtbot, empty, lambda: empty.load_model(None, loaded=demo_model, prompt="The cat sat on the"), "load")
+    run(qtbot, empty, lambda: empty.load_model(None, loaded=demo_model, prompt="The cat sat on the"), p.Load)
     _poke_panels(empty)  # just loaded, before any step
-    run(qtbot, empty, empty.step, "step")
+    run(qtbot, empty, empty.step, p.Step)
     _poke_panels(empty)
     failed = make_window()
     with qtbot.waitSignal(failed.errorShown, timeout=20_000):

@@ -9,6 +9,7 @@ from PySide6.QtGui import QCursor
 from app.help import texts
 
 from .helpers import run
+from app import protocol as p
 
 ISSUE_TERMS = [
     "token", "token id", "embedding", "position", "attention head", "query / key / value", "residual stream",
@@ -23,33 +24,33 @@ def test_the_glossary_defines_every_term_the_panels_use():
 
 
 def test_every_panel_has_a_question_mark_that_explains_it_with_current_numbers(window, qtbot):
-    before = window.help_buttons[window.embeddings]
+    before = window.help.buttons[window.embeddings]
     before.click()
-    assert "Press Space" in window._help.browser.toPlainText()  # before the first step: what will come
-    result = run(qtbot, window, window.step, "step")
+    assert "Press Space" in window.help.dialog.browser.toPlainText()  # before the first step: what will come
+    result = run(qtbot, window, window.step, p.Step)
     info, trace = result.info, result.trace
-    for panel, button in window.help_buttons.items():
+    for panel, button in window.help.buttons.items():
         assert button.isVisible() and button.geometry().right() <= panel.width()
         button.click()
-        shown = window._help.browser.toPlainText()
-        assert window._help.isVisible() and "?" not in shown.replace("What am I looking at?", ""), (panel.short_title, shown)
-    window.help_buttons[window.logits].click()
-    shown = window._help.browser.toPlainText()
+        shown = window.help.dialog.browser.toPlainText()
+        assert window.help.dialog.isVisible() and "?" not in shown.replace("What am I looking at?", ""), (panel.short_title, shown)
+    window.help.buttons[window.logits].click()
+    shown = window.help.dialog.browser.toPlainText()
     assert f"{info.vocab_size:,} tokens" in shown and f"{trace.chosen_prob:.1%}" in shown and f"{trace.entropy_bits:.2f} bits" in shown
-    window.help_buttons[window.tokens].click()
-    assert f"became {len(result.prompt_ids)} tokens" in window._help.browser.toPlainText()
+    window.help.buttons[window.tokens].click()
+    assert f"became {len(result.prompt_ids)} tokens" in window.help.dialog.browser.toPlainText()
 
 
 def test_f1_explains_the_panel_with_the_keyboard_focus_and_links_to_the_glossary(window, qtbot):
-    run(qtbot, window, window.step, "step")
+    run(qtbot, window, window.step, p.Step)
     QCursor.setPos(window.mapToGlobal(QPoint(-200, -200)))  # the mouse away: the keyboard focus decides
     window.sampling.temperature.setFocus()
     qtbot.keyClick(window, Qt.Key_F1)
-    assert "temperature 1 divides the scores" in window._help.browser.toPlainText()
+    assert "temperature 1 divides the scores" in window.help.dialog.browser.toPlainText()
     panel = window.embeddings  # top left: on the offscreen platform's 800 x 800 screen
-    window._help.close()  # it may lie over the panel
+    window.help.dialog.close()  # it may lie over the panel
     QCursor.setPos(panel.mapToGlobal(panel.rect().center()))  # the mouse over a panel: that panel
     qtbot.keyClick(window, Qt.Key_F1)
-    assert "Slide Depth" in window._help.browser.toPlainText()
-    window._help.browser.anchorClicked.emit(QUrl("glossary"))  # the link under every explanation
-    assert "residual stream" in window._help.browser.toPlainText()
+    assert "Slide Depth" in window.help.dialog.browser.toPlainText()
+    window.help.dialog.browser.anchorClicked.emit(QUrl("glossary"))  # the link under every explanation
+    assert "residual stream" in window.help.dialog.browser.toPlainText()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .helpers import run
+from app import protocol as p
 
 
 def show_inside(window, qtbot):
@@ -15,8 +16,8 @@ def show_inside(window, qtbot):
 
 
 def test_the_inside_view_shows_the_newest_position_and_agrees_with_the_attention_panel(window, qtbot):
-    run(qtbot, window, window.step, "step")
-    result = run(qtbot, window, window.step, "step")
+    run(qtbot, window, window.step, p.Step)
+    result = run(qtbot, window, window.step, p.Step)
     window.state.set_layer(1)
     window.state.set_head(2)
     trace = show_inside(window, qtbot)
@@ -33,7 +34,7 @@ def test_the_inside_view_shows_the_newest_position_and_agrees_with_the_attention
 
 
 def test_choosing_a_token_or_a_layer_asks_again(window, qtbot):
-    run(qtbot, window, window.step, "step")
+    run(qtbot, window, window.step, p.Step)
     show_inside(window, qtbot)
     with qtbot.waitSignal(window.controller.insideReady, timeout=30_000) as answer:
         window.state.set_position(2)  # a click on the third chip
@@ -47,8 +48,8 @@ def test_choosing_a_token_or_a_layer_asks_again(window, qtbot):
 
 
 def test_an_earlier_step_of_the_history_can_be_opened(window, qtbot):
-    run(qtbot, window, window.step, "step")
-    run(qtbot, window, window.step, "step")
+    run(qtbot, window, window.step, p.Step)
+    run(qtbot, window, window.step, p.Step)
     show_inside(window, qtbot)
     with qtbot.waitSignal(window.controller.insideReady, timeout=30_000) as answer:
         window.inside.step_spin.setValue(0)  # the prefill, while step 1 stays on screen

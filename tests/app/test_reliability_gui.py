@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QColor, QImage
 
+from app import protocol as p
 from app import theme as th
 from app.panels.tokens_panel import Chip, TokenStrip
 from app.protocol import Step
@@ -108,7 +109,7 @@ def test_typed_text_shows_one_readable_chip_per_token(window, qtbot, demo_model)
     editor holds (Qt's editor turns \\r, U+2028/9 into newlines and no-break spaces into spaces)."""
     tok = demo_model.tokenizer
     for text in TYPED:
-        result = run(qtbot, window, lambda: window.tokens.editor.setPlainText(text), "prompt")
+        result = run(qtbot, window, lambda: window.tokens.editor.setPlainText(text), p.SetPrompt)
         held = window.tokens.prompt()
         ids = tok.encode(held)
         assert result.prompt_ids.tolist() == ids
@@ -116,7 +117,7 @@ def test_typed_text_shows_one_readable_chip_per_token(window, qtbot, demo_model)
         assert [(c.token_id, c.piece) for c in chips] == [(i, tok.piece(i)) for i in ids]
         assert all(c.piece.isprintable() and c.piece for c in chips)
         assert min(ink_per_chip(window.tokens.strip)) >= MIN_INK
-        stepped = run(qtbot, window, window.step, "step")  # the engine steps on it, the strip follows
+        stepped = run(qtbot, window, window.step, p.Step)  # the engine steps on it, the strip follows
         assert len(window.tokens.strip.chips) == len(ids) + 1
         assert window.tokens.strip.chips[-1].piece == stepped.trace.chosen_piece
 
@@ -130,44 +131,44 @@ def short_model(tmp_path_factory):
 
 def test_too_long_prompt_says_the_limit_and_offers_to_keep_the_end(make_window, qtbot, short_model):
     w = make_window()
-    run(qtbot, w, lambda: w.load_model(None, loaded=short_model, prompt=" a" * 5), "load")
-    run(qtbot, w, w.step, "step")
+    run(qtbot, w, lambda: w.load_model(None, loaded=short_model, prompt=" a" * 5), p.Load)
+    run(qtbot, w, w.step, p.Step)
     with qtbot.waitSignal(w.errorShown, timeout=20_000) as blocker:
         w.tokens.editor.setPlainText(" b" * 20)
     assert "20 tokens long" in blocker.args[0] and "at most 16 tokens" in blocker.args[0]
-    assert "at most 16 tokens" in w.status_label.text()
-    assert w.truncate_button.isVisible() and "last 8 tokens" in w.truncate_button.text()  # 8 stay free
+    assert "at most 16 tokens" in w.status_line.status_label.text()
+    assert w.status_line.truncate_button.isVisible() and "last 8 tokens" in w.status_line.truncate_button.text()  # 8 stay free
     assert [c.piece for c in w.tokens.strip.chips][:5] == ["␣a"] * 5  # the previous prompt stays...
-    assert not w.step_action.isEnabled() and "Step is off" in w.status_label.text()  # ...and does not run
-    cut = run(qtbot, w, w.truncate_button.click, "prompt")  # the explicit choice
+    assert not w.commands.step_action.isEnabled() and "Step is off" in w.status_line.status_label.text()  # ...and does not run
+    cut = run(qtbot, w, w.status_line.truncate_button.click, p.SetPrompt)  # the explicit choice
     assert len(cut.prompt_ids) == 8
-    assert "last 8 of 20 tokens (8 stay free to generate)" in w.status_label.text()
-    assert not w.truncate_button.isVisible() and w.step_action.isEnabled()
+    assert "last 8 of 20 tokens (8 stay free to generate)" in w.status_line.status_label.text()
+    assert not w.status_line.truncate_button.isVisible() and w.commands.step_action.isEnabled()
     for _ in range(9):  # the prefill and 8 decode steps fill the window; the last one stops
-        last = run(qtbot, w, w.step, "step")
-    assert last.stopped and "16 positions is full" in w.status_label.text()
+        last = run(qtbot, w, w.step, p.Step)
+    assert last.stopped and "16 positions is full" in w.status_line.status_label.text()
 
 
 def test_loading_a_smaller_model_says_the_prompt_was_cut(make_window, qtbot, demo_model, short_model):
     w = make_window()
-    run(qtbot, w, lambda: w.load_model(None, loaded=demo_model, prompt=" a" * 30), "load")
-    result = run(qtbot, w, lambda: w.load_model("short", loaded=short_model), "load")
+    run(qtbot, w, lambda: w.load_model(None, loaded=demo_model, prompt=" a" * 30), p.Load)
+    result = run(qtbot, w, lambda: w.load_model("short", loaded=short_model), p.Load)
     assert len(result.prompt_ids) == 8  # half of a 16-position window stays free to generate
-    assert "last 8 of its 30 tokens" in w.status_label.text() and "8 stay free to generate" in w.status_label.text()
+    assert "last 8 of its 30 tokens" in w.status_line.status_label.text() and "8 stay free to generate" in w.status_line.status_label.text()
 
 
 def test_play_stops_with_the_reason_when_the_window_fills(make_window, qtbot, short_model):
     w = make_window()
-    run(qtbot, w, lambda: w.load_model(None, loaded=short_model, prompt=" a" * 10), "load")
-    w.speed.setValue(30)
+    run(qtbot, w, lambda: w.load_model(None, loaded=short_model, prompt=" a" * 10), p.Load)
+    w.commands.speed.setValue(30)
     with qtbot.waitSignal(w.resultApplied, timeout=30_000, check_params_cb=lambda r: r.stopped) as blocker:
-        w.play()
+        w.player.play()
     stopped = blocker.args[0]
     assert stopped.trace.stop_reason == "context_full" and stopped.trace.record.end == 16
-    assert "context window of 16 positions is full" in w.status_label.text()
-    assert not w.playing and not w.play_action.isEnabled() and not w.step_action.isEnabled()
-    reset = run(qtbot, w, w.reset, "reset")  # still usable: start over
-    assert reset.trace is None and w.play_action.isEnabled()
+    assert "context window of 16 positions is full" in w.status_line.status_label.text()
+    assert not w.player.playing and not w.commands.play_action.isEnabled() and not w.commands.step_action.isEnabled()
+    reset = run(qtbot, w, w.reset, p.Reset)  # still usable: start over
+    assert reset.trace is None and w.commands.play_action.isEnabled()
 
 
 # ----------------------------------------------------------------------------------- model faults
@@ -188,41 +189,41 @@ def _broken_folders(tmp_path: Path) -> list[tuple[str, str]]:
 
 
 def test_broken_models_show_a_message_and_the_old_model_keeps_stepping(window, qtbot, tmp_path):
-    before = run(qtbot, window, window.step, "step")
+    before = run(qtbot, window, window.step, p.Step)
     chips = list(window.tokens.strip.chips)
     for n, (source, words) in enumerate(_broken_folders(tmp_path), start=1):
         with qtbot.waitSignal(window.errorShown, timeout=30_000) as blocker:
             window.load_model(source)
-        assert words in blocker.args[0] and words in window.status_label.text()
-        assert "Still using gpt2-tiny-demo" in window.status_label.text()
-        assert "Tiny demo model" in window.model_label.text() and "GPT-2 small" in window.model_label.text()
-        assert window.tokens.strip.chips == chips and window.step_action.isEnabled()
-        result = run(qtbot, window, window.step, "step")
+        assert words in blocker.args[0] and words in window.status_line.status_label.text()
+        assert "Still using gpt2-tiny-demo" in window.status_line.status_label.text()
+        assert "Tiny demo model" in window.status_line.model_label.text() and "GPT-2 small" in window.status_line.model_label.text()
+        assert window.tokens.strip.chips == chips and window.commands.step_action.isEnabled()
+        result = run(qtbot, window, window.step, p.Step)
         assert result.info.is_demo and result.trace.step == before.trace.step + n
         chips = list(window.tokens.strip.chips)
 
 
 # ---------------------------------------------------------------------------------- worker faults
 def test_a_fault_inside_a_step_shows_an_error_and_keeps_the_last_good_step(window, qtbot, demo_model):
-    run(qtbot, window, window.step, "step")
-    good = run(qtbot, window, window.step, "step").trace
-    run(qtbot, window, window.back, "back")
+    run(qtbot, window, window.step, p.Step)
+    good = run(qtbot, window, window.step, p.Step).trace
+    run(qtbot, window, window.back, p.Back)
 
     def fault(module, args):
         raise RuntimeError("injected fault")
 
     hook = demo_model.model.register_forward_pre_hook(fault)
     try:
-        window.speed.setValue(30)
+        window.commands.speed.setValue(30)
         with qtbot.waitSignal(window.errorShown, timeout=20_000) as blocker:
-            window.play()  # Play stops on the error
+            window.player.play()  # Play stops on the error
         assert "RuntimeError: injected fault" in blocker.args[0]
-        assert "injected fault" in window.status_label.text()
-        assert not window.playing
-        assert window.state.result.trace.step == 0 and window.step_action.isEnabled()
+        assert "injected fault" in window.status_line.status_label.text()
+        assert not window.player.playing
+        assert window.state.result.trace.step == 0 and window.commands.step_action.isEnabled()
     finally:
         hook.remove()
-    again = run(qtbot, window, window.step, "step").trace  # the session was left at step 0
+    again = run(qtbot, window, window.step, p.Step).trace  # the session was left at step 0
     assert again.step == 1 and again.chosen == good.chosen
     np.testing.assert_array_equal(again.record.logits, good.record.logits)
 
@@ -242,7 +243,7 @@ def test_holding_the_step_key_does_not_pile_up_work(window, qtbot, forward_calls
     def press():
         qtbot.keyPress(window, Qt.Key_Space)
         sent[0] += 1
-        waiting.append(sum(isinstance(r, Step) for r in window.controller._waiting))
+        waiting.append(sum(isinstance(r, Step) for r in window.controller.policy.waiting))
         if sent[0] == presses:
             keys.stop()
             qtbot.keyRelease(window, Qt.Key_Space)
@@ -272,6 +273,7 @@ QUIT_SCRIPT = r"""
 import sys, time
 import app.window as window_mod
 import app.session_host as worker_mod
+from app import protocol as p
 from app.main import main
 
 MODE, ENGINE = sys.argv[1], sys.argv[2]
@@ -297,21 +299,21 @@ class Scripted(window_mod.MainWindow):
         self.controller.downloadProgress.connect(self._on_test_progress)
 
     def _on_test_result(self, result):
-        if result.kind == "load" and MODE == "play":
-            self.speed.setValue(30)
-            self.play()
-        elif result.kind == "load":
+        if isinstance(result.request, p.Load) and MODE == "play":
+            self.commands.speed.setValue(30)
+            self.player.play()
+        elif isinstance(result.request, p.Load):
             self.load_model("slow/download")
-        elif result.kind == "step":
+        elif isinstance(result.request, p.Step):
             self.steps_seen += 1
             if self.steps_seen == 3:
                 print("quit during play", flush=True)
-                self.quit_action.trigger()
+                self.commands.quit_action.trigger()
 
     def _on_test_progress(self, done, total):
         if self.isVisible():
             print("quit during download", flush=True)
-            self.quit_action.trigger()
+            self.commands.quit_action.trigger()
 
 
 window_mod.MainWindow = Scripted
@@ -342,12 +344,13 @@ def test_quitting_mid_play_or_mid_download_exits_cleanly(tmp_path, mode, engine)
 NEVER_CLOSED_SCRIPT = r"""
 import sys
 from PySide6.QtWidgets import QApplication
+from app import protocol as p
 from app.window import MainWindow
 
 app = QApplication(sys.argv)
 window = MainWindow(remember=False)
 window.start(None, "The cat sat on the")
-window.resultApplied.connect(lambda r: (window.step(), app.quit()) if r.kind == "load" else None)
+window.resultApplied.connect(lambda r: (window.step(), app.quit()) if isinstance(r.request, p.Load) else None)
 app.exec()  # quits while the step it just asked for may still run; the window is never closed
 print("exit 0", flush=True)
 """
@@ -375,7 +378,7 @@ def test_download_progress_past_2_gib_reaches_the_window(window, qtbot):
         reporter.start()
     reporter.join()
     assert blocker.args == [3 << 30, 6 << 30]
-    assert window._progress is not None and window._progress.value() == 50
+    assert window.download.dialog is not None and window.download.dialog.value() == 50
 
 
 def test_closing_during_a_blocking_load_waits_for_the_worker(make_window, qtbot, demo_model, monkeypatch):
@@ -454,15 +457,15 @@ def test_thousand_steps_of_play_keep_the_window_memory_bounded(make_window, qtbo
     try:
         w = make_window()
         w.resize(1000, 700)  # drawing dominates a step here; a smaller window draws the same items faster
-        run(qtbot, w, lambda: w.load_model(None, loaded=demo_model, prompt="The cat sat on the"), "load")
-        w.speed.setValue(30)
+        run(qtbot, w, lambda: w.load_model(None, loaded=demo_model, prompt="The cat sat on the"), p.Load)
+        w.commands.speed.setValue(30)
         eos = demo_model.tokenizer.eos_id
         steps, loop_end_rss, peak, branches, history = [0], [], [0], [0], [0]
-        run(qtbot, w, w.step, "step")  # warm-up: first draw of every panel
+        run(qtbot, w, w.step, p.Step)  # warm-up: first draw of every panel
         start_rss = rss_bytes()
 
         def on_result(result):
-            if result.kind == "step":
+            if isinstance(result.request, p.Step):
                 steps[0] += 1
                 peak[0] = max(peak[0], rss_bytes())
             if result.stopped and steps[0] < PLAY_STEPS:
@@ -474,14 +477,14 @@ def test_thousand_steps_of_play_keep_the_window_memory_bounded(make_window, qtbo
                     branches[0] += 1
                     other = next(int(t) for t in result.trace.candidate_ids if int(t) != eos)
                     QTimer.singleShot(0, lambda: w.logits.tokenChosen.emit(other))
-            elif result.kind in ("reset", "choose"):
-                w.play()
+            elif isinstance(result.request, (p.Reset, p.Choose)):
+                w.player.play()
 
         w.resultApplied.connect(on_result)
         started = perf_counter()
-        w.play()
+        w.player.play()
         qtbot.waitUntil(lambda: steps[0] >= PLAY_STEPS, timeout=300_000)
-        w.pause()
+        w.player.pause()
         seconds = perf_counter() - started
         qtbot.waitUntil(lambda: w.controller.idle)
         w.resultApplied.disconnect(on_result)

@@ -10,12 +10,13 @@ import numpy as np
 from engine.sampling import SamplingSettings
 
 from .helpers import choose_settings, run
+from app import protocol as p
 
 
 def test_the_stages_and_the_draw_match_the_engine(window, qtbot):
     choose_settings(window.sampling, SamplingSettings(temperature=0.8, top_k=5, top_p=0.9, repetition_penalty=2.0, seed=3))
-    run(qtbot, window, window.step, "step")
-    result = run(qtbot, window, window.step, "step")
+    run(qtbot, window, window.step, p.Step)
+    result = run(qtbot, window, window.step, p.Step)
     window.show_view("sampling")
     st, record = window.sampling_view.stages, result.trace.record
     dist = result.trace.distribution
@@ -36,13 +37,13 @@ def test_the_stages_and_the_draw_match_the_engine(window, qtbot):
     assert dist.pick(u) == record.chosen
     assert "← u" in table.item(int(chosen), 8).text()
     assert f"u = {u:.4f}" in window.sampling_view.draw_caption.text()
-    greedy = run(qtbot, window, lambda: window.sampling.greedy.setChecked(True), "resample")
+    greedy = run(qtbot, window, lambda: window.sampling.greedy.setChecked(True), p.Resample)
     assert math.isnan(greedy.trace.record.draw_u) and "Greedy" in window.sampling_view.draw_caption.text()
 
 
 def test_the_cache_view_holds_what_the_cache_holds_and_back_drops_rows(window, qtbot):
     for _ in range(3):
-        run(qtbot, window, window.step, "step")
+        run(qtbot, window, window.step, p.Step)
     window.state.set_layer(2)
     window.state.set_head(1)
     with qtbot.waitSignal(window.controller.insideReady, timeout=30_000):
@@ -61,17 +62,17 @@ def test_the_cache_view_holds_what_the_cache_holds_and_back_drops_rows(window, q
 
 def test_without_the_cache_the_steps_are_the_same_and_nothing_is_cached(window, qtbot):
     choose_settings(window.sampling, SamplingSettings(greedy=True))
-    cached = [run(qtbot, window, window.step, "step").trace for _ in range(3)]
-    run(qtbot, window, window.reset, "reset")
-    window.no_cache_action.trigger()
+    cached = [run(qtbot, window, window.step, p.Step).trace for _ in range(3)]
+    run(qtbot, window, window.reset, p.Reset)
+    window.commands.no_cache_action.trigger()
     assert not window.controller.use_cache
-    uncached = [run(qtbot, window, window.step, "step").trace for _ in range(3)]
+    uncached = [run(qtbot, window, window.step, p.Step).trace for _ in range(3)]
     for a, b in zip(cached, uncached):
         assert a.chosen == b.chosen
         np.testing.assert_allclose(a.record.logits, b.record.logits, atol=1e-4)
         np.testing.assert_allclose(a.record.attn.astype(np.float32), b.record.attn.astype(np.float32), atol=2e-3)
         assert b.record.kv.positions == 0
     assert any(not cached_ for cached_, _ in window.cache_view._times)  # the times plot has uncached steps
-    window.no_cache_action.trigger()
-    again = run(qtbot, window, window.step, "step")
+    window.commands.no_cache_action.trigger()
+    again = run(qtbot, window, window.step, p.Step)
     assert again.trace.record.kv.positions == again.trace.record.end  # back on: the cache is rebuilt

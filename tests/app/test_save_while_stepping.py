@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import threading
 
+from app import protocol as p
+from app import wording
 from engine.session_file import read_session, write_snapshot
 
 from .helpers import run
 
 
 def test_step_is_live_during_a_save_and_quitting_waits_for_it(window, qtbot, tmp_path):
-    run(qtbot, window, window.step, "step")
+    run(qtbot, window, window.step, p.Step)
     started, release = threading.Event(), threading.Event()
 
     def slow_write(snap, path):
@@ -21,16 +23,16 @@ def test_step_is_live_during_a_save_and_quitting_waits_for_it(window, qtbot, tmp
 
     window.controller.engine.host.saver._write = slow_write
     path = tmp_path / "s.npz"
-    saving = run(qtbot, window, lambda: window.save_session(str(path)), "saving")
-    assert f"Saving 1 step on 1 branch to {path}" in saving.message
+    saving = run(qtbot, window, lambda: window.save_session(str(path)), p.SaveSession)
+    assert f"Saving 1 step on 1 branch to {path}" in wording.result_status(saving)
     assert started.wait(20)
-    stepped = run(qtbot, window, window.step, "step")  # the write is held, the step completes
+    stepped = run(qtbot, window, window.step, p.Step)  # the write is held, the step completes
     assert stepped.trace.step == 1 and not path.exists() and window.controller.saves_pending == 1
     shown = []
     threading.Timer(1.0, release.set).start()  # the write ends a second into quitting
-    window.status_label.setText("")
-    real_repaint = window.status_label.repaint
-    window.status_label.repaint = lambda: (shown.append(window.status_label.text()), real_repaint())
+    window.status_line.status_label.setText("")
+    real_repaint = window.status_line.status_label.repaint
+    window.status_line.status_label.repaint = lambda: (shown.append(window.status_line.status_label.text()), real_repaint())
     window.close()  # blocks until the file is written
     assert path.is_file() and read_session(path).n_nodes == 1
     assert shown and "Waiting for the session file" in shown[0]

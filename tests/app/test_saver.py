@@ -9,7 +9,8 @@ import threading
 import pytest
 
 from app import protocol as p
-from app.saver import SaveJob, Saver, SaveWritten
+from app import wording
+from app.saver import SaveJob, Saver
 from app.session_host import SessionHost
 from engine.errors import ExportError
 from engine.sampling import SamplingSettings
@@ -35,10 +36,10 @@ class Gate:
 @pytest.fixture
 def host(demo_model):
     sent, again = [], []
-    h = SessionHost(lambda *a: sent.append(a), again.append)
+    h = SessionHost(sent.append, again.append)
     h.sent, h.queued = sent, again
     h.handle(p.Load(generation=1, loaded=demo_model, prompt="The cat sat on the", settings=SamplingSettings(greedy=True)))
-    assert sent.pop()[0] == "finished"
+    assert isinstance(sent.pop(), p.Finished)
     yield h
     h.close()
 
@@ -50,20 +51,22 @@ def test_a_step_completes_while_a_save_is_written(host, tmp_path):
         host.handle(p.Step(generation=g))
     path = tmp_path / "s.npz"
     host.handle(p.SaveSession(generation=4, path=str(path)))
-    name, saving = host.sent.pop()
-    assert name == "finished" and saving.kind == "saving" and "Saving 2 steps" in saving.message
+    saving = host.sent.pop()
+    assert isinstance(saving, p.Finished) and isinstance(saving.result.request, p.SaveSession)
+    assert "Saving 2 steps" in wording.result_status(saving.result)
     assert gate.started.wait(30)  # the write runs on the saver's thread ...
     host.handle(p.Step(generation=5))  # ... and a step completes meanwhile
-    name, stepped = host.sent.pop()
-    assert name == "finished" and stepped.kind == "step" and stepped.trace.step == 2
+    stepped = host.sent.pop()
+    assert isinstance(stepped.result.request, p.Step) and stepped.result.trace.step == 2
     assert not path.exists() and host.saver.pending == 1
     gate.open()
     host.saver.close()  # waits for the write
     (written,) = host.queued  # the saver queued its report behind the host's requests
-    assert isinstance(written, SaveWritten) and written.generation == 4
+    assert isinstance(written, p.SaveWritten) and written.generation == 4
     host.handle(written)
-    name, saved = host.sent.pop()
-    assert name == "finished" and saved.kind == "save" and f"Saved 2 steps on 1 branch to {path}" in saved.message
+    saved = host.sent.pop()
+    assert isinstance(saved, p.Finished) and isinstance(saved.result.request, p.SaveWritten)
+    assert f"Saved 2 steps on 1 branch to {path}" in wording.result_status(saved.result)
     assert read_session(path).n_nodes == 2  # the snapshot, not the step taken during the write
 
 
@@ -74,7 +77,7 @@ def test_a_second_save_waits_behind_the_first_and_close_waits_for_both(host, tmp
     first, second = tmp_path / "a.npz", tmp_path / "b.npz"
     host.handle(p.SaveSession(generation=3, path=str(first)))
     host.handle(p.SaveSession(generation=4, path=str(second)))
-    assert "after 1 other save" in host.sent[-1][1].message and host.saver.pending == 2
+    assert "after 1 other save" in wording.result_status(host.sent[-1].result) and host.saver.pending == 2
     closing = threading.Thread(target=host.close)
     closing.start()
     closing.join(0.5)
@@ -92,13 +95,15 @@ def test_a_failed_write_is_reported_with_one_line(host, tmp_path):
     host.handle(p.SaveSession(generation=3, path=str(blocker / "sub" / "s.npz")))
     host.saver.close()
     host.handle(host.queued.pop())
-    name, generation, kind, message = host.sent.pop()
-    assert (name, generation, kind) == ("failed", 3, "save") and message.startswith("Could not write") and "\n" not in message
+    failed = host.sent.pop()
+    assert isinstance(failed, p.Failed) and failed.generation == 3 and isinstance(failed.request, p.SaveWritten)
+    assert failed.error.startswith("Could not write") and "\n" not in failed.error
 
 
 def test_nothing_to_save_fails_at_once(host, tmp_path):
     host.handle(p.SaveSession(generation=2, path=str(tmp_path / "s.npz")))
-    assert host.sent.pop()[:3] == ("failed", 2, "save") and host.saver.pending == 0
+    failed = host.sent.pop()
+    assert isinstance(failed, p.Failed) and isinstance(failed.request, p.SaveSession) and host.saver.pending == 0
 
 
 def test_the_saver_survives_a_bug_in_a_write():

@@ -19,6 +19,7 @@ from PySide6.QtWidgets import QLabel, QSplitter, QStyle, QStyleOptionGroupBox, Q
 from app.panels.tokens_panel import CHIP_SHARE
 
 from .helpers import run
+from app import protocol as p
 
 ROOT = Path(__file__).resolve().parents[2]
 SIZES = [(1024, 768), (1280, 720), (1280, 800), (1366, 768), (1600, 900), (1920, 1080), (2560, 1440)]
@@ -104,7 +105,7 @@ def window_problems(window, qtbot) -> list[str]:
                 problems.append(f"{panel.short_title}: {panel.size().toTuple()} < its minimum {need.toTuple()}")
             problems += plot_problems(panel)
             problems += [p for label in panel.findChildren(QLabel) if label.isVisible() for p in label_problems(label)]
-    problems += [p for label in (window.status_label, window.model_label) for p in label_problems(label)]
+    problems += [p for label in (window.status_line.status_label, window.status_line.model_label) for p in label_problems(label)]
     return problems
 
 
@@ -112,7 +113,7 @@ def window_problems(window, qtbot) -> list[str]:
 @pytest.mark.parametrize("projector", [False, True], ids=["normal", "projector"])
 def test_every_plot_and_label_has_room_at_every_size(window, qtbot, projector):
     for _ in range(3):
-        run(qtbot, window, window.step, "step")
+        run(qtbot, window, window.step, p.Step)
     window.state.set_projector(projector)
     problems = []
     for size in SIZES:
@@ -141,8 +142,8 @@ def test_a_long_prompt_keeps_the_window_its_size(window, qtbot, projector):
     """Three rows of chips pushed a 1280 x 720 projector window to 799 px: the chips take at most
     a share of the height and scroll beyond it."""
     window.state.set_projector(projector)
-    run(qtbot, window, lambda: window.tokens.editor.setPlainText(LONG_PROMPT), "prompt")
-    run(qtbot, window, window.step, "step")
+    run(qtbot, window, lambda: window.tokens.editor.setPlainText(LONG_PROMPT), p.SetPrompt)
+    run(qtbot, window, window.step, p.Step)
     problems = []
     for size in [(1024, 768), (1280, 720), (1366, 768)]:
         window.resize(*size)
@@ -215,7 +216,7 @@ def test_focusing_a_panel_fills_the_window_and_comes_back(window, qtbot):
     assert attention.width() > 0.9 * window.width()
     qtbot.mouseDClick(attention, Qt.LeftButton, pos=title.center())
     assert window.stages.pages == everything and window.tokens.isVisible()
-    window.toggle_focus(window.tokens)
+    window.focus.toggle(window.tokens)
     qtbot.wait(10)  # the prompt alone: its chips take the height
     assert not window.stages.isVisible() and window.tokens.height() > 0.7 * window.height()
     qtbot.keyClick(window, Qt.Key_Escape)
@@ -224,14 +225,14 @@ def test_focusing_a_panel_fills_the_window_and_comes_back(window, qtbot):
 
 
 def test_full_screen_and_clicker_keys(window, qtbot):
-    window.full_screen_action.trigger()
+    window.commands.full_screen_action.trigger()
     assert window.isFullScreen()
-    window.full_screen_action.trigger()
+    window.commands.full_screen_action.trigger()
     assert not window.isFullScreen()
     window.attention.setFocus()
-    run(qtbot, window, lambda: qtbot.keyClick(window, Qt.Key_PageDown), "step")
-    run(qtbot, window, lambda: qtbot.keyClick(window, Qt.Key_PageDown), "step")
-    result = run(qtbot, window, lambda: qtbot.keyClick(window, Qt.Key_PageUp), "back")
+    run(qtbot, window, lambda: qtbot.keyClick(window, Qt.Key_PageDown), p.Step)
+    run(qtbot, window, lambda: qtbot.keyClick(window, Qt.Key_PageDown), p.Step)
+    result = run(qtbot, window, lambda: qtbot.keyClick(window, Qt.Key_PageUp), p.Back)
     assert result.trace.step == 0
 
 
@@ -243,7 +244,7 @@ def test_the_window_reopens_where_it_was(make_window, qtbot):
     where = first.geometry()
     first.close()
     second = make_window(remember=True)
-    assert second.restore_geometry()
+    assert second.preferences.restore_geometry(second)
     assert second.geometry().size() == where.size() and second.geometry().topLeft() == where.topLeft()
 
 

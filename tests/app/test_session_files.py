@@ -14,6 +14,8 @@ import pytest
 from engine.sampling import SamplingSettings
 
 from .helpers import choose_settings, run
+from app import protocol as p
+from app import wording
 
 ROOT = Path(__file__).resolve().parents[2]
 SEEDED = SamplingSettings(temperature=0.9, top_k=20, seed=11)
@@ -22,12 +24,12 @@ SEEDED = SamplingSettings(temperature=0.9, top_k=20, seed=11)
 def _session_with_two_branches(qtbot, window):
     choose_settings(window.sampling, SEEDED)
     for _ in range(4):
-        run(qtbot, window, window.step, "step")
-    run(qtbot, window, window.back, "back")
-    back = run(qtbot, window, window.back, "back")
+        run(qtbot, window, window.step, p.Step)
+    run(qtbot, window, window.back, p.Back)
+    back = run(qtbot, window, window.back, p.Back)
     other = int(next(i for i in back.trace.candidate_ids if i != back.trace.chosen))
-    run(qtbot, window, lambda: window.logits.tokenChosen.emit(other), "choose")
-    return run(qtbot, window, window.step, "step")
+    run(qtbot, window, lambda: window.logits.tokenChosen.emit(other), p.Choose)
+    return run(qtbot, window, window.step, p.Step)
 
 
 def _same_session(a, b) -> None:
@@ -45,11 +47,11 @@ def _same_session(a, b) -> None:
 def test_save_then_open_shows_the_session_as_it_was(window, qtbot, tmp_path):
     before = _session_with_two_branches(qtbot, window)
     path = tmp_path / "lesson.npz"
-    saved = run(qtbot, window, lambda: window.save_session(str(path)), "save")
-    assert path.is_file() and "Saved" in saved.message and str(path) in window.status_label.text()
-    run(qtbot, window, window.reset, "reset")
+    saved = run(qtbot, window, lambda: window.save_session(str(path)), p.SaveSession)
+    assert path.is_file() and "Saved" in wording.result_status(saved) and str(path) in window.status_line.status_label.text()
+    run(qtbot, window, window.reset, p.Reset)
     choose_settings(window.sampling, SamplingSettings(greedy=True))
-    opened = run(qtbot, window, lambda: window.open_session(str(path)), "open")
+    opened = run(qtbot, window, lambda: window.open_session(str(path)), p.OpenSession)
     _same_session(opened, before)
     assert opened.can_step  # the same model: it steps on
     assert window.controller.settings == SEEDED == window.sampling.settings()  # the file's settings came with it
@@ -61,25 +63,25 @@ def test_save_then_open_shows_the_session_as_it_was(window, qtbot, tmp_path):
 def test_a_reopened_seeded_session_steps_on_as_the_original_did(window, qtbot, tmp_path):
     _session_with_two_branches(qtbot, window)
     path = tmp_path / "seeded.npz"
-    run(qtbot, window, lambda: window.save_session(str(path)), "save")
-    original = [run(qtbot, window, window.step, "step").trace.chosen for _ in range(4)]
-    run(qtbot, window, lambda: window.open_session(str(path)), "open")
-    again = [run(qtbot, window, window.step, "step").trace.chosen for _ in range(4)]
+    run(qtbot, window, lambda: window.save_session(str(path)), p.SaveSession)
+    original = [run(qtbot, window, window.step, p.Step).trace.chosen for _ in range(4)]
+    run(qtbot, window, lambda: window.open_session(str(path)), p.OpenSession)
+    again = [run(qtbot, window, window.step, p.Step).trace.chosen for _ in range(4)]
     assert again == original
 
 
 def test_open_at_a_step(window, qtbot, tmp_path):
     before = _session_with_two_branches(qtbot, window)
     path = tmp_path / "s.npz"
-    run(qtbot, window, lambda: window.save_session(str(path)), "save")
-    opened = run(qtbot, window, lambda: window.open_session(str(path), 1), "open")
+    run(qtbot, window, lambda: window.save_session(str(path)), p.SaveSession)
+    opened = run(qtbot, window, lambda: window.open_session(str(path), 1), p.OpenSession)
     assert opened.trace.step == 1 and [r.chosen for r in opened.records] == [r.chosen for r in before.records[:2]]
     assert len(opened.branches) == len(before.branches)  # every branch kept
 
 
 @pytest.mark.parametrize("content", [b"", b"not a zip at all", b"PK\x03\x04 truncated"])
 def test_a_bad_file_is_refused_and_nothing_changes(window, qtbot, tmp_path, content):
-    before = run(qtbot, window, window.step, "step")
+    before = run(qtbot, window, window.step, p.Step)
     path = tmp_path / "bad.npz"
     path.write_bytes(content)
     with qtbot.waitSignal(window.errorShown, timeout=20_000) as blocker:
@@ -88,30 +90,30 @@ def test_a_bad_file_is_refused_and_nothing_changes(window, qtbot, tmp_path, cont
     qtbot.waitUntil(lambda: window.controller.idle)
     shown = window.state.result
     assert shown.prompt_text == before.prompt_text and [r.chosen for r in shown.records] == [r.chosen for r in before.records]
-    after = run(qtbot, window, window.step, "step")  # still usable, same session
+    after = run(qtbot, window, window.step, p.Step)  # still usable, same session
     assert after.trace.step == 1 and after.prompt_text == before.prompt_text
 
 
 def test_without_its_model_a_session_is_shown_not_continued(make_window, window, qtbot, tmp_path, tiny_model):
-    run(qtbot, window, window.step, "step")
-    shown = run(qtbot, window, window.step, "step")
+    run(qtbot, window, window.step, p.Step)
+    shown = run(qtbot, window, window.step, p.Step)
     path = tmp_path / "demo.npz"
-    run(qtbot, window, lambda: window.save_session(str(path)), "save")
+    run(qtbot, window, lambda: window.save_session(str(path)), p.SaveSession)
     other = make_window()
-    run(qtbot, other, lambda: other.load_model(None, loaded=tiny_model, prompt="The cat"), "load")
-    opened = run(qtbot, other, lambda: other.open_session(str(path)), "open")
+    run(qtbot, other, lambda: other.load_model(None, loaded=tiny_model, prompt="The cat"), p.Load)
+    opened = run(qtbot, other, lambda: other.open_session(str(path)), p.OpenSession)
     assert not opened.can_step and opened.why_not
     _same_session(opened, shown)
-    assert not other.step_action.isEnabled()
+    assert not other.commands.step_action.isEnabled()
     other.step()
-    assert opened.why_not in other.status_label.text()
+    assert opened.why_not in other.status_line.status_label.text()
 
 
 @pytest.mark.slow  # a whole app run in a child process
 def test_open_from_the_terminal_saves_a_picture_and_a_bad_file_exits_2(window, qtbot, tmp_path):
     _session_with_two_branches(qtbot, window)
     path = tmp_path / "s.npz"
-    run(qtbot, window, lambda: window.save_session(str(path)), "save")
+    run(qtbot, window, lambda: window.save_session(str(path)), p.SaveSession)
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen", HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path))
     shot = tmp_path / "shot.png"
     done = subprocess.run(

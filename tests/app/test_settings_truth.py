@@ -16,6 +16,7 @@ from engine import sampling
 from engine.sampling import SamplingSettings
 
 from .helpers import choose_settings, run
+from app import protocol as p
 
 SEEDS = (1, 2, 3)
 ACTIONS_PER_SEED = 40
@@ -67,7 +68,7 @@ def check(window) -> None:
 def test_the_panel_shows_what_the_engine_uses(make_window, qtbot, demo_model, seed):
     rng = random.Random(seed)
     window = make_window()
-    run(qtbot, window, lambda: window.load_model(None, loaded=demo_model, prompt="The cat sat on the"), "load")
+    run(qtbot, window, lambda: window.load_model(None, loaded=demo_model, prompt="The cat sat on the"), p.Load)
     prompts = ["The cat sat on the", "Once upon a time", "A B A B A B", "Hello"]
     try:
         for i in range(ACTIONS_PER_SEED):
@@ -85,7 +86,7 @@ def test_the_panel_shows_what_the_engine_uses(make_window, qtbot, demo_model, se
             elif action == "prompt":
                 window.tokens.promptEdited.emit(rng.choice(prompts))
             elif action == "die":
-                window.controller.engine.died.emit("The model's process stopped unexpectedly (test).")
+                window.controller.engine.died.emit(-9)
                 # a death right after another would count towards the back-off; let the new engine load
                 qtbot.waitUntil(lambda: window.controller.idle, timeout=60_000)
             if rng.random() < 0.5:  # sometimes act again before the last action finished

@@ -1,0 +1,45 @@
+"""One panel shown alone, filling the window (View → Focus, Ctrl+1…, a double-click on its title)."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QEvent, QObject
+from PySide6.QtWidgets import QGroupBox, QStyle, QStyleOptionGroupBox, QWidget
+
+from .guard import guarded
+
+
+class PanelFocus(QObject):
+    """Shows the prompt panel (``tokens``) or one of the stage panels (``stages``, a StageArea) alone,
+    or every panel (``focused`` None). ``layout`` holds tokens over stages; ``repaint()`` asks for
+    the plots to be drawn again at their new size. Watches each panel's title for a double-click."""
+
+    def __init__(self, tokens, stages, layout, repaint, parent: QObject | None = None):
+        super().__init__(parent)
+        self.tokens, self.stages, self.layout, self.repaint = tokens, stages, layout, repaint
+        self.focused: QWidget | None = None
+        for panel in (tokens, *stages.panels()):
+            panel.installEventFilter(self)
+
+    def toggle(self, panel: QWidget | None) -> None:
+        """Show ``panel`` alone, filling the window; the same panel again (or None): every panel."""
+        if panel is None or panel is self.focused:
+            panel = None
+        self.focused = panel
+        self.tokens.setVisible(panel is None or panel is self.tokens)
+        self.stages.setVisible(panel is not self.tokens)
+        self.layout.setStretchFactor(self.tokens, 1 if panel is self.tokens else 0)
+        self.tokens.set_expanded(panel is self.tokens)
+        self.stages.focus(None if panel is self.tokens else panel)
+        self.repaint()
+
+    @guarded(fallback=False)
+    def eventFilter(self, watched, event) -> bool:
+        """A double-click on a panel's title focuses that panel (and back)."""
+        if event.type() == QEvent.Type.MouseButtonDblClick and isinstance(watched, QGroupBox):
+            option = QStyleOptionGroupBox()
+            watched.initStyleOption(option)
+            title = watched.style().subControlRect(QStyle.CC_GroupBox, option, QStyle.SC_GroupBoxLabel, watched)
+            if title.adjusted(-4, -4, 4, 4).contains(event.position().toPoint()):
+                self.toggle(watched)
+                return True
+        return False

@@ -1,0 +1,88 @@
+"""What a person types while a model loads, and what the window draws after the engine died with an
+edit pending: never lost, never a dead engine's session (issue 26, defects 1 and 2).
+
+The prompt editor waits (its debounce) before it sends an edit; these tests lengthen that wait so
+that the load's result is surely drawn while the edit is pending, the moment the defects happened."""
+
+from __future__ import annotations
+
+from PySide6.QtGui import QTextCursor
+
+from app import protocol as p
+
+from .helpers import run
+
+PROMPT = "The cat sat on the"
+
+
+def type_at_end(qtbot, editor, text: str) -> None:
+    editor.setFocus()
+    editor.moveCursor(QTextCursor.End)
+    qtbot.keyClicks(editor, text)
+
+
+def hold_edits(window, ms: int = 60_000) -> None:
+    """The editor sends its pending edit only after ``ms`` (or ``send_edits``)."""
+    window.tokens._debounce.setInterval(ms)
+
+
+def send_edits(window, qtbot):
+    """Let the pending edit go, and wait for the engine to draw it."""
+    window.tokens._debounce.setInterval(1)
+    return run(qtbot, window, window.tokens._debounce.start, p.SetPrompt, timeout=60_000)
+
+
+def engine_prompt(window) -> str:
+    session = window.controller.engine.host.session
+    return session.loaded.tokenizer.decode(session.prompt_ids)
+
+
+def is_load(result) -> bool:
+    return isinstance(result.request, p.Load)
+
+
+def test_text_typed_while_a_load_finishes_is_kept(window, qtbot, demo_model):
+    editor = window.tokens.editor
+    hold_edits(window)
+    with qtbot.waitSignal(window.resultApplied, timeout=60_000, check_params_cb=is_load):
+        window.load_model(None, loaded=demo_model)  # Model → a model: it takes the editor's text
+        type_at_end(qtbot, editor, " mat")
+    assert editor.toPlainText() == PROMPT + " mat"
+    assert editor.textCursor().position() == len(PROMPT + " mat")  # the cursor stays where the person typed
+    send_edits(window, qtbot)
+    assert engine_prompt(window) == PROMPT + " mat"
+
+
+def test_text_typed_during_the_reload_after_a_death_is_kept(window, qtbot):
+    editor = window.tokens.editor
+    hold_edits(window)
+    with qtbot.waitSignal(window.resultApplied, timeout=60_000, check_params_cb=is_load):
+        window.controller.engine.died.emit(-9)  # the reload takes the editor's text as it is now
+        type_at_end(qtbot, editor, " see w")
+    assert editor.toPlainText() == PROMPT + " see w"
+    assert editor.textCursor().position() == len(PROMPT + " see w")  # not back at the start
+    qtbot.keyClicks(editor, "hy")  # goes on typing where the cursor is
+    typed = PROMPT + " see why"
+    assert editor.toPlainText() == typed
+    send_edits(window, qtbot)
+    assert engine_prompt(window) == typed
+
+
+def test_a_death_with_a_too_long_edit_pending_shows_what_the_new_engine_holds(window, qtbot):
+    run(qtbot, window, window.step, p.Step)
+    run(qtbot, window, window.step, p.Step)
+    n_positions = window.state.result.info.n_positions
+    hold_edits(window)
+    window.tokens.editor.setPlainText(" cat" * (n_positions + 20))  # too long: pending
+    with qtbot.waitSignal(window.errorShown, timeout=60_000, check_params_cb=lambda m: "Step is off" in m):
+        window.controller.engine.died.emit(-9)  # the reload cuts the prompt to fit, and runs first
+        window.tokens._debounce.setInterval(1)
+        window.tokens._debounce.start()  # then the edit is sent, and refused: too long
+    qtbot.waitUntil(lambda: window.controller.idle, timeout=60_000)
+    host = window.controller.engine.host
+    qtbot.waitUntil(lambda: window.state.result.trace is None, timeout=10_000)  # what the new engine holds: no step
+    shown = window.state.result
+    assert host.session.n_steps == 0 and list(shown.prompt_ids) == list(host.session.prompt_ids)
+    assert window.status_line.truncate_button.isVisibleTo(window)  # the refusal stays, with its offer
+    assert "Step is off" in window.status_line.status_label.text()
+    assert not window.commands.step_action.isEnabled()

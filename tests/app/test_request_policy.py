@@ -1,0 +1,169 @@
+"""The request policy on its own: plain Python, no Qt, no engine, no model (``app.request_policy``).
+
+Each rule is checked by sending requests through it and answering them as an engine would."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from app import protocol as p
+from app.request_policy import MAX_QUICK_DEATHS, QUICK_DEATH_S, RequestPolicy, Verdict
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def sent():
+    return []
+
+
+@pytest.fixture
+def controls():
+    return {}
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def policy(sent, controls, clock):
+    return RequestPolicy(sent.append, controls.__setitem__, clock)
+
+
+def ask(policy: RequestPolicy, request: p.Request) -> p.Request:
+    request = policy.number(request)
+    policy.add(request)
+    return request
+
+
+def done(request: p.Request) -> p.Finished:
+    """The engine's reply to ``request``: a result (only what the policy reads of one)."""
+    return p.Finished(request.generation, SimpleNamespace(generation=request.generation, request=request))
+
+
+def test_one_request_in_flight_and_a_held_step_key_queues_one_step(policy, sent):
+    for _ in range(5):
+        ask(policy, p.Step())
+    assert [type(r) for r in sent] == [p.Step] and len(policy.waiting) == 1  # one in flight, one waiting
+    assert policy.settle(done(sent[0])) is Verdict.SHOW
+    assert len(sent) == 2 and sent[1].generation == 5  # the newest step only
+    policy.settle(done(sent[1]))
+    assert policy.idle and policy.forward_requests == 2
+
+
+def test_a_restart_drops_waiting_requests_but_a_save_and_makes_older_results_stale(policy, sent, controls):
+    step = ask(policy, p.Step())
+    ask(policy, p.Back())
+    ask(policy, p.SaveSession(path="s.npz"))
+    reset = ask(policy, p.Reset())
+    assert [type(r) for r in policy.waiting] == [p.SaveSession, p.Reset]  # the Back was dropped
+    assert controls["latest_barrier"] == reset.generation
+    assert policy.settle(done(step)) is Verdict.DROP  # older than the reset
+    save = sent[-1]
+    assert isinstance(save, p.SaveSession)
+    assert policy.settle(done(save)) is Verdict.NOTE  # stale, but the file was written
+    assert policy.settle(done(sent[-1])) is Verdict.SHOW and isinstance(sent[-1], p.Reset)
+
+
+def test_a_newer_load_replaces_a_waiting_one(policy, sent):
+    ask(policy, p.Step())
+    ask(policy, p.Load(source="a"))
+    ask(policy, p.Load(source="b"))
+    assert [r.source for r in policy.waiting] == ["b"]
+
+
+def test_any_request_but_inspect_ends_a_play_loop(policy, controls, sent):
+    play = ask(policy, p.Play())
+    assert controls["play_generation"] == play.generation
+    for position in range(3):
+        ask(policy, p.Inspect(position=position))
+    assert controls["play_generation"] == play.generation and len(policy.waiting) == 1  # coalesced
+    ask(policy, p.Back())
+    assert controls["play_generation"] == 0
+
+
+def test_a_refused_load_asks_for_the_session_as_the_engine_holds_it(policy, sent):
+    policy.settle(done(ask(policy, p.Load())))  # the engine has a session
+    load = ask(policy, p.Load(source="missing"))
+    assert policy.settle(p.Failed(load.generation, load, "No such model.")) is Verdict.REFRESH
+    step = ask(policy, p.Step())
+    assert policy.settle(p.Failed(step.generation, step, "Stopped.")) is Verdict.SHOW
+
+
+def test_replies_of_a_dead_engine_are_stale_and_nothing_waits(policy, sent):
+    step = ask(policy, p.Step())
+    ask(policy, p.Back())
+    assert policy.engine_died()
+    assert policy.idle and not policy.has_session and not policy.busy
+    assert policy.settle(done(step)) is Verdict.DROP
+    assert policy.settle(p.Failed(step.generation, step, "late")) is Verdict.DROP
+    assert not policy.is_current(step)
+
+
+def test_engines_that_keep_dying_at_start_are_not_restarted_for_ever(policy, clock, sent):
+    for death in range(1, MAX_QUICK_DEATHS + 1):
+        clock.now += QUICK_DEATH_S / 2
+        again = policy.engine_died()
+        assert again == (death < MAX_QUICK_DEATHS)
+        if again:
+            policy.engine_started()
+    ask(policy, p.Step())
+    assert sent == []  # nothing goes to a stopped engine
+    policy.engine_started(by_person=True)
+    clock.now += 1
+    assert policy.engine_died()  # the count started over
+
+
+def test_an_engine_that_lived_long_or_loaded_resets_the_count(policy, clock):
+    for _ in range(MAX_QUICK_DEATHS - 1):
+        policy.engine_died()
+        policy.engine_started()
+    clock.now += QUICK_DEATH_S + 1
+    assert policy.engine_died() and policy.quick_deaths == 0
+    policy.engine_started()
+    for _ in range(MAX_QUICK_DEATHS - 1):
+        policy.engine_died()
+        policy.engine_started()
+    policy.settle(done(ask(policy, p.Load())))  # this engine works
+    assert policy.quick_deaths == 0
+
+
+def test_the_policy_imports_no_qt():
+    code = "import sys, app.request_policy, app.step_gate, app.wording; print(any(m.startswith('PySide6') for m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+def test_a_refused_prompt_after_a_reload_shows_what_the_new_engine_holds(policy, sent):
+    """Issue 26, defect 2: the engine dies while a too-long edit is pending; the reload's result is
+    made stale by the edit, which is refused: the window must not go on drawing the dead session."""
+    policy.settle(done(ask(policy, p.Load())))
+    policy.settle(done(ask(policy, p.Step())))
+    policy.engine_died()
+    policy.engine_started()
+    reload = ask(policy, p.Load())
+    edit = ask(policy, p.SetPrompt(text="too long"))
+    assert policy.settle(done(reload)) is Verdict.DROP  # made stale by the edit
+    assert policy.settle(p.PromptTooLong(edit.generation, edit, "Too long.")) is Verdict.REFRESH
+
+
+def test_a_refused_prompt_with_the_engines_session_shown_needs_no_refresh(policy, sent):
+    policy.settle(done(ask(policy, p.Load())))
+    edit = ask(policy, p.SetPrompt(text="too long"))
+    assert policy.settle(p.PromptTooLong(edit.generation, edit, "Too long.")) is Verdict.SHOW
+    step = ask(policy, p.Step())
+    edit = ask(policy, p.SetPrompt(text="too long"))
+    assert policy.settle(done(step)) is Verdict.DROP  # a step the window never drew
+    assert policy.settle(p.PromptTooLong(edit.generation, edit, "Too long.")) is Verdict.REFRESH
