@@ -194,7 +194,7 @@ def attach(window) -> None:
     window.toolbar.insertAction(first, back)
     window.toolbar.insertSeparator(first)
     window.flow_back_action = back
-    window.keys_hint.setText(window.keys_hint.text() + " · F flow · T tour")
+    window.commands.keys_hint.setText(window.commands.keys_hint.text() + " · F flow · T tour")
     window.tour = TourMode(view, window.commands.step_action, window.commands.back_action, window.commands.unfocus_action, show_flow, window)
     window.tour.toggle_action.setToolTip(view.tour_button.toolTip())
     window.views.currentChanged.connect(lambda _index: None if view.isVisible() else window.tour.stop())

@@ -123,11 +123,11 @@ class RequestPolicy:
             self.in_flight = None
         self.dispatch()
         current = self.is_current(reply)
-        written = reply.result.request if isinstance(reply, p.Finished) else getattr(reply, "request", None)
-        if isinstance(written, p.SaveWritten):
+        request = reply.result.request if isinstance(reply, p.Finished) else getattr(reply, "request", None)
+        if isinstance(request, p.SaveWritten):  # the file is written, or could not be
             self.saves_pending = max(0, self.saves_pending - 1)
-            if not current:  # the file was written (or not) whatever the window shows now
-                return Verdict.NOTE if isinstance(reply, p.Finished) else Verdict.SHOW
+        if isinstance(request, p.SaveWritten) and isinstance(reply, p.Failed):
+            return Verdict.SHOW  # news whatever the window shows now
         if isinstance(reply, p.Finished):
             opened = isinstance(reply.result.request, (p.Load, p.OpenSession))
             if opened and (current or reply.generation >= self.dead_barrier):
@@ -135,7 +135,7 @@ class RequestPolicy:
                 self.quick_deaths = 0  # and it works
             if not current:
                 self.dropped = True
-                return Verdict.DROP
+                return Verdict.NOTE if isinstance(request, (p.SaveSession, p.SaveWritten)) else Verdict.DROP
             self.dropped = False
             return Verdict.SHOW
         if not current:

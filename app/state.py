@@ -13,6 +13,7 @@ from typing import Callable
 from PySide6.QtCore import QEvent, QObject, Signal
 from PySide6.QtWidgets import QWidget
 
+from . import protocol as p
 from .result import SessionResult
 from .theme import NORMAL, PROJECTOR, Theme
 
@@ -161,8 +162,6 @@ class _ShowGate(QObject):
     """Holds the newest step for a hidden panel's result slots and delivers it when the panel shows
     (``AppState.deliver_when_shown``)."""
 
-    START_OVER = ("load", "prompt", "reset", "open")
-
     def __init__(self, panel: QWidget):
         super().__init__(panel)
         self._panel = panel
@@ -171,7 +170,7 @@ class _ShowGate(QObject):
 
     def wrap(self, slot: Callable[[SessionResult], None]) -> Callable[[SessionResult], None]:
         def gated(result: SessionResult) -> None:
-            if self._panel.isVisible() or result.kind in self.START_OVER:
+            if self._panel.isVisible() or isinstance(result.request, p.RESTARTS):  # a new session: at once
                 self._pending.pop(slot, None)
                 slot(result)
             else:

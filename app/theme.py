@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 
 import pyqtgraph as pg
-from PySide6.QtGui import QFont, QFontMetrics
+from PySide6.QtGui import QColor, QFont, QFontMetrics
 from PySide6.QtWidgets import QApplication, QToolTip
 
 # Okabe-Ito
@@ -192,3 +192,10 @@ def nice_ceil(x: float) -> float:
         return 1.0
     scale = 10.0 ** math.floor(math.log10(x))
     return next(m * scale for m in NICE if m * scale >= x * (1 - 1e-9))
+
+
+def qcolor(hex_color: str, alpha: int = 255) -> QColor:
+    """``hex_color`` with ``alpha`` (0 transparent to 255 opaque)."""
+    c = QColor(hex_color)
+    c.setAlpha(alpha)
+    return c

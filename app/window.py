@@ -86,8 +86,8 @@ class MainWindow(QMainWindow):
         for view in self.findChildren(pg.GraphicsView):  # pyqtgraph's own right-click Export… fails on SVG
             view.scene().contextMenu = []  # here (pyqtgraph #3485): File → Export and each panel's ⋯ do it
         self.toolbar = self.commands.build_toolbar()
-        self.status_line = line = StatusLine()
-        self._outer_layout.addWidget(line)
+        self.status_line = line = StatusLine(self)
+        self._outer_layout.addLayout(line.layout)
         line.truncate_button.clicked.connect(lambda: c.set_prompt(self.tokens.prompt(), truncate=True))
         line.restart_button.clicked.connect(self.restart_engine)
         self.download = DownloadDialog(self, c, line.say)
@@ -115,7 +115,7 @@ class MainWindow(QMainWindow):
         self.sampling.settingsChanged.connect(c.set_settings)
         self.state.subscribe_theme(self._on_state_theme)
         self.state.themeChanged.connect(lambda _theme: self.stages.relayout(force=True))  # other fonts: other sizes
-        guard.reporter().occurred.connect(lambda message: self.status_line.say(message, error=True))
+        guard.reporter().occurred.connect(self._on_guard_occurred)  # a bound method: let go with the window
         if projector:
             self.commands.projector_action.setChecked(True)  # setChecked does not emit triggered
             self.state.set_projector(True)  # at once: nothing is drawn yet
@@ -237,8 +237,7 @@ class MainWindow(QMainWindow):
         elif self._viewing and result.can_step:  # a new prompt or Reset left the file: the loaded model again
             self._viewing = False
             self._on_controller_model_loaded(result.info)
-        message = wording.result_status(result)
-        if message:
+        if message := wording.result_status(result):
             self.status_line.say(message)
         if result.stopped:
             self.player.pause()
@@ -262,6 +261,9 @@ class MainWindow(QMainWindow):
         self.status_line.say(message, error=True)
         self._sync_actions()
         self.errorShown.emit(message)
+
+    def _on_guard_occurred(self, message: str) -> None:
+        self.status_line.say(message, error=True)
 
     def _on_controller_engine_restarted(self, exit_code) -> None:
         """The model's process died and a fresh one started: load the model shown again (its steps

@@ -10,6 +10,7 @@ from PySide6.QtGui import QFontInfo
 from app.flow_layout import LINES, STAGES, layout
 from app.tour import STAGES as TOUR_STAGES
 from app.views import VIEWS
+from app import protocol as p
 from tests.app.helpers import run
 from tests.conftest import make_tiny_folder
 
@@ -30,8 +31,8 @@ def check_on_screen(window, n_layer: int, projector: bool) -> None:
     """Every box of the flow inside the window's visible area, apart, with the lines it needs."""
     panel = window.flow_view.flow
     assert panel.isVisible() and window.flow_view.tokens.isVisible()  # the prompt stays on screen
-    assert window.step_action.isEnabled() or window.state.result.stopped
-    for action in (window.step_action, window.back_action, window.play_action):  # on the toolbar, not behind »
+    assert window.commands.step_action.isEnabled() or window.state.result.stopped
+    for action in (window.commands.step_action, window.commands.back_action, window.commands.play_action):  # on the toolbar, not behind »
         button = window.toolbar.widgetForAction(action)
         assert button is not None and button.isVisible()
     lay = panel.flow_layout()
@@ -61,12 +62,12 @@ def check_on_screen(window, n_layer: int, projector: bool) -> None:
 @pytest.mark.parametrize("n_layer", [2, 12, 24])
 def test_every_stage_is_on_screen_at_classroom_sizes(make_window, qtbot, deep_dirs, n_layer):
     window = make_window()
-    run(qtbot, window, lambda: window.load_model(str(deep_dirs[n_layer]), prompt="The capital of France is"), "load")
+    run(qtbot, window, lambda: window.load_model(str(deep_dirs[n_layer]), prompt="The capital of France is"), p.Load)
     for _ in range(2):
-        run(qtbot, window, window.step, "step")
+        run(qtbot, window, window.step, p.Step)
     window.show_view("flow")
     for (w, h), projector in SIZES:
-        window.projector_action.setChecked(projector)
+        window.commands.projector_action.setChecked(projector)
         window.state.set_projector(projector)
         window.resize(w, h)
         qtbot.wait(50)
@@ -96,7 +97,7 @@ EXPECTED = {  # box: the view it opens
 
 
 def test_each_box_opens_its_place_and_the_way_back_returns(window, qtbot):
-    run(qtbot, window, window.step, "step")
+    run(qtbot, window, window.step, p.Step)
     window.show_view("flow")
     window.resize(1366, 768)
     qtbot.wait(50)
@@ -131,7 +132,7 @@ def test_each_box_opens_its_place_and_the_way_back_returns(window, qtbot):
 
 
 def test_the_tour_keys_move_the_highlight_and_leave_stepping_alone(window, qtbot):
-    run(qtbot, window, window.step, "step")
+    run(qtbot, window, window.step, p.Step)
     window.show_view("overview")
     tour = window.tour
     qtbot.keyClick(window, Qt.Key_T)
@@ -147,12 +148,12 @@ def test_the_tour_keys_move_the_highlight_and_leave_stepping_alone(window, qtbot
     qtbot.keyClick(window, Qt.Key_PageUp)
     assert tour.tour.index == 0
     assert window.state.result.trace.step == step  # the arrows moved the tour, not the text
-    run(qtbot, window, lambda: qtbot.keyClick(window, Qt.Key_Space), "step")  # Space still steps
+    run(qtbot, window, lambda: qtbot.keyClick(window, Qt.Key_Space), p.Step)  # Space still steps
     assert window.state.result.trace.step == step + 1 and tour.running
     assert f"token {window.state.result.trace.record.input_ids[-1]} " in panel.tour_text
     qtbot.keyClick(window, Qt.Key_Escape)
     assert not tour.running and panel.tour_box is None and not window.flow_view.tour_button.isChecked()
-    run(qtbot, window, lambda: qtbot.keyClick(window, Qt.Key_Right), "step")  # → steps again
+    run(qtbot, window, lambda: qtbot.keyClick(window, Qt.Key_Right), p.Step)  # → steps again
     assert window.state.result.trace.step == step + 2
     qtbot.mouseClick(window.flow_view.tour_button, Qt.LeftButton)  # the button enters and leaves too
     assert tour.running
@@ -162,7 +163,7 @@ def test_the_tour_keys_move_the_highlight_and_leave_stepping_alone(window, qtbot
 
 def test_the_flow_reads_nothing_while_hidden(window, qtbot):
     window.show_view("overview")
-    run(qtbot, window, window.step, "step")
+    run(qtbot, window, window.step, p.Step)
     panel = window.flow_view.flow
     assert panel._dirty  # the step waits for the view to be shown
     window.show_view("flow")
@@ -172,13 +173,13 @@ def test_the_flow_reads_nothing_while_hidden(window, qtbot):
 
 def test_the_overview_draws_a_step_only_once_it_is_shown(window, qtbot):
     window.show_view("flow")
-    run(qtbot, window, window.step, "step")
+    run(qtbot, window, window.step, p.Step)
     drawn = window.attention.history.length
-    run(qtbot, window, window.step, "step")
+    run(qtbot, window, window.step, p.Step)
     assert window.attention.history.length == drawn  # hidden: the step waits
     window.show_view("overview")
     assert window.attention.history.length == window.state.result.context_len  # shown: the newest step
-    run(qtbot, window, window.step, "step")
+    run(qtbot, window, window.step, p.Step)
     assert window.attention.history.length == window.state.result.context_len  # on screen: every step
 
 

@@ -7,6 +7,8 @@ import html
 
 from app.help import texts
 
+from app import protocol as p
+
 from .helpers import run
 from .test_inside_view import show_inside
 
@@ -43,22 +45,22 @@ def test_the_corrected_texts_say_what_the_issue_asks():
 
 
 def test_each_corrected_sentence_is_what_the_window_shows(window, qtbot):
-    window.show_help(window.attention)  # before the first step
+    window.help.show(window.attention)  # before the first step
     assert texts()["panels"]["attention"]["before"] in shown(window)
-    window.show_help(window.kv)
+    window.help.show(window.kv)
     assert texts()["panels"]["kv"]["before"] in shown(window)
-    window.show_help(None)
+    window.help.show(None)
     glossary = shown(window)
     for term in GLOSSARY:
         assert f"{term}: {texts()['glossary'][term]}" in glossary
 
-    result = run(qtbot, window, window.step, "step")
+    result = run(qtbot, window, window.step, p.Step)
     trace = result.trace
-    window.show_help(window.logits)
+    window.help.show(window.logits)
     logits = shown(window)
     assert f"sampling probability {trace.sampling_prob:.1%} and model probability {trace.model_prob:.1%}" in logits
     assert f"the model's is {trace.model_entropy_bits:.2f} bits" in logits and f"is {trace.entropy_bits:.2f} bits" in logits
-    window.show_help(window.sampling)
+    window.help.show(window.sampling)
     assert "top-p 1 keeps the smallest set of the most likely tokens whose probabilities reach at least p" in shown(window)
     window._help.close()
 

@@ -10,6 +10,8 @@ import numpy as np
 from app import tables
 from engine.sampling import SamplingSettings, entropy_bits, softmax
 
+from app import protocol as p
+
 from .helpers import choose_settings, run
 from .test_branches_view import _items
 from .test_export import read_csv
@@ -18,7 +20,7 @@ from .test_inside_view import show_inside
 
 def test_the_trace_names_both_probabilities_and_their_entropies(window, qtbot):
     choose_settings(window.sampling, SamplingSettings(temperature=1.3, top_k=12, top_p=0.8, seed=3))
-    trace = run(qtbot, window, window.step, "step").trace
+    trace = run(qtbot, window, window.step, p.Step).trace
     model = softmax(trace.record.logits)
     assert np.isclose(trace.model_prob, model[trace.chosen], rtol=1e-5)
     assert trace.sampling_prob == trace.distribution.probs[trace.chosen]
@@ -32,7 +34,7 @@ def test_the_trace_names_both_probabilities_and_their_entropies(window, qtbot):
 def test_the_chosen_tokens_probabilities_read_the_same_in_every_view(window, qtbot, tmp_path):
     choose_settings(window.sampling, SamplingSettings(temperature=1.3, top_k=12, top_p=0.8, seed=3))
     for _ in range(3):
-        result = run(qtbot, window, window.step, "step")
+        result = run(qtbot, window, window.step, p.Step)
     trace = result.trace
     sampling, model = f"{trace.sampling_prob:.1%}", f"{trace.model_prob:.1%}"
     assert sampling != model  # the filters moved it: the two are told apart
@@ -41,13 +43,13 @@ def test_the_chosen_tokens_probabilities_read_the_same_in_every_view(window, qtb
     assert f"sampling p <b>{sampling}</b>" in summary and f"model p {model}" in summary
     assert f"sampling <b>{trace.sampling_entropy_bits:.2f}</b> of {trace.sampling_entropy_ceiling_bits:.2f} bits" in summary
     assert f"model {trace.model_entropy_bits:.2f} of {trace.model_entropy_ceiling_bits:.1f} bits" in summary
-    status = window.status_label.text()
+    status = window.status_line.status_label.text()
     assert f"sampling p {sampling}, model p {model}" in status and f"Token {trace.step + 1} " in status
 
-    window.export_table("history", tmp_path / "history.csv")  # the exported tables
+    window.exporter.export_table("history", tmp_path / "history.csv")  # the exported tables
     last = read_csv(tmp_path / "history.csv")[-1]
     assert f"{float(last['sampling_prob']):.1%}" == sampling and f"{float(last['model_prob']):.1%}" == model
-    window.export_table("candidates", tmp_path / "candidates.csv")
+    window.exporter.export_table("candidates", tmp_path / "candidates.csv")
     row = next(r for r in read_csv(tmp_path / "candidates.csv") if r["chosen"] == "1")
     assert f"{float(row['sampling_prob']):.1%}" == sampling and f"{float(row['model_prob']):.1%}" == model
     assert {"sampling_prob", "model_prob"} <= set(tables.CANDIDATE_COLUMNS)
@@ -62,7 +64,7 @@ def test_the_chosen_tokens_probabilities_read_the_same_in_every_view(window, qtb
     # Branches: take another token at this step; the branch that held this step's token starts
     # there and names its model probability
     other = int(next(i for i in trace.candidate_ids if i != trace.chosen))
-    run(qtbot, window, lambda: window.logits.tokenChosen.emit(other), "choose")
+    run(qtbot, window, lambda: window.logits.tokenChosen.emit(other), p.Choose)
     window.show_view("branches")
     tree = window.branches_view.tree
     assert "model probability" in tree.headerItem().text(1)

@@ -20,6 +20,7 @@ STRING_DISPATCH = [
     (re.compile(r"\.kind\s+(not\s+)?in\s*[(\[{]\s*[\"']"), "a kind looked up among strings"),
     (re.compile(rf"\bkind\s*(==|!=)\s*[\"']({MESSAGE_NAMES})[\"']"), "a kind compared to a message's name"),
     (re.compile(rf"\bkind\s+(not\s+)?in\s*[(\[{{][^)\]}}]*[\"']({MESSAGE_NAMES})[\"']"), "a kind looked up among messages' names"),
+    (re.compile(r"\.kind\s+(not\s+)?in\s+[A-Za-z_][\w.]*"), "a kind looked up in a named collection"),
     (re.compile(r"[\"']prompt_too_long[\"']"), "the fake request kind"),
     (re.compile(r"getattr\(\s*self\s*,\s*f[\"']_"), "a handler looked up by name"),
 ]
@@ -51,6 +52,7 @@ def test_nothing_dispatches_on_a_string_kind():
         'if "open" != result.kind:',
         'if kind in ("prompt_too_long", "prompt"):',
         'if kind in ("load", "open") and current:',
+        'if panel.isVisible() or result.kind in self.START_OVER:',
         'if self.chips_kind == 1 or reply.kind != "save":',
         'kind = "prompt_too_long" if too_long else request.kind',
         'result = getattr(self, f"_do_{kind}")(request)',

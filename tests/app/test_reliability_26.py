@@ -10,27 +10,29 @@ from PySide6.QtGui import QImage
 
 from app import theme as th
 
+from app import protocol as p
+
 from .helpers import run
 
 
 def laid_out_size(window, panel):
     """``panel``'s size with every panel shown (nothing focused), as a person sees it."""
-    window.toggle_focus(None)
+    window.focus.toggle(None)
     window.exporter.reveal(panel)
     return panel.size()
 
 
 @pytest.mark.parametrize("focused, exported", [("attention", "logits"), ("logits", "attention"), ("tokens", "kv")])
 def test_a_panel_exported_while_another_is_focused_is_pictured_at_its_laid_out_size(window, qtbot, tmp_path, focused, exported):
-    run(qtbot, window, window.step, "step")
+    run(qtbot, window, window.step, p.Step)
     focused, exported = getattr(window, focused), getattr(window, exported)
     expected = laid_out_size(window, exported)
     assert expected.width() >= exported.minimumSizeHint().width() and expected.height() >= exported.minimumSizeHint().height()
-    window.toggle_focus(focused)  # as a double-click on its title or Ctrl+1…6 does
+    window.focus.toggle(focused)  # as a double-click on its title or Ctrl+1…6 does
     qtbot.wait(10)
     path = tmp_path / "panel.png"
-    saved = window.export_picture(exported, path)
-    status = window.status_label.text()
+    saved = window.exporter.export_picture(exported, path)
+    status = window.status_line.status_label.text()
     assert saved, status
     image = QImage(str(path))
     assert (image.width(), image.height()) == (2 * expected.width(), 2 * expected.height()), status
@@ -39,20 +41,20 @@ def test_a_panel_exported_while_another_is_focused_is_pictured_at_its_laid_out_s
 
 def test_a_panel_that_has_no_room_is_refused_not_pictured_degenerate(window, qtbot, tmp_path):
     """A panel squeezed below its minimum size (here: by hand) is refused with a message, never saved."""
-    run(qtbot, window, window.step, "step")
+    run(qtbot, window, window.step, p.Step)
     panel = window.attention
     window.exporter.reveal = lambda target: target.resize(4, 1606)  # what a layout pass in flight left
     path = tmp_path / "squeezed.png"
-    assert not window.export_picture(panel, path)
+    assert not window.exporter.export_picture(panel, path)
     assert not path.exists()
-    assert "Could not save a picture of the Attention panel" in window.status_label.text()
+    assert "Could not save a picture of the Attention panel" in window.status_line.status_label.text()
 
 
 @pytest.mark.parametrize("top", [20, 64])
 def test_projector_mode_with_a_large_show_top_keeps_the_window_on_its_screen(window, qtbot, top):
     window.resize(1366, 768)
-    run(qtbot, window, window.step, "step")
-    window.projector_action.trigger()
+    run(qtbot, window, window.step, p.Step)
+    window.commands.projector_action.trigger()
     qtbot.waitUntil(lambda: window.painter._turns is None)  # restyled, one panel per event-loop turn
     window.stages.show_panel(window.logits)  # on another page at this size
     window.logits.n_spin.setValue(top)
@@ -75,10 +77,10 @@ def test_projector_mode_with_a_large_show_top_keeps_the_window_on_its_screen(win
 def test_every_panel_comes_back_at_its_size_after_the_prompt_was_focused(window, qtbot):
     """Found with defect 3: re-planning the pages while the old ones were being removed (a resize in
     the middle of it) left the panels hidden on a page nobody showed, after Esc from a focused prompt."""
-    run(qtbot, window, window.step, "step")
-    window.toggle_focus(window.tokens)
+    run(qtbot, window, window.step, p.Step)
+    window.focus.toggle(window.tokens)
     qtbot.wait(10)
-    window.toggle_focus(None)
+    window.focus.toggle(None)
     qtbot.wait(10)
     assert window.stages.stack.count() == len(window.stages.pages)
     front = window.stages.stack.currentIndex()
@@ -96,19 +98,19 @@ def test_the_history_table_is_built_on_a_thread_while_the_window_goes_on(window,
     from app import tables
 
     for _ in range(3):
-        run(qtbot, window, window.step, "step")
+        run(qtbot, window, window.step, p.Step)
     threads, real = [], tables.distribution
     monkeypatch.setattr(tables, "distribution", lambda *a: threads.append(threading.current_thread()) or real(*a))
     path = tmp_path / "history.csv"
     with qtbot.waitSignal(window.exporter.tableSaved, timeout=20_000) as saved:
-        assert window.export_table("history", path)
-        assert "Saving the history table (3 rows)" in window.status_label.text()
+        assert window.exporter.export_table("history", path)
+        assert "Saving the history table (3 rows)" in window.status_line.status_label.text()
     assert saved.args[0].error is None and saved.args[0].rows == 3 and path.exists()
     assert len(threads) == 3 and threading.main_thread() not in threads
-    assert window.status_label.text() == f"Saved the history table (3 rows) to {path}."
+    assert window.status_line.status_label.text() == f"Saved the history table (3 rows) to {path}."
     (tmp_path / "taken.csv").mkdir()  # the folder is writable; renaming over a folder fails on the thread
     with qtbot.waitSignal(window.exporter.tableSaved, timeout=20_000) as saved:
-        assert window.export_table("history", tmp_path / "taken.csv")
+        assert window.exporter.export_table("history", tmp_path / "taken.csv")
     assert isinstance(saved.args[0].error, OSError)
-    assert "Could not save the history table" in window.status_label.text()
+    assert "Could not save the history table" in window.status_line.status_label.text()
     assert not [p for p in tmp_path.iterdir() if p.suffix == ".tmp"]  # no temporary file left

@@ -73,8 +73,25 @@ def test_a_restart_drops_waiting_requests_but_a_save_and_makes_older_results_sta
     assert policy.settle(done(step)) is Verdict.DROP  # older than the reset
     save = sent[-1]
     assert isinstance(save, p.SaveSession)
-    assert policy.settle(done(save)) is Verdict.NOTE  # stale, but the file was written
+    assert policy.saves_pending == 1
+    assert policy.settle(done(save)) is Verdict.NOTE  # stale, but the file is being written
     assert policy.settle(done(sent[-1])) is Verdict.SHOW and isinstance(sent[-1], p.Reset)
+    assert policy.saves_pending == 1  # until the engine says the file is written
+    assert policy.settle(done(p.SaveWritten(generation=save.generation, path="s.npz"))) is Verdict.NOTE
+    assert policy.saves_pending == 0
+
+
+def test_a_failed_write_is_shown_even_when_stale_and_a_death_forgets_pending_saves(policy, sent):
+    save = ask(policy, p.SaveSession(path="s.npz"))
+    policy.settle(done(save))
+    ask(policy, p.Reset())
+    written = p.SaveWritten(generation=save.generation, error="Could not write s.npz: disk full.")
+    assert policy.settle(p.Failed(save.generation, written, written.error)) is Verdict.SHOW
+    assert policy.saves_pending == 0
+    ask(policy, p.SaveSession(path="t.npz"))
+    assert policy.saves_pending == 1
+    policy.engine_died()
+    assert policy.saves_pending == 0  # what it was writing is gone
 
 
 def test_a_newer_load_replaces_a_waiting_one(policy, sent):

@@ -28,6 +28,8 @@ from PySide6.QtWidgets import (
 from app import theme as th
 from app.views import VIEWS
 
+from app import protocol as p
+
 from .helpers import run
 from .test_inside_view import show_inside
 from .test_screens import _ink_box, label_problems, settle
@@ -167,14 +169,14 @@ def test_no_text_is_smaller_than_the_floor_cut_or_overlapping(window, qtbot, siz
     window.sampling.top_p.setValue(0.9)
     window.sampling.sample.setChecked(True)
     for _ in range(3):
-        run(qtbot, window, window.step, "step")
+        run(qtbot, window, window.step, p.Step)
     problems = []
     for name in screens(window, qtbot):
         problems += [f"{name}: {p}" for p in screen_problems(window, floor)]
     # the ? and F1 dialogs, and tooltips
-    window.show_help(window.logits)
+    window.help.show(window.logits)
     problems += [f"help: {p}" for p in small_widgets(window._help, floor)]
-    window.show_help(None)
+    window.help.show(None)
     problems += [f"glossary: {p}" for p in small_widgets(window._help, floor)]
     window._help.close()
     if font_px(QToolTip.font()) < floor:
