@@ -24,17 +24,26 @@ def read_csv(path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
+def saved(qtbot, window, export) -> bool:
+    """Do ``export()`` (a PNG or the history table: finished on the export thread) and wait until it ends."""
+    with qtbot.waitSignal(window.exporter.saved, timeout=20_000):
+        started = export()
+    return started
+
+
 def pixels(image: QImage) -> np.ndarray:
     """uint8 [H, W, 4] of a saved image."""
     image = image.convertToFormat(QImage.Format.Format_RGBA8888)
-    return np.frombuffer(image.constBits(), np.uint8).reshape(image.height(), image.bytesPerLine() // 4, 4)[:, : image.width()]
+    # copied: the converted image is freed on return (a view of it read freed memory, and crashed
+    # once large buffers were given back to the system: app/memory.py)
+    return np.frombuffer(image.constBits(), np.uint8).reshape(image.height(), image.bytesPerLine() // 4, 4)[:, : image.width()].copy()
 
 
 def test_a_panel_picture_is_twice_its_size_drawn_at_that_size(window, qtbot, tmp_path):
     run(qtbot, window, window.step, "step")
     panel = window.attention
     path = tmp_path / "attention.png"
-    assert window.export_picture(panel, path)
+    assert saved(qtbot, window, lambda: window.export_picture(panel, path))
     image = QImage(str(path))
     assert (image.width(), image.height()) == (2 * panel.width(), 2 * panel.height())
     assert image.dotsPerMeterX() == round(192 / 0.0254)  # placed at its size on screen by slide software
@@ -56,16 +65,18 @@ def test_a_panel_picture_is_twice_its_size_drawn_at_that_size(window, qtbot, tmp
 
 def test_a_window_picture_and_a_hidden_view(window, qtbot, tmp_path):
     run(qtbot, window, window.step, "step")
-    assert window.export_picture(window, tmp_path / "window.png")
+    assert saved(qtbot, window, lambda: window.export_picture(window, tmp_path / "window.png"))
     image = QImage(str(tmp_path / "window.png"))
     assert (image.width(), image.height()) == (2 * window.width(), 2 * window.height())
     # a panel of another view is brought on screen first, then pictured at its size there
     assert not window.sampling_view.isVisible()
-    assert window.export_picture(window.sampling_view, tmp_path / "stages.png")
-    assert window.sampling_view.isVisible() and window.sampling_view.width() > 200
+    with qtbot.waitSignal(window.exporter.saved, timeout=20_000):
+        assert window.export_picture(window.sampling_view, tmp_path / "stages.png")
+        size = window.sampling_view.size()  # when it was pictured (the status line's new text can move it later)
+    assert window.sampling_view.isVisible() and size.width() > 200
     assert "a picture of the Sampling view (PNG" in window.status_label.text()
     image = QImage(str(tmp_path / "stages.png"))
-    assert (image.width(), image.height()) == (2 * window.sampling_view.width(), 2 * window.sampling_view.height())
+    assert (image.width(), image.height()) == (2 * size.width(), 2 * size.height())
 
 
 def test_a_plot_panel_as_svg_holds_its_drawing(window, qtbot, tmp_path):
@@ -119,8 +130,7 @@ def test_the_history_table_has_a_row_per_step(window, qtbot, tmp_path, demo_mode
     traces = [run(qtbot, window, window.step, "step").trace for _ in range(4)]  # what the window showed at each step
     result = window.state.result
     path = tmp_path / "history.csv"
-    with qtbot.waitSignal(window.exporter.tableSaved, timeout=20_000):  # written on the writer's thread
-        assert window.export_table("history", path)
+    assert saved(qtbot, window, lambda: window.export_table("history", path))
     rows = read_csv(path)
     assert list(rows[0]) == list(tables.HISTORY_COLUMNS)
     assert [int(r["step"]) for r in rows] == [0, 1, 2, 3]
@@ -218,6 +228,7 @@ def test_the_menu_entries_ask_where_then_export(window, qtbot, tmp_path, monkeyp
     window.exporter.panel_picture_actions[window.attention].trigger()
     window.exporter.history_action.trigger()
     window.exporter.window_picture_action.trigger()  # cancelled: nothing written
+    window.exporter.writer.wait()  # the history table is written on the export thread
     assert asked[0] == ("Save a picture of the Attention panel", "nexttoken-attention-step0.png", "PNG picture, 2× (*.png);;SVG drawing (*.svg)")
     assert asked[1][1] == "nexttoken-history-step0.csv" and asked[2][0] == "Save a picture of the window"
     assert sorted(p.name for p in tmp_path.iterdir() if p.suffix) == ["attention.svg", "history.csv", "nexttoken.ini"]
