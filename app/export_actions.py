@@ -7,26 +7,25 @@ A dialog only asks where: the work is done by ``export_picture``, ``export_table
 and ``copy_picture``, which tests call with a path. Every outcome, a failure included (a folder
 that cannot be written), is one line on the window's status line; nothing raises into Qt.
 
-The history table recomputes every step's distribution (about 3 ms a step at GPT-2's vocabulary:
-seconds for a long session), so it is built and written on a thread of its own (``TableWriter``),
-from the result as it was asked for (frozen: its arrays are never mutated), and the window goes
-on; ``tableSaved`` says when the file is there. A second export waits behind the first.
+The history table (every step's distribution: seconds for a long session) and the PNG encoding of
+a picture (100-350 ms for the window) are done on the export thread (``app.export_writer``); the
+window goes on, and ``saved`` says when the file is there (the status line says it too). What must
+happen on the GUI thread does: rendering the widgets, an SVG, the candidates table (one step).
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 from PySide6.QtCore import QEvent, QObject, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QApplication, QFileDialog, QGroupBox, QMenu, QMenuBar, QToolButton, QWidget
 
-from . import pictures, tables
+from . import memory, pictures, tables
+from .export_writer import ExportWriter, Written
 from .guard import guarded
 from .help_dialog import CornerButton
 from .views import VIEW_BUTTONS, VIEWS
@@ -41,52 +40,30 @@ TABLES = {
 ON_A_THREAD = {"history"}  # the tables slow to build (every step's distribution); one step's is not
 
 
-@dataclass(frozen=True)
-class TableWritten:
-    """What writing one table came to: ``rows`` written to ``path``, or the ``error`` that stopped it."""
-
-    which: str
-    path: Path
-    rows: int = 0
-    error: Exception | None = None
-
-
-def write_table(which: str, result, path: Path) -> TableWritten:
+def write_table(which: str, result, path: Path) -> Written:
     """Build the ``which`` table of ``result`` and write it to ``path``: plain Python and numpy, on
     any thread. Never raises: a failure is the outcome's ``error``."""
-    _title, columns, build = TABLES[which]
+    title, columns, build = TABLES[which]
+    what = f"the {title.lower()}"
     try:
         rows = build(result)
         tables.write_csv(path, columns, rows)
     except (OSError, tables.TableError) as exc:
-        return TableWritten(which, path, error=exc)
+        return Written(what, path, error=exc)
     except Exception as exc:  # noqa: BLE001 - a defect: told on the status line, never lost on a thread
-        log.exception("writing the %s table to %s failed", which, path)
-        return TableWritten(which, path, error=exc)
-    return TableWritten(which, path, len(rows))
+        log.exception("writing %s to %s failed", what, path)
+        return Written(what, path, error=exc)
+    return Written(what, path, f"{len(rows):,} rows")
 
 
-class TableWriter(QObject):
-    """One thread that builds and writes tables, one after another, so the window never waits for
-    the history's distributions; ``written`` carries each ``TableWritten`` to the GUI thread."""
-
-    written = Signal(object)
-
-    def __init__(self, parent: QObject | None = None):
-        super().__init__(parent)
-        self._pool: ThreadPoolExecutor | None = None  # its thread is joined at exit: a file is never cut short
-
-    def submit(self, which: str, result, path: Path) -> None:
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nexttoken-tables")
-        self._pool.submit(self._run, which, result, path)
-
-    def _run(self, which: str, result, path: Path) -> None:
-        outcome = write_table(which, result, path)
-        try:
-            self.written.emit(outcome)  # queued to the GUI thread
-        except RuntimeError:  # the window closed meanwhile: the file is written, nobody to tell
-            log.info("table written after the window closed: %s", outcome)
+def write_png(image, path: Path, what: str) -> Written:
+    """Encode ``image`` (a QImage) as PNG into ``path``, on any thread; never raises."""
+    detail = f"PNG, {image.width():,} × {image.height():,} pixels: 2× the screen"
+    try:
+        pictures.write_png(image, path)
+    except OSError as exc:
+        return Written(what, path, error=exc)
+    return Written(what, path, detail)
 
 
 class ExportActions(QObject):
@@ -95,7 +72,7 @@ class ExportActions(QObject):
     ``panels``: every panel that can be pictured, in menu order; ``status``: the window's
     ``_set_status(text, error=...)``."""
 
-    tableSaved = Signal(object)  # TableWritten: a table export ended (written, or its error)
+    saved = Signal(object)  # Written: an export ended, its file written or the error that stopped it
 
     def __init__(self, window, panels: list[QWidget], status):
         super().__init__(window)
@@ -128,7 +105,8 @@ class ExportActions(QObject):
         self.copy_picture_action = action(
             "Copy picture of the window", lambda: self.copy_picture(window), "Copy the whole window as a picture (2×)"
         )
-        self.writer = TableWriter(self)
+        memory.return_large_buffers()  # a 16 MiB picture freed is given back, not kept by the process
+        self.writer = ExportWriter(self)
         self.writer.written.connect(self._on_writer_written)
         self.buttons = [PanelMenuButton(panel, self) for panel in self.panels if isinstance(panel, QGroupBox)]
         window.resultApplied.connect(self._on_window_result_applied)
@@ -167,47 +145,49 @@ class ExportActions(QObject):
     # ------------------------------------------------------------ commands
     def export_picture(self, target: QWidget, path) -> bool:
         """Save ``target`` (the window or a panel, brought into view first) to ``path``: SVG if the
-        name ends in .svg, else PNG at twice its size on screen. Says the outcome on the status line."""
+        name ends in .svg, else PNG at twice its size on screen. The picture is taken now; a PNG is
+        encoded and written on the export thread: True then means it was started (``saved`` says how
+        it ended). Says the outcome on the status line."""
         path = Path(path)
+        what = f"a picture of {self.name(target)}"
         self.reveal(target)
         try:
+            tables.check_writable(path)
             with self._without_buttons(target):
-                pictures.save(target, path, f"nexttoken: {self.name(target)}")
+                if path.suffix.lower() == ".svg":
+                    pictures.save_svg(target, path, f"nexttoken: {self.name(target)}")
+                    return self._on_writer_written(Written(what, path, "SVG drawing"))
+                image = pictures.picture(target)
         except (OSError, ValueError) as exc:
-            return self._failed(f"Could not save a picture of {self.name(target)} to {path}", exc)
-        self.folder = path.parent
-        size = target.size()
-        what = "SVG drawing" if path.suffix.lower() == ".svg" else (
-            f"PNG, {size.width() * pictures.SCALE:,} × {size.height() * pictures.SCALE:,} pixels: 2× the screen"
-        )  # fmt: skip
-        self.status(f"Saved a picture of {self.name(target)} ({what}) to {path}.")
+            return self._failed(f"Could not save {what} to {path}", exc)
+        self.status(f"Saving {what} to {path}…")
+        self.writer.submit(lambda: write_png(image, path, what))
         return True
 
     def export_table(self, which: str, path) -> bool:
         """Write the ``which`` table ("candidates" or "history", see app.tables) to ``path`` as CSV.
         The history is written on the writer's thread: True then means it was started (refused at
         once: nothing to export, a folder that cannot be written); ``tableSaved`` says how it ended."""
-        title = TABLES[which][0]
+        what = f"the {TABLES[which][0].lower()}"
         path = Path(path)
         result = self.window.state.result
         try:
             tables.check(result)
             tables.check_writable(path)
         except (OSError, tables.TableError) as exc:
-            return self._failed(f"Could not save the {title.lower()} to {path}", exc)
+            return self._failed(f"Could not save {what} to {path}", exc)
         if which not in ON_A_THREAD:
             return self._on_writer_written(write_table(which, result, path))
-        self.status(f"Saving the {title.lower()} ({len(result.records):,} rows) to {path}…")
-        self.writer.submit(which, result, path)
+        self.status(f"Saving {what} ({len(result.records):,} rows) to {path}…")
+        self.writer.submit(lambda: write_table(which, result, path))
         return True
 
-    def _on_writer_written(self, outcome: TableWritten) -> bool:
-        title = TABLES[outcome.which][0].lower()
-        self.tableSaved.emit(outcome)
+    def _on_writer_written(self, outcome: Written) -> bool:
+        self.saved.emit(outcome)
         if outcome.error is not None:
-            return self._failed(f"Could not save the {title} to {outcome.path}", outcome.error)
+            return self._failed(f"Could not save {outcome.what} to {outcome.path}", outcome.error)
         self.folder = outcome.path.parent
-        self.status(f"Saved the {title} ({outcome.rows:,} rows) to {outcome.path}.")
+        self.status(f"Saved {outcome.what} ({outcome.detail}) to {outcome.path}.")
         return True
 
     def copy_text(self) -> str:
@@ -256,7 +236,9 @@ class ExportActions(QObject):
 
     @contextmanager
     def _without_buttons(self, target: QWidget):
-        """The panels' "?" and "⋯" buttons hidden while ``target`` is pictured: not part of a slide."""
+        """The panels' "?" and "⋯" buttons hidden while ``target`` is pictured: not part of a slide.
+        Afterwards the plots (drawn uncached for the picture) repaint one per event-loop turn: all in
+        one turn, rebuilding their caches, held the loop 100-1,000 ms after a window's picture."""
         buttons = [b for b in target.findChildren(QToolButton) if isinstance(b, CornerButton) and b.isVisible()]
         for b in buttons:
             b.hide()
@@ -265,6 +247,7 @@ class ExportActions(QObject):
         finally:
             for b in buttons:
                 b.show()
+            self.window.painter.repaint_later()
 
     # ------------------------------------------------------------ dialogs
     def ask_picture(self, target: QWidget) -> None:

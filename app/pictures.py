@@ -56,14 +56,17 @@ def uncached(widget: QWidget):
 
 def require_room(widget: QWidget) -> None:
     """ValueError unless ``widget`` has the room it is laid out with: not empty, and a panel at least
-    its ``minimumSizeHint`` (a panel caught in the middle of a layout change can be 0 x 0 or 4 x 1,606)."""
+    half its ``minimumSizeHint`` each way (one caught in the middle of a layout change can be 0 x 0
+    or 4 x 1,606)."""
     size, least = widget.size(), widget.minimumSizeHint()
     if widget.isWindow():
         least = QSize(1, 1)
-    if size.width() < max(least.width(), 1) or size.height() < max(least.height(), 1):
+    # half its minimum: a restyle under way (new fonts, new minimum sizes, the layout one turn
+    # behind) leaves a panel a little short of its new minimum, and that picture is still right
+    if size.width() < max(least.width() // 2, 1) or size.height() < max(least.height() // 2, 1):
         raise ValueError(
             f"it is not laid out on screen ({size.width():,} × {size.height():,} pixels, "
-            f"less than the {max(least.width(), 1):,} × {max(least.height(), 1):,} it needs): nothing saved"
+            f"far less than the {least.width():,} × {least.height():,} it needs): nothing saved"
         )
 
 
@@ -83,12 +86,12 @@ def picture(widget: QWidget, scale: int = SCALE) -> QImage:
     return image
 
 
-def png_bytes(widget: QWidget, scale: int = SCALE) -> bytes:
-    """``widget`` as PNG file contents, at ``scale`` pixels per logical pixel (``picture``)."""
+def png_bytes(image: QImage) -> bytes:
+    """``image`` as PNG file contents. Any thread (QImage is reentrant; Qt releases the GIL meanwhile)."""
     data = QByteArray()
     buffer = QBuffer(data)
     buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-    if not picture(widget, scale).save(buffer, "PNG", PNG_QUALITY):
+    if not image.save(buffer, "PNG", PNG_QUALITY):
         raise OSError("Qt could not encode the picture as PNG.")
     buffer.close()
     return bytes(data)
@@ -119,17 +122,22 @@ def svg_bytes(widget: QWidget, title: str = "") -> bytes:
     return bytes(data)
 
 
-def save(widget: QWidget, path, title: str = "") -> Path:
-    """Write a picture of ``widget`` to ``path``: SVG if it ends in ``.svg``, else PNG at ``SCALE``x.
-    The file is replaced whole or not at all. OSError if it cannot be written; ValueError for an
-    SVG of a widget without a plot."""
+def write_png(image: QImage, path) -> Path:
+    """Write ``image`` to ``path`` as PNG, replaced whole or not at all; OSError if it cannot be. Any thread."""
     path = Path(path)
-    if path.suffix.lower() == ".svg":
-        if not has_plot(widget):
-            raise ValueError("it holds no plot to keep as a drawing: save it as PNG")
-        data = svg_bytes(widget, title)
-    else:
-        data = png_bytes(widget)
+    data = png_bytes(image)
+    with replacing(path) as f:
+        f.write(data)
+    return path
+
+
+def save_svg(widget: QWidget, path, title: str = "") -> Path:
+    """Write ``widget`` to ``path`` as an SVG drawing, replaced whole or not at all. OSError if it
+    cannot be written; ValueError for a widget without a plot, or without room (``require_room``)."""
+    path = Path(path)
+    if not has_plot(widget):
+        raise ValueError("it holds no plot to keep as a drawing: save it as PNG")
+    data = svg_bytes(widget, title)
     with replacing(path) as f:
         f.write(data)
     return path

@@ -14,6 +14,7 @@ as ``Tokenizer.decode`` does), ``shown_as`` its readable piece as the window sho
 from __future__ import annotations
 
 import csv
+import errno
 import math
 import os
 import tempfile
@@ -117,8 +118,11 @@ def check(result) -> None:
 
 
 def check_writable(path) -> None:
-    """OSError, as writing ``path`` would raise it, unless a new file can be made in its folder."""
+    """OSError, as writing ``path`` would raise it, unless a new file can be made in its folder and
+    renamed over ``path`` (not a folder)."""
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     os.unlink(tmp)

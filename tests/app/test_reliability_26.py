@@ -1,7 +1,7 @@
 """Issue 26, defects 3 and 4: a panel exported while another is focused is pictured at its laid-out
 size (never a 0 x 0 or 4 x 1,606 picture reported as saved), and projector mode with a large
 "Show top" keeps the window inside its screen (the candidate list scrolls, text keeps its size).
-And one of its costs: the history table is built on a thread, never on the GUI's."""
+And two of its costs: the history table is built, and a PNG encoded, on the export thread."""
 
 from __future__ import annotations
 
@@ -31,9 +31,9 @@ def test_a_panel_exported_while_another_is_focused_is_pictured_at_its_laid_out_s
     window.focus.toggle(focused)  # as a double-click on its title or Ctrl+1…6 does
     qtbot.wait(10)
     path = tmp_path / "panel.png"
-    saved = window.exporter.export_picture(exported, path)
+    with qtbot.waitSignal(window.exporter.saved, timeout=20_000):  # encoded on the export thread
+        assert window.exporter.export_picture(exported, path), window.status_line.status_label.text()
     status = window.status_line.status_label.text()
-    assert saved, status
     image = QImage(str(path))
     assert (image.width(), image.height()) == (2 * expected.width(), 2 * expected.height()), status
     assert f"{image.width():,} × {image.height():,}" in status  # the status says the size saved
@@ -102,15 +102,34 @@ def test_the_history_table_is_built_on_a_thread_while_the_window_goes_on(window,
     threads, real = [], tables.distribution
     monkeypatch.setattr(tables, "distribution", lambda *a: threads.append(threading.current_thread()) or real(*a))
     path = tmp_path / "history.csv"
-    with qtbot.waitSignal(window.exporter.tableSaved, timeout=20_000) as saved:
+    with qtbot.waitSignal(window.exporter.saved, timeout=20_000) as saved:
         assert window.exporter.export_table("history", path)
         assert "Saving the history table (3 rows)" in window.status_line.status_label.text()
-    assert saved.args[0].error is None and saved.args[0].rows == 3 and path.exists()
+    assert saved.args[0].error is None and saved.args[0].detail == "3 rows" and path.exists()
     assert len(threads) == 3 and threading.main_thread() not in threads
     assert window.status_line.status_label.text() == f"Saved the history table (3 rows) to {path}."
-    (tmp_path / "taken.csv").mkdir()  # the folder is writable; renaming over a folder fails on the thread
-    with qtbot.waitSignal(window.exporter.tableSaved, timeout=20_000) as saved:
-        assert window.exporter.export_table("history", tmp_path / "taken.csv")
-    assert isinstance(saved.args[0].error, OSError)
+    monkeypatch.setattr(tables.os, "replace", lambda *a: (_ for _ in ()).throw(OSError(28, "No space left on device")))
+    with qtbot.waitSignal(window.exporter.saved, timeout=20_000) as saved:  # a failure on the thread
+        assert window.exporter.export_table("history", tmp_path / "late.csv")
+    assert isinstance(saved.args[0].error, OSError) and "No space left" in window.status_line.status_label.text()
     assert "Could not save the history table" in window.status_line.status_label.text()
-    assert not [p for p in tmp_path.iterdir() if p.suffix == ".tmp"]  # no temporary file left
+    assert not (tmp_path / "late.csv").exists() and not [p for p in tmp_path.iterdir() if p.suffix == ".tmp"]
+
+
+def test_a_png_is_encoded_on_the_export_thread(window, qtbot, tmp_path, monkeypatch):
+    """The picture is taken on the GUI thread (Qt renders widgets only there); its PNG is encoded and
+    written on the export thread, and the status line says it is being saved, then that it was."""
+    import threading
+
+    from app import pictures
+
+    run(qtbot, window, window.step, p.Step)
+    threads, real = [], pictures.png_bytes
+    monkeypatch.setattr(pictures, "png_bytes", lambda image: threads.append(threading.current_thread()) or real(image))
+    path = tmp_path / "window.png"
+    with qtbot.waitSignal(window.exporter.saved, timeout=20_000) as saved:
+        assert window.exporter.export_picture(window, path)
+        assert window.status_line.status_label.text() == f"Saving a picture of the window to {path}…"
+    assert len(threads) == 1 and threads[0] is not threading.main_thread()
+    assert saved.args[0].error is None and QImage(str(path)).width() == 2 * window.width()
+    assert window.status_line.status_label.text().startswith("Saved a picture of the window (PNG, ")
