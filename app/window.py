@@ -62,7 +62,7 @@ from .help import panel_help
 from .help_dialog import HelpButton, HelpDialog
 from .result import SessionResult
 from .state import AppState
-from .views import VIEW_BUTTONS, VIEWS
+from .views import VIEW_ALIASES, VIEW_BUTTONS, VIEWS
 
 log = logging.getLogger(__name__)
 
@@ -438,7 +438,7 @@ class MainWindow(QMainWindow):
 
     def show_view(self, name: str) -> None:
         """Bring view ``name`` (one of VIEWS) to the front; the others stay a tab away."""
-        index = list(VIEWS).index(name)
+        index = list(VIEWS).index(VIEW_ALIASES.get(name, name))
         self.view_buttons.button(index).setChecked(True)
         self.views.setCurrentIndex(index)
 

@@ -48,7 +48,7 @@ class LogitsPanel(QGroupBox):
     tokenChosen = Signal(int)
 
     def __init__(self, state: AppState, parent: QWidget | None = None):
-        super().__init__("4 · Logits: the next-token candidates", parent)
+        super().__init__("4 · Candidates: the logits of the next token", parent)
         self.short_title = "4 Candidates"
         self.state = state
         self._ids = np.zeros(0, np.int64)

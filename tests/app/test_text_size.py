@@ -140,7 +140,7 @@ def screens(window, qtbot):
             window.show_view(name)
         if name == "cache":
             qtbot.waitUntil(lambda: not window.cache_view.awaiting(), timeout=30_000)
-        pages = range(len(window.stages.pages)) if name == "main" else [None]
+        pages = range(len(window.stages.pages)) if name == "overview" else [None]
         for page in pages:
             if page is not None:
                 window.stages.show_page(page)
