@@ -279,7 +279,7 @@ class SessionHost:
         what = (f"“{trace.chosen_piece}”, sampling p {trace.sampling_prob:.1%}, model p {trace.model_prob:.1%}, "
                 f"rank {trace.chosen_rank:,}")
         if rec.step == 0:
-            message = f"Token 1 (the prefill: {rec.n_new} positions in one pass, {rec.forward_ms:.0f} ms): {what}."
+            message = f"Token 1 (prefill, {rec.n_new} positions, {rec.forward_ms:.0f} ms): {what}."
         else:
             message = f"Token {rec.step + 1} (step {rec.step}, {rec.forward_ms:.0f} ms): {what}."
         if session.last_catch_up:

@@ -133,7 +133,7 @@ class MainWindow(QMainWindow):
         self.model_label.setAlignment(Qt.AlignRight | Qt.AlignVCenter)
         bar = QHBoxLayout()
         bar.setContentsMargins(8, 0, 8, 0)
-        bar.addWidget(self.status_label, 3)  # a step's line fits on one line at 1280 px, projector
+        bar.addWidget(self.status_label, 2)  # a step's line fits on one line at 1280 px, projector
         bar.addWidget(self.truncate_button)
         bar.addWidget(self.restart_button)
         bar.addWidget(self.model_label, 1)
@@ -576,7 +576,7 @@ class MainWindow(QMainWindow):
         self._download_cancelled = False
         self._close_progress()
         if info.is_demo:  # one calm line: what this model is for, and how to get a real one
-            self.model_label.setText("Tiny demo model (word salad)")
+            self.model_label.setText("Tiny demo model (Model → GPT-2 small)")
             self.model_label.setToolTip(
                 f"{info.label}. It writes word salad; for real text: Model → GPT-2 small. GPT-2 small (124M) downloads once (about 550 MB) from the Model menu; for a "
                 "classroom without a network, build the installer with packaging/build.py --model-dir to bundle it."
