@@ -84,15 +84,15 @@ class VectorStrip(CaptionedPlot):
         super().__init__(title, STRIP_H, parent)
         self.plot.hideAxis("left")
         self.plot.getAxis("bottom").setHeight(18)
+        self.image = pg.ImageItem()
+        self.image.setColorMap(pg.colormap.get(DIVERGING))
+        self.plot.addItem(self.image)
 
     def restyle(self, theme: th.Theme) -> None:
         """Room for the dimension numbers under the strip in ``theme``'s font (a projector's too)."""
         axis = theme.text_px(-1) + 8
         self.plot.getAxis("bottom").setHeight(axis)
         self.view.setFixedHeight(STRIP_H - 18 + axis)
-        self.image = pg.ImageItem()
-        self.image.setColorMap(pg.colormap.get(DIVERGING))
-        self.plot.addItem(self.image)
 
     def show_vector(self, values: np.ndarray, note: str = "") -> None:
         values = np.asarray(values, dtype=np.float32).ravel()
