@@ -272,7 +272,7 @@ class AttentionPanel(QGroupBox):
         piece = self._pieces[row] if row < len(self._pieces) else ""
         newest = " (the newest query, predicting the next token)" if row == T - 1 else ""
         self.caption.setText(
-            f"Layer {layer}, head {head}: row {row} “{piece}”{newest} is marked ▶ at the left; "
+            f"Layer {layer}, head {head}: row {row} “{piece}”{newest} is marked ▶; "
             "hatched cells are masked future positions."
         )
         if ticks:
