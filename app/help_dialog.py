@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent
+from PySide6.QtCore import QEvent, Qt
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QTextBrowser, QToolButton, QVBoxLayout, QWidget
 
 from .guard import guarded
@@ -45,6 +45,7 @@ class HelpDialog(QDialog):
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
+        self.setAttribute(Qt.WA_WindowPropagation)  # a window of its own: takes the main window's font (projector mode) too
         self.browser = QTextBrowser()
         self.browser.setOpenLinks(False)
         self.browser.anchorClicked.connect(self._on_browser_anchor_clicked)

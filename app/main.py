@@ -61,7 +61,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--screenshot", metavar="FILE.png", help="save a PNG of the window after --steps steps, then exit")
     p.add_argument("--projector", action="store_true", help="large fonts and high contrast for a projector")
     p.add_argument("--view", choices=(*VIEWS, *VIEW_ALIASES), default="flow",
-                   help="the view in front: " + "; ".join(f"{name} = {what}" for name, what in VIEWS.items()))
+                   help="the view in front: " + "; ".join(f"{name} = {what}" for name, what in VIEWS.items())
+                   + "".join(f"; {old} = {new}" for old, new in VIEW_ALIASES.items()))
     p.add_argument("--layer", type=int, default=0, help="the layer selected, counted from 0 as the window shows it")
     p.add_argument("--head", type=int, default=0, help="the attention head selected, counted from 0")
     p.add_argument("--open", metavar="FILE.npz", help="show a saved session (File → Save session, or python -m engine --export)")
@@ -176,8 +177,9 @@ class ScriptedRun:
 
 
 def select_layer_and_head(window, layer: int, head: int, fail) -> None:
-    """Select ``layer`` and ``head`` once the model is loaded (its size is known only then); out of
-    range says so (and ends a scripted run with status 2)."""
+    """Select ``layer`` and ``head`` once the model is loaded (its size is known only then). Out of
+    range: the window shows why and ``fail(message)`` ends the run with status 2, with or without
+    --steps or --screenshot. Connect this before a ScriptedRun: it must see the load first."""
 
     def on_result(result) -> None:
         from . import protocol as p
@@ -188,8 +190,8 @@ def select_layer_and_head(window, layer: int, head: int, fail) -> None:
         if not (0 <= layer < result.n_layer and 0 <= head < result.n_head):
             message = (f"--layer {layer} --head {head} is not in {result.info.name}: it has layers 0 to "
                        f"{result.n_layer - 1} and heads 0 to {result.n_head - 1}.")
-            window.errorShown.emit(message)
             window.status_line.say(message, error=True)
+            fail(message)
             return
         window.state.set_layer(layer)
         window.state.set_head(head)
@@ -286,6 +288,13 @@ def main(argv: list[str] | None = None) -> int:
         window.close()
         app.quit()
 
+    def refuse(message: str) -> None:  # one line on stderr, status 2, whatever else was asked for
+        if script is not None:
+            script.finished = True  # no steps, no screenshot
+        _say(f"error: {message}", sys.stderr)
+        done(2)
+
+    select_layer_and_head(window, args.layer, args.head, refuse)  # before the script: it sees the load first
     steps = 3 if args.smoke_test and not args.steps else args.steps
     script = None  # kept referenced: its slots must outlive this block
     if scripted:
@@ -295,7 +304,6 @@ def main(argv: list[str] | None = None) -> int:
         script = ScriptedRun(window, steps=steps, screenshot=None, smoke=False, started=started, done=lambda code: None,
                              opening=bool(args.open))
     window.show_view(args.view)
-    select_layer_and_head(window, args.layer, args.head, done if scripted else None)
     window.show()
     splash.finish(window)
     model = None if args.smoke_test else args.model

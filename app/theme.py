@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pyqtgraph as pg
 from PySide6.QtGui import QColor, QFont, QFontMetrics
-from PySide6.QtWidgets import QApplication, QToolTip
+from PySide6.QtWidgets import QToolTip
 
 # Okabe-Ito
 BLUE = "#0072B2"
@@ -99,10 +99,9 @@ def configure_pyqtgraph() -> None:
     pg.setConfigOptions(imageAxisOrder="row-major", background="w", foreground=DARK, antialias=True)
 
 
-def apply_app_font(theme: Theme) -> None:
-    """Make ``theme.font()`` the application's font and the tooltips' (a dialog is a window of its
-    own: it does not take the main window's font)."""
-    QApplication.setFont(theme.font())
+def apply_tooltip_font(theme: Theme) -> None:
+    """Make ``theme.font()`` the tooltips' font (they are windows of their own, drawn by Qt with
+    one font for the whole application)."""
     QToolTip.setFont(theme.font())
 
 

@@ -319,7 +319,7 @@ class MainWindow(QMainWindow):
 
     def _on_state_theme(self, theme: th.Theme) -> None:
         font = theme.font()
-        th.apply_app_font(theme)  # dialogs (? and F1, About) and tooltips are windows of their own
+        th.apply_tooltip_font(theme)  # tooltips are windows of their own (dialogs take the window's font)
         self.setFont(font)
         self.menuBar().setFont(font)
         self.toolbar.setFont(theme.font(0, bold=True))

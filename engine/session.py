@@ -521,6 +521,19 @@ class Session:
         )
 
 
+WARM_UP_PROMPT = "Hello, this warms the model up"
+
+
+def warm_up(loaded: LoadedModel) -> None:
+    """Take a prefill and one decode step on a short prompt, with every hook, and drop them: the
+    first pass after a load does torch's one-off start-up work (measured 3 to 7 times a later
+    pass), which would otherwise be reported as the prefill's time. Costs two short passes."""
+    session = Session(loaded, SamplingSettings())
+    session.set_prompt(WARM_UP_PROMPT)
+    session.step()
+    session.step()
+
+
 def _step_arrays(rec: dict[str, torch.Tensor], n_layers: int, d: int, n: int, logits: torch.Tensor) -> dict[str, np.ndarray]:
     """The StepRecord arrays of the newest ``n`` positions from one step's captured hook points (see
     STEP_HOOKS; without the cache the whole sequence was fed)."""

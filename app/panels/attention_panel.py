@@ -108,9 +108,6 @@ class AttentionPanel(QGroupBox):
         self.image = _ClickableImage()
         self.image.clicked.connect(self._on_image_clicked)
         self.plot.addItem(self.image)
-        self.query_row = QGraphicsRectItem()
-        self.query_row.setBrush(QBrush(Qt.NoBrush))
-        self.plot.addItem(self.query_row)
         self._rgba = np.zeros((0, 0, 4), np.uint8)  # the image: the coloured matrix, grown in powers of two
         self._rgba_of: tuple[int, int] | None = None  # the layer and head it holds
         self.shown = np.zeros((0, 0), np.float32)  # the attention weights the image shows
@@ -178,7 +175,7 @@ class AttentionPanel(QGroupBox):
 
     def _on_state_selection(self, _value: int) -> None:
         self._sync_spins()
-        self._draw_matrix(ticks=False)
+        self._draw_matrix(ticks=True)  # the marked row and the key it looks at most are always named
         self._draw_overview_marker()
 
     def _sync_spins(self) -> None:
@@ -191,7 +188,9 @@ class AttentionPanel(QGroupBox):
     def _on_state_theme(self, theme: th.Theme) -> None:
         th.style_plot(self.plot, theme, left="query position", bottom="key position")
         th.style_plot(self.overview, theme, left="layer", bottom="head")
-        th.fix_axis_width(self.plot, theme, 13)  # "token pi… 1023": 8 characters, a space, the position
+        # the first and the last key's names stand half outside the matrix: below the corner and the colour bar
+        self.plot.getAxis("bottom").setStyle(hideOverlappingLabels=3 * theme.text_px(-1))
+        th.fix_axis_width(self.plot, theme, 15)  # "▶ token pi… 1023": the mark, 8 characters, a space, the position
         self.colorbar.setColorMap(theme.cmap())
         self._label_colorbar()
         self.colorbar.axis.setTickFont(theme.font(-1))
@@ -201,7 +200,6 @@ class AttentionPanel(QGroupBox):
         self.colorbar.axis.setWidth(ticks + theme.text_px(-1) + 14)
         self._lut = (theme.cmap().getLookupTable(0.0, 1.0, 256, alpha=True)).astype(np.uint8)
         self._rgba_of = None  # new colours: colour every row again
-        self.query_row.setPen(theme.pen(th.SELECTED, width=theme.line + 1))
         self.tile_marker.setPen(theme.pen(th.SELECTED, width=theme.line + 1))
         self.caption.setFont(theme.font())
         px = theme.text_px()
@@ -259,7 +257,6 @@ class AttentionPanel(QGroupBox):
             self.shown = np.zeros((0, 0), np.float32)
             self.masked.setRect(QRectF())
             self.masked_fill.setRect(QRectF())
-            self.query_row.setRect(QRectF())
             self.caption.setText("Run the prefill (Step) to see attention.")
             return
         layer, head = self.state.layer, self.state.head
@@ -269,14 +266,13 @@ class AttentionPanel(QGroupBox):
         self.masked.setRect(QRectF(0, 0, T, T))
         row = self.state.selected_position
         row = min(max(row, 0), T - 1)
-        self.query_row.setRect(QRectF(0, row, T, 1))
         self.plot.getViewBox().setLimits(xMin=0, xMax=T, yMin=0, yMax=T, minXRange=min(T, 4), minYRange=min(T, 4))
         if not self._zoomed:
             self.plot.setRange(xRange=(0, T), yRange=(0, T), padding=0)
         piece = self._pieces[row] if row < len(self._pieces) else ""
         newest = " (the newest query, predicting the next token)" if row == T - 1 else ""
         self.caption.setText(
-            f"Layer {layer}, head {head}: row {row} “{piece}”{newest} is outlined; "
+            f"Layer {layer}, head {head}: row {row} “{piece}”{newest} is marked ▶; "
             "hatched cells are masked future positions."
         )
         if ticks:
@@ -296,18 +292,28 @@ class AttentionPanel(QGroupBox):
         return self._rgba[:T, :T]
 
     def _set_ticks(self, T: int) -> None:
-        width = max(self.view.width(), 300)
-        height = max(self.view.height(), 200)
-        font_px = self.state.theme.font_pt * 1.6
-        (x0, x1), (y0, y1) = self.plot.getViewBox().viewRange() if self._zoomed else ((0, T), (0, T))
+        box = self.plot.getViewBox()
+        width, height = max(box.width(), 100), max(box.height(), 100)
+        line = self.state.theme.text_px(-1)  # a tick label's height
+        (x0, x1), (y0, y1) = box.viewRange() if self._zoomed else ((0, T), (0, T))
         span_x, span_y = max(1.0, x1 - x0), max(1.0, y1 - y0)  # the positions in view
-        step_x = _nice_step(span_x / max(1, width / (font_px * 6)))
-        step_y = _nice_step(span_y / max(1, height / (font_px * 1.8)))
+        step_x = _nice_step(span_x / max(1, width / (line * 5)))
+        step_y = _nice_step(span_y / max(1, height / (line * 1.15)))  # every row once a row is a line tall
         pieces = self._pieces[:T]
         finest_x, finest_y = _nice_step(span_x / (width / 4)), _nice_step(span_y / (height / 4))  # tick marks >= 4 px apart
+        # always named: the newest row and the selected one, and the key the selected row looks at most
+        row = min(max(self.state.selected_position, 0), T - 1)
+        weights = self.shown[row] if row < len(self.shown) else np.zeros(0)
+        strongest = [int(np.nanargmax(weights))] if weights.size and np.isfinite(weights).any() else []
         # positions on both axes: "piece 12"
-        self.plot.getAxis("bottom").setTicks(_tick_levels(step_x, len(pieces), lambda i: f"{clip(pieces[i], 6)} {i}", finest=finest_x))
-        self.plot.getAxis("left").setTicks(_tick_levels(step_y, len(pieces), lambda i: f"{clip(pieces[i], 8)} {i}", finest=finest_y))
+        self.plot.getAxis("bottom").setTicks(
+            _tick_levels(step_x, len(pieces), lambda i: f"{clip(pieces[i], 6)} {i}", finest=finest_x, always=strongest)
+        )
+        self.plot.getAxis("left").setTicks(
+            # the selected row is marked by its label, not over its cells (an outline hid a thin row)
+            _tick_levels(step_y, len(pieces), lambda i: f"{'▶ ' if i == row else ''}{clip(pieces[i], 8)} {i}",
+                         finest=finest_y, always=[T - 1, row])
+        )
 
     def _draw_overview(self) -> None:
         L, H = self.history.shape
@@ -346,11 +352,18 @@ def _nice_step(step: float) -> int:
     return 1 << max(0, math.ceil(math.log2(max(step, 1))))
 
 
-def _tick_levels(step: int, count: int, text, *, offset: float = 0.5, scale: float = 1.0, finest: int = 1) -> list:
+def _tick_levels(step: int, count: int, text, *, offset: float = 0.5, scale: float = 1.0, finest: int = 1,
+                 always=()) -> list:
     """pyqtgraph tick levels for ``count`` labelled cells: every ``step``-th cell first, then the ones
     between at finer levels down to every ``finest``-th; pyqtgraph labels a finer level only while its
-    text still fits, so labels never overlap into mush."""
-    levels, shown = [], set()
+    text still fits, so labels never overlap into mush. The cells in ``always`` are labelled in the
+    first level, and the every-``step``-th labels too near them left out."""
+    must = sorted({i for i in always if 0 <= i < count})
+    first = [i for i in range(0, count, step) if all(abs(i - m) >= step for m in must)] + must
+    levels, shown = [[(i * scale + offset, text(i)) for i in sorted(first)]], set(first) | set(range(0, count, step))
+    if step <= finest:
+        return levels
+    step //= 2
     while True:
         level = [(i * scale + offset, text(i)) for i in range(0, count, step) if i not in shown]
         shown.update(range(0, count, step))

@@ -16,15 +16,15 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, QTimer, Signal
-from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGridLayout, QVBoxLayout, QWidget
 
 from engine.tokens import clip
 
 from .. import theme as th
 from ..guard import guarded
 from ..state import AppState
-
 from .heatmap import heatmap_view, show_heat
+from .steady_label import SteadyLabel
 
 
 def row_ticks(rows: int, pieces, height: int, text_px: int) -> list[tuple[float, str]]:
@@ -45,14 +45,12 @@ class CachePanel(QWidget):
     def __init__(self, state: AppState, parent: QWidget | None = None):
         super().__init__(parent)
         self.state = state
-        self.header = QLabel("Step once to see what the KV cache holds.")
-        self.header.setWordWrap(True)
+        # labels that keep the height their text needs: squeezed, the layout cut them to one line
+        self.header = SteadyLabel("Step once to see what the KV cache holds.")
         self.keys_view, self.keys_image = heatmap_view()
         self.values_view, self.values_image = heatmap_view()
         self.query_view, self.query_image = heatmap_view()
-        self.keys_caption, self.values_caption, self.query_caption = QLabel(), QLabel(), QLabel()
-        for label in (self.keys_caption, self.values_caption, self.query_caption):
-            label.setWordWrap(True)
+        self.keys_caption, self.values_caption, self.query_caption = SteadyLabel(), SteadyLabel(), SteadyLabel()
         self.query_view.setFixedHeight(120)
         self.query_view.getPlotItem().hideAxis("left")  # one row: no position axis
         self.time_view = pg.PlotWidget()
@@ -66,8 +64,7 @@ class CachePanel(QWidget):
                                                   name="without it: the whole sequence again")
         tp.addItem(self.cached_points)
         tp.addItem(self.uncached_points)
-        self.time_caption = QLabel()
-        self.time_caption.setWordWrap(True)
+        self.time_caption = SteadyLabel()
         grid = QGridLayout()
         grid.addWidget(self.query_caption, 0, 0)
         grid.addWidget(self.keys_caption, 0, 1)

@@ -74,6 +74,9 @@ class CaptionedPlot(QWidget):
         layout.addWidget(self.view)
         self.values = np.zeros(0, np.float32)
 
+    def restyle(self, theme: th.Theme) -> None:
+        """Room for the axes' text in ``theme``'s font."""
+
 
 class VectorStrip(CaptionedPlot):
     """One vector as a strip of colours (one column per dimension), with a caption above it."""
@@ -85,6 +88,12 @@ class VectorStrip(CaptionedPlot):
         self.image = pg.ImageItem()
         self.image.setColorMap(pg.colormap.get(DIVERGING))
         self.plot.addItem(self.image)
+
+    def restyle(self, theme: th.Theme) -> None:
+        """Room for the dimension numbers under the strip in ``theme``'s font (a projector's too)."""
+        axis = theme.text_px(-1) + 8
+        self.plot.getAxis("bottom").setHeight(axis)
+        self.view.setFixedHeight(STRIP_H - 18 + axis)
 
     def show_vector(self, values: np.ndarray, note: str = "") -> None:
         values = np.asarray(values, dtype=np.float32).ravel()
@@ -107,6 +116,14 @@ class PositionBars(CaptionedPlot):
         self.plot.showGrid(y=True, alpha=0.25)
         self.bars = pg.BarGraphItem(x=[], height=[], width=0.8)
         self.plot.addItem(self.bars)
+
+    def restyle(self, theme: th.Theme) -> None:
+        """Two lines of tick text under the bars (each position's token, then its number) and a y
+        axis with room for its numbers, in ``theme``'s font."""
+        axis = 2 * theme.text_px(-1) + 10
+        self.plot.getAxis("bottom").setHeight(axis)
+        th.fix_axis_width(self.plot, theme, 5)  # "-12.5", "0.25"
+        self.view.setFixedHeight(110 + axis)
 
     def show_values(self, values: np.ndarray, pieces: list[str], note: str, color: str) -> None:
         values = np.asarray(values, dtype=np.float32)
@@ -291,6 +308,8 @@ class InsidePanel(QWidget):
         self.header.setFont(theme.font(1, bold=True))
         for view in self.findChildren(pg.PlotWidget):  # tick labels large enough to read in projector mode
             th.style_plot(view.getPlotItem(), theme)
+        for plot in self.findChildren(CaptionedPlot):  # and the room to show them
+            plot.restyle(theme)
 
     # ------------------------------------------------------------ drawing
     def show_inside(self, trace, pieces: dict[int, str]) -> None:

@@ -51,7 +51,7 @@ class LogitsPanel(QGroupBox):
     tokenChosen = Signal(int)
 
     def __init__(self, state: AppState, parent: QWidget | None = None):
-        super().__init__("4 · Logits: the next-token candidates", parent)
+        super().__init__("4 · Candidates: the logits of the next token", parent)
         self.short_title = "4 Candidates"
         self.state = state
         self._ids = np.zeros(0, np.int64)
@@ -61,15 +61,15 @@ class LogitsPanel(QGroupBox):
         self.n_spin.setValue(state.top_n)
         self.n_spin.valueChanged.connect(state.set_top_n)
         self.summary = SteadyLabel("Step once to see the candidates.")
-        head = QHBoxLayout()
-        head.addWidget(self.summary, 1)
-        head.addWidget(QLabel("Show top"))
-        head.addWidget(self.n_spin)
+        foot = QHBoxLayout()  # under the plots: the summary above them has the whole width (one line)
         self.legend = QLabel(
             f"<span style='color:{th.CHOSEN}'>■</span> chosen &nbsp; "
             f"<span style='color:{th.CANDIDATE}'>■</span> can be drawn &nbsp; "
-            f"<span style='color:{th.REMOVED}'>■</span> removed by top-k / top-p"
+            f"<span style='color:{th.REMOVED}'>■</span> removed (top-k, top-p)"
         )
+        foot.addWidget(self.legend, 1)
+        foot.addWidget(QLabel("Show top"))
+        foot.addWidget(self.n_spin)
         self.legend.setWordWrap(True)  # projector fonts: wrap rather than widen the window
         self.legend.setToolTip("Click a bar to choose that token instead")
 
@@ -108,9 +108,9 @@ class LogitsPanel(QGroupBox):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 4, 6, 4)  # ten rows of candidates fit a 1280 x 720 projector
         layout.setSpacing(4)
-        layout.addLayout(head)
+        layout.addWidget(self.summary)
         layout.addLayout(plots, 1)
-        layout.addWidget(self.legend)
+        layout.addLayout(foot)
 
         # another width: other room for the labels right of the bars
         self.prob_plot.getViewBox().sigResized.connect(self._on_prob_box_resized)
@@ -176,7 +176,7 @@ class LogitsPanel(QGroupBox):
         """Room for every candidate's row at the height of its label, and for the axes."""
         theme = self.state.theme
         px = theme.text_px()
-        rows = min(self.state.top_n, ROWS_ASKED) * theme.text_px(-2)  # each candidate's row as tall as its label
+        rows = min(self.state.top_n, ROWS_ASKED) * (theme.text_px(-2) + 1)  # each candidate's row a pixel taller than its label
         self._needs = [
             (self.logit_plot, th.need_area(self.logit_view, self.logit_plot, 4 * px, rows)),
             (self.prob_plot, th.need_area(self.prob_view, self.prob_plot, 5 * px, rows)),
@@ -239,14 +239,18 @@ class LogitsPanel(QGroupBox):
         self._place_rows()
         outside = ""
         if trace.chosen not in set(ids.tolist()):
-            outside = f" — outside the top {n}"
+            outside = f" It is outside the top {n}."
         by = {"user": "chosen by you", "greedy": "greedy", "sampled": "sampled"}[trace.record.chosen_by]
-        self.summary.setText(
-            f"Chosen: <b>“{escape(trace.chosen_piece, quote=False)}”</b> ({by}): sampling p <b>{trace.sampling_prob:.1%}</b>, "
-            f"model p {trace.model_prob:.1%}, rank {trace.chosen_rank:,}{outside}. Entropy: sampling "
-            f"<b>{trace.sampling_entropy_bits:.2f}</b> of {trace.sampling_entropy_ceiling_bits:.2f} bits "
-            f"({trace.tokens_left:,} tokens left), model {trace.model_entropy_bits:.2f} of "
-            f"{trace.model_entropy_ceiling_bits:.1f} bits."
+        self.summary.setText(  # two lines on a 1280 x 720 projector: its lines are taken from the plots' height
+            f"<b>“{escape(trace.chosen_piece, quote=False)}”</b>: sampling p <b>{trace.sampling_prob:.1%}</b>, "
+            f"model p {trace.model_prob:.1%}, rank {trace.chosen_rank:,}"
+        )  # the entropies: in its tooltip, the Sampling view and the ? text
+        self.summary.setToolTip(
+            f"“{trace.chosen_piece}”, {by}. Sampling probability: after the penalty, temperature, top-k and top-p, "
+            f"what the draw used. Model probability: the softmax of the raw logits. Sampling entropy "
+            f"{trace.sampling_entropy_bits:.2f} bits, at most {trace.sampling_entropy_ceiling_bits:.2f} (log2 of the "
+            f"{trace.tokens_left:,} tokens left); model entropy {trace.model_entropy_bits:.2f} bits, at most "
+            f"{trace.model_entropy_ceiling_bits:.1f} (log2 of the vocabulary).{outside}"
         )
 
     def _place_rows(self) -> None:

@@ -173,7 +173,10 @@ class StagesPanel(QWidget):
             f"The other {st.rest_tokens:,} tokens of the vocabulary: the penalty touched {st.rest_penalised:,} of them, "
             f"top-k removed {st.rest_removed_by_top_k:,} and top-p {st.rest_removed_by_top_p:,}; together they hold "
             f"{st.rest_prob:.2%} of the sampling probability. Shown + rest = {total:.4f}. Softmax turns logits into "
-            "probabilities: each is e^logit divided by the sum over every token."
+            "probabilities: each is e^logit divided by the sum over every token. Entropy: sampling "
+            f"{trace.sampling_entropy_bits:.2f} of at most {trace.sampling_entropy_ceiling_bits:.2f} bits (the "
+            f"{trace.tokens_left:,} tokens left), model {trace.model_entropy_bits:.2f} of at most "
+            f"{trace.model_entropy_ceiling_bits:.1f} bits (the whole vocabulary)."
         )
         self.table.scrollToItem(self.table.item(chosen_row, 0))  # the chosen row always in view
         self._draw_the_draw(st, pieces, record, greedy)

@@ -90,7 +90,7 @@ def test_a_plot_panel_as_svg_holds_its_drawing(window, qtbot, tmp_path):
     shapes = [e for e in root.iter() if e.tag in (f"{SVG}path", f"{SVG}polyline", f"{SVG}rect")]
     texts = " ".join("".join(e.itertext()) for e in root.iter(f"{SVG}text"))
     assert len(shapes) > 20  # bars, axes, grid: paths, not one embedded picture
-    assert "Logits" in texts  # the panel's title, as text
+    assert "Candidates" in texts  # the panel's title, as text
     top = result.trace.candidate_pieces[0]
     assert top in texts  # the best candidate's label on the bar axis
     # a panel without a plot has no SVG: said on the status line, nothing written
@@ -192,7 +192,7 @@ def test_the_menus_and_the_panel_buttons(window):
     assert entries[0] == "Picture of the window…" and "Candidates table (CSV)…" in entries and "History table (CSV)…" in entries
     panels = next(a.menu() for a in export.actions() if a.text() == "Picture of a panel")
     assert [a.text() for a in panels.actions()] == [
-        "Prompt and tokens…", "Embeddings…", "Attention…", "Logits…", "Sampling…", "KV cache…",
+        "Prompt and tokens…", "Embeddings…", "Attention…", "Candidates…", "Sampling…", "KV cache…",
         "Inside view…", "Sampling view…", "KV cache view…", "Branches view…",
     ]  # fmt: skip
     assert len(window.exporter.buttons) == 6

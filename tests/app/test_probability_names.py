@@ -41,8 +41,13 @@ def test_the_chosen_tokens_probabilities_read_the_same_in_every_view(window, qtb
 
     summary = window.logits.summary.text()  # the Candidates panel
     assert f"sampling p <b>{sampling}</b>" in summary and f"model p {model}" in summary
-    assert f"sampling <b>{trace.sampling_entropy_bits:.2f}</b> of {trace.sampling_entropy_ceiling_bits:.2f} bits" in summary
-    assert f"model {trace.model_entropy_bits:.2f} of {trace.model_entropy_ceiling_bits:.1f} bits" in summary
+    window.show_view("sampling")
+    rest = window.sampling_view.rest.text()  # the Sampling view: both entropies, each with its ceiling
+    assert f"sampling {trace.sampling_entropy_bits:.2f} of at most {trace.sampling_entropy_ceiling_bits:.2f} bits" in rest
+    assert f"model {trace.model_entropy_bits:.2f} of at most {trace.model_entropy_ceiling_bits:.1f} bits" in rest
+    tip = window.logits.summary.toolTip()  # both entropies, each with its ceiling
+    assert f"model entropy {trace.model_entropy_bits:.2f} bits, at most {trace.model_entropy_ceiling_bits:.1f}" in tip
+    assert f"Sampling entropy {trace.sampling_entropy_bits:.2f} bits, at most {trace.sampling_entropy_ceiling_bits:.2f}" in tip
     status = window.status_line.status_label.text()
     assert f"sampling p {sampling}, model p {model}" in status and f"Token {trace.step + 1} " in status
 

@@ -13,7 +13,6 @@ from PySide6.QtGui import QFont, QFontInfo
 from PySide6.QtWidgets import (
     QAbstractButton,
     QAbstractSpinBox,
-    QApplication,
     QComboBox,
     QGroupBox,
     QLabel,
@@ -89,7 +88,7 @@ def small_widgets(root, floor: int) -> list[str]:
 def small_plot_text(view: pg.GraphicsView, floor: int) -> list[str]:
     """Every axis, title, legend and text item of ``view`` smaller than ``floor`` pixels."""
     problems = []
-    app_font = QApplication.font()
+    app_font = view.font()  # what an item without a font of its own is drawn in
     for item in view.scene().items():
         if not item.isVisible():
             continue

@@ -32,7 +32,7 @@ def test_steps_run_on_the_worker_thread(window, qtbot, forward_calls):
     assert second.trace.step == 1 and second.trace.record.n_new == 1
     assert len(forward_calls) == 2
     assert threading.main_thread().name not in forward_calls  # the GUI thread never ran a forward pass
-    assert "Step 1" in window.status_line.status_label.text()
+    assert window.status_line.status_label.text().startswith("Token 2 (step 1,")  # the chips count 2 generated
 
 
 def test_panels_reflect_the_step_record(window, qtbot):
@@ -194,16 +194,16 @@ def test_typing_a_prompt_retokenizes(window, qtbot):
 
 def test_projector_mode_enlarges_fonts_and_switches_colour_map(window, qtbot):
     run(qtbot, window, window.step, p.Step)
-    small = window.font().pointSize()
+    small = window.font().pixelSize()
     with qtbot.waitSignal(window.state.themeChanged, timeout=10_000):  # restyled one panel per turn
         window.commands.projector_action.trigger()
         assert window.state.theme.name == "projector"
-    big = window.font().pointSize()
+    big = window.font().pixelSize()
     assert big > small
     assert window.attention.colorbar.colorMap().name == "cividis"
     with qtbot.waitSignal(window.state.themeChanged, timeout=10_000):
         window.commands.projector_action.trigger()
-    assert window.state.theme.name == "normal" and window.font().pointSize() < big
+    assert window.state.theme.name == "normal" and window.font().pixelSize() < big
 
 
 def test_generation_stops_when_the_context_is_full(make_window, qtbot, tiny_model):

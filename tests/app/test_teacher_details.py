@@ -1,0 +1,70 @@
+"""Small things a teacher hits (issue 22, part 6): ``--view overview``; ``--layer``/``--head`` out of
+range refused with status 2 even without ``--steps``; page buttons and panel titles with the same
+names; a status line that stays one line at 1280 x 720 in projector mode and counts as the chips do."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.main import parse_args
+from app.views import VIEW_BUTTONS, VIEWS
+
+from .helpers import run
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_view_overview_is_the_first_view_and_main_stays_an_alias(window):
+    assert parse_args(["--view", "overview"]).view == "overview" and parse_args([]).view == "overview"
+    assert parse_args(["--view", "main"]).view == "main"
+    assert list(VIEWS)[0] == "overview" and VIEW_BUTTONS["overview"] == "Overview"
+    window.show_view("inside")
+    window.show_view("main")
+    assert window.views.currentIndex() == 0 and window.commands.view_buttons.button(0).text() == "Overview"
+    window.show_view("inside")
+    window.show_view("overview")
+    assert window.views.currentIndex() == 0
+
+
+@pytest.mark.slow  # a whole app run in a child process
+@pytest.mark.parametrize("extra", [[], ["--screenshot", "never.png"]], ids=["no-steps", "screenshot"])
+def test_a_layer_or_head_out_of_range_is_refused_with_status_2(tmp_path, extra):
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", PYTHONPATH=str(ROOT), HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path))
+    extra = [str(tmp_path / e) if e.endswith(".png") else e for e in extra]
+    done = subprocess.run(
+        [sys.executable, "-m", "app", "--model", str(ROOT / "resources/models/gpt2-tiny-demo"), "--head", "9", *extra],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180,
+    )
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert done.returncode == 2, done.stderr
+    assert errors == ["error: --layer 0 --head 9 is not in gpt2-tiny-demo: it has layers 0 to 3 and heads 0 to 3."]
+    assert not (tmp_path / "never.png").exists()
+
+
+def test_page_buttons_and_panel_titles_use_the_same_names(window, qtbot):
+    window.state.set_projector(True)  # several pages: their buttons show
+    window.resize(1280, 720)
+    qtbot.waitUntil(lambda: len(window.stages.pages) > 1, timeout=5_000)
+    buttons = " · ".join(b.text() for b in window.stages.page_buttons.buttons())
+    for panel in window.stages.panels():
+        number, name = panel.short_title.split(" ", 1)
+        assert panel.title().startswith(f"{number} · {name}"), (panel.short_title, panel.title())
+        assert panel.short_title in buttons
+
+
+def test_the_status_line_is_one_line_and_counts_as_the_chips_do(window, qtbot):
+    window.state.set_projector(True)
+    window.resize(1280, 720)
+    for _ in range(3):
+        result = run(qtbot, window, window.step, p.Step)
+        qtbot.wait(10)
+        label = window.status_line.status_label
+        assert label.heightForWidth(label.width()) <= label.fontMetrics().height() + 2, label.text()
+        generated = int(re.search(r"(\d+)</b> generated", window.tokens.counts.text()).group(1))
+        assert label.text().startswith(f"Token {generated} ") and generated == result.trace.step + 1
