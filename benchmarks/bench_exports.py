@@ -92,7 +92,7 @@ def main() -> None:
     beat.start()
     last[0] = time.perf_counter()
     started = time.perf_counter()
-    window.export_table("history", folder / "history.csv")
+    window.exporter.export_table("history", folder / "history.csv")
     (outcome,) = wait_for(window.exporter.saved)
     took = time.perf_counter() - started
     beat.stop()
@@ -106,7 +106,7 @@ def main() -> None:
         gaps[:] = [0.0]
         beat.start()
         last[0] = t = time.perf_counter()
-        assert window.export_picture(window, folder / f"window{i}.png"), window.status_label.text()
+        assert window.exporter.export_picture(window, folder / f"window{i}.png"), window.status_line.status_label.text()
         calls.append((time.perf_counter() - t) * 1e3)
         wait_for(window.exporter.saved)
         beat.stop()

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from app import protocol as p
 from app.main import parse_args
 from app.views import VIEW_BUTTONS, VIEWS
 
