@@ -104,9 +104,24 @@ def test_the_embeddings_view_has_no_position_vector_to_show(stepped, qtbot):
     assert "RoPE adds no position vector" in panel.caption.text()
 
 
-def test_the_flow_draws_the_familys_boxes(stepped, qtbot):
+def test_the_flow_and_the_tour_adapt_to_the_family(stepped, qtbot):
+    from app.flow_numbers import flow_numbers
+    from app.panels.flow_panel import family_title, mlp_line
+    from app.tour import STAGES, sentence
+
     window, result = stepped
+    info = result.info
+    n = flow_numbers(result, layer=1, head=0)
+    assert n.rope and n.family == info.family and n.kv_heads == info.kv_heads < n.n_head
+    assert family_title("ln_final", n) == "4 · Final RMSNorm"
+    assert sentence("embedding", n).count("adds no position vector") == 1 and "position table" not in sentence("embedding", n)
+    assert "RMSNorm" in sentence("ln_final", n) and "shift" not in sentence("ln_final", n)
+    assert f"{info.kv_heads} key/value heads rather than {info.n_head}" in sentence("kv", n)
+    assert f"share {info.kv_heads} key/value heads" in sentence("attention", n)
+    moe = info.family in ("GraniteMoe", "Mixtral")
+    assert n.moe == moe and ("experts" in mlp_line(n)) == moe and ("experts it routes" in sentence("mlp", n)) == moe
+    for stage, _box in STAGES:  # every sentence fills in for this family
+        assert "{" not in sentence(stage, n)
     window.show_view("flow")
-    flow = window.flow_view.panel if hasattr(window.flow_view, "panel") else window.flow_view
-    grabbed = window.grab()
-    assert not grabbed.isNull()
+    image = window.flow_view.flow.grab().toImage()
+    assert image.width() > 200 and image.pixelColor(image.width() // 2, image.height() // 2).isValid()
