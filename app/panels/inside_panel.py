@@ -425,6 +425,8 @@ class InsidePanel(QWidget):
         self.family_box.setHidden(not t.rope)
         if not t.rope:
             return
+        self.family_box.setTitle(f"What {t.family} does differently in block {L}: RoPE, grouped heads, "
+                                 + ("a mixture of experts" if t.router_probs is not None else "a gated MLP"))
         n = t.ln1_normalized[L]
         self.ln1_norm.show_vector(n, f"root mean square {float(np.sqrt((n ** 2).mean())):.3f} (mean {n.mean():+.3f} is left in); divided by {t.ln1_scale[L]:.3f}")
         self.ln1_out.show_vector(t.ln1_out[L])
@@ -444,6 +446,7 @@ class InsidePanel(QWidget):
         turned = np.mod(angles, 2 * np.pi)
         self.angles.show_values(turned, [str(i) for i in range(len(turned))],
                                 f"radians (modulo a full turn, 2π) each pair is turned at position {t.position}", th.BLUE)
+        _one_line_ticks(self.angles, [str(i) for i in range(len(turned))])
         heads, kvs = t.n_head, t.kv_heads
         runs = "; ".join(f"kv head {j}: query heads {', '.join(str(h) for h in np.flatnonzero(t.kv_head == j))}" for j in range(kvs))
         self.gqa_text.setText(
@@ -476,6 +479,7 @@ class InsidePanel(QWidget):
                                f"a router picks {len(chosen)} of them for this token.")
         self.router.show_values(probs, [f"e{i}" for i in range(len(probs))],
                                 "softmax of the router's logits over every expert", th.ORANGE)
+        _one_line_ticks(self.router, [f"e{i}" for i in range(len(probs))])
         picks = ", ".join(f"expert {int(e)} × {float(w):.3f}" for e, w in zip(chosen, t.expert_weights[L]))
         self.experts_text.setText(
             f"Chosen for this token: {picks} (their outputs, times these weights, are added). {t.router_rule} "
@@ -604,6 +608,12 @@ class InsidePanel(QWidget):
     def _n_ctx(self) -> int:
         result = self.state.result
         return int(result.info.n_positions) if result is not None else 0
+
+
+def _one_line_ticks(bars: PositionBars, labels: list[str]) -> None:
+    """Label the bars with ``labels`` alone (PositionBars writes a token over its position: two lines)."""
+    step = max(1, len(labels) // 32)
+    bars.plot.getAxis("bottom").setTicks([[(i, labels[i]) for i in range(0, len(labels), step)]])
 
 
 def _table() -> QTableWidget:
