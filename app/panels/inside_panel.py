@@ -440,6 +440,8 @@ class InsidePanel(QWidget):
             f"{dh // 2 - 1} only {float(angles[-1]):.4f}. The lengths stay the same. A key at position j was turned by "
             f"j × the same frequencies, so q · k depends on the angle between them, (position − j) × frequency: "
             f"the score depends on how far apart the two tokens are, not on where they are."
+            + (" Qwen3 first divides each head's q and k by their root mean square (q_norm, k_norm): the strips "
+               "show q and k after that, as RoPE receives them." if t.family == "Qwen3" else "")
         )
         self.rot_q.show_vector(t.rot_q[L, H], f"q turned by position {t.position}; length {_norm(t.q[L, H]):.2f} before")
         self.rot_k.show_vector(t.rot_k[L, kv], f"key/value head {kv}; the KV cache keeps this rotated key")
