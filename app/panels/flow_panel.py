@@ -73,7 +73,7 @@ def mlp_line(n: FlowNumbers) -> str:
     """The expanded block's MLP line: a gated MLP, or the experts of a mixture-of-experts block."""
     L = n.layer
     if n.moe:
-        return f"experts add {n.mlp_norms[L]:.1f} ({n.n_active_params / n.n_params:.0%} of weights active)"
+        return f"experts add {n.mlp_norms[L]:.1f} · {n.n_active_params / n.n_params:.0%} active"
     return f"gated MLP adds {n.mlp_norms[L]:.1f}" if n.rope else f"MLP adds {n.mlp_norms[L]:.1f}"
 
 
