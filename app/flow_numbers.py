@@ -53,6 +53,10 @@ class FlowNumbers:
     kv_positions: int [L], positions cached per layer after this step; kv_added: rows each layer
     gained this step; kv_bytes.
     text_tail: the last characters of the context before the chosen token.
+    family: the model's family; rope: True when it turns q and k by position instead of adding a
+    position vector (pos_norm is then 0 and means nothing) and normalises with RMSNorm; kv_heads:
+    key/value heads (n_head with full heads); moe: True when each block's MLP is a mixture of experts
+    (n_active_params of n_params run for each token).
     """
 
     step: int
@@ -110,6 +114,12 @@ class FlowNumbers:
     kv_bytes: int
     kv_capacity: int
     text_tail: str
+    family: str = "GPT-2"
+    rope: bool = False
+    kv_heads: int = 0
+    moe: bool = False
+    n_params: int = 0
+    n_active_params: int = 0
 
 
 def flow_numbers(result: SessionResult, layer: int = 0, head: int = 0, tail_chars: int = 60) -> FlowNumbers | None:
@@ -177,4 +187,7 @@ def flow_numbers(result: SessionResult, layer: int = 0, head: int = 0, tail_char
         kv_positions=np.asarray(kv.key_positions, dtype=np.int64), kv_added=rec.n_new if kv.positions else 0,
         kv_bytes=int(kv.total_bytes), kv_capacity=int(kv.capacity),
         text_tail=context[-tail_chars:],
+        family=info.family, rope=info.family != "GPT-2", kv_heads=int(info.kv_heads),
+        moe=bool(info.n_active_params) and info.n_active_params < info.n_params,
+        n_params=int(info.n_params), n_active_params=int(info.n_active_params or info.n_params),
     )

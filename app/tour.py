@@ -29,6 +29,10 @@ STAGES: tuple[tuple[str, str], ...] = (
 )
 
 
+# stages whose sentence reads differently for the Llama design (RoPE, RMSNorm, grouped heads, gated MLP or experts)
+ROPE_VARIANTS = ("embedding", "attention", "mlp", "kv", "ln_final", "lm_head")
+
+
 def quoted(piece: str) -> str:
     """A token's text between quotes, its leading-space mark (␣) written as the space it is."""
     return "'" + piece.replace("␣", " ") + "'"
@@ -54,6 +58,9 @@ def values(n: FlowNumbers) -> dict:
         chosen=quoted(n.chosen_piece), chosen_id=n.chosen_id, chosen_rank=n.chosen_rank,
         chosen_logit=n.chosen_logit, chosen_model_prob=n.chosen_model_prob, chosen_sampling_prob=n.chosen_sampling_prob,
         u=n.draw_u, draw_start=n.draw_start, draw_end=n.draw_end, next_position=n.context_len,
+        family=n.family, kv_heads=n.kv_heads or n.n_head, group=n.n_head // (n.kv_heads or n.n_head),
+        mlp_kind="experts it routes this token to" if n.moe else "gated MLP",
+        active_share=n.n_active_params / n.n_params if n.n_params else 1.0,
     )
 
 
@@ -66,6 +73,8 @@ def template_key(stage: str, n: FlowNumbers) -> str:
             return "draw_greedy"
     if stage == "tokens" and len(n.input_ids) > 1:
         return "tokens_prefill"
+    if n.rope and stage in ROPE_VARIANTS:
+        return f"{stage}_rope"
     return stage
 
 

@@ -15,7 +15,7 @@ from time import perf_counter
 import numpy as np
 import torch
 
-from . import hf_compat, hooks
+from . import families, hf_compat, hooks
 from .errors import SessionError
 from .inside_trace import InsideTrace, ParamPart
 from .sampling import top_ids
@@ -33,10 +33,32 @@ _PATH = (
     "blocks.{L}.mlp.hook_pre", "blocks.{L}.mlp.hook_post", "blocks.{L}.hook_mlp_out", "blocks.{L}.hook_resid_post",
     "ln_final.hook_scale", "ln_final.hook_normalized", "ln_final.hook_out",
 )
+# ... and for the Llama design and its MoE variant (those in the family's table).
+_FAMILY_PATH = (
+    "blocks.{L}.attn.hook_k", "blocks.{L}.attn.hook_rot_q", "blocks.{L}.attn.hook_rot_k", "blocks.{L}.mlp.hook_pre_linear",
+    "blocks.{L}.mlp.hook_expert_weights", "blocks.{L}.mlp.hook_expert_indices", "blocks.{L}.mlp.hook_topk_weights",
+)
+
+# How each mixture-of-experts family's router turns its logits into the chosen experts' weights
+# (from its transformers modeling source).
+ROUTER_RULES = {
+    "Mixtral": "Mixtral's router takes the softmax over all {E} experts, keeps the {k} highest and "
+               "divides them by their sum, so the chosen weights add up to 1.",
+    "GraniteMoe": "GraniteMoe's router first keeps the {k} highest logits, then takes the softmax over those "
+                  "{k} alone (the probabilities over all {E} experts shown here are never computed by it; "
+                  "the chosen weights come out the same).",
+}
+
+
+_LLAMA_PARTS = {"input_layernorm": "RMSNorm 1", "self_attn": "attention", "post_attention_layernorm": "RMSNorm 2",
+                "mlp": "MLP", "block_sparse_moe": "MLP"}
 
 
 def param_parts(model) -> tuple[ParamPart, ...]:
-    """Every parameter of a GPT2LMHeadModel by part (a tied LM head is the token embedding: listed once)."""
+    """Every parameter of a GPT2LMHeadModel (or a Llama-design model) by part (a tied LM head is the
+    token embedding: listed once)."""
+    if families.family_of(model).rope:
+        return _llama_param_parts(model)
     parts = []
     for name, param in model.named_parameters():  # named_parameters lists a tied weight once
         bits = name.split(".")
@@ -53,11 +75,32 @@ def param_parts(model) -> tuple[ParamPart, ...]:
     return tuple(parts)
 
 
+def _llama_param_parts(model) -> tuple[ParamPart, ...]:
+    """model.embed_tokens, model.layers.{L}.(input_layernorm|self_attn|post_attention_layernorm|mlp|block_sparse_moe), model.norm, lm_head."""
+    parts = []
+    for name, param in model.named_parameters():
+        bits = name.split(".")
+        if bits[0] == "lm_head":
+            part = "LM head"
+        elif bits[1] == "embed_tokens":
+            part = "token embedding"
+        elif bits[1] == "norm":
+            part = "final RMSNorm"
+        else:
+            part = f"block {bits[2]} {_LLAMA_PARTS[bits[3]]}"
+        parts.append(ParamPart(part, name, tuple(param.shape)))
+    return tuple(parts)
+
+
 def lm_head_tied(model) -> bool:
     """True when the LM head's weight is the token embedding matrix (the same tensor)."""
-    return model.lm_head.weight is model.transformer.wte.weight or (
-        model.lm_head.weight.data_ptr() == model.transformer.wte.weight.data_ptr()
-    )
+    embed = model.get_input_embeddings().weight
+    return model.lm_head.weight is embed or model.lm_head.weight.data_ptr() == embed.data_ptr()
+
+
+def final_norm(model):
+    """The norm before the LM head: GPT-2's ln_f, the Llama design's model.norm."""
+    return model.transformer.ln_f if hasattr(model, "transformer") else model.model.norm
 
 
 def top_by_id(logits: torch.Tensor, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -79,7 +122,8 @@ def logit_lens(model, resid: torch.Tensor, next_ids: np.ndarray, k: int = LENS_T
     out_ids, out_logits, probs, ranks = [], [], [], []
     next_t = torch.as_tensor(np.asarray(next_ids, dtype=np.int64))
     for lo in range(0, resid.shape[0], chunk):
-        logits = model.lm_head(model.transformer.ln_f(resid[lo : lo + chunk])).float()  # [n, V]
+        logits = model.lm_head(final_norm(model)(resid[lo : lo + chunk])).float()  # [n, V]
+        logits = logits / getattr(model.config, "logits_scaling", 1.0)  # GraniteMoe divides its logits
         ids, top = top_by_id(logits, k)
         nxt = next_t[lo : lo + chunk]
         picked = logits.gather(1, nxt[:, None])  # [n, 1]
@@ -120,8 +164,8 @@ def inside(session, step: int | None = None, position: int | None = None, *,
     """
     s, p, ids, next_id = _resolve(session, step, position)
     model, info = session.require_model("recompute the path"), session.info
-    if info.family != "GPT-2":  # the path below is GPT-2's (ln_1, c_attn, position embeddings)
-        raise SessionError(f"The Inside view shows GPT-2 models so far; {info.name} is a {info.family} model.")
+    family = families.family_of(model)
+    names = [name for name in _PATH + _FAMILY_PATH if name in family.points]
     n_layers = info.n_layer
     layers_kv = tuple(range(n_layers)) if kv_layers is None else tuple(sorted(set(kv_layers)))
     last = hooks.Keep(rows=slice(-1, None))  # position p is the pass's last position either way
@@ -131,24 +175,52 @@ def inside(session, step: int | None = None, position: int | None = None, *,
         with torch.inference_mode(), hf_compat.attention(model, "sdpa"):
             _, past = hf_compat.forward(model, torch.from_numpy(ids[:p])[None], None)
     fed = ids[p : p + 1]
-    with torch.inference_mode(), hooks.capture(model, n_layers, {name: last for name in _PATH}) as rec:
+    with torch.inference_mode(), hooks.capture(model, n_layers, {name: last for name in names}) as rec:
         _, cache = hf_compat.forward(model, torch.from_numpy(fed)[None], past)
     layer_kv = hf_compat.layer_tensors(cache)  # every layer's keys and values, positions 0..p
-    keys = torch.stack([k[0] for k, _ in layer_kv])  # [L, H, T, dh]
+    keys = torch.stack([k[0] for k, _ in layer_kv])  # [L, KV, T, dh] (after RoPE for the Llama design)
     compute_ms = (perf_counter() - t0) * 1e3
 
     def per_layer(name: str) -> np.ndarray:  # [L, ...] at position p, float32
         return torch.stack([rec[name.format(L=i)][0, -1] for i in range(n_layers)]).float().numpy()
 
     q = torch.stack([rec[f"blocks.{i}.attn.hook_q"][0, -1] for i in range(n_layers)])  # [L, H, dh]
-    scale = torch.tensor([block.attn.scaling for block in model.transformer.h])  # [L]
-    scores = torch.einsum("lhd,lhtd->lht", q, keys) * scale[:, None, None]  # [L, H, T]: row p of hook_attn_scores
+    if family.rope:
+        attns = [hf_compat.attention_module(model, i) for i in range(n_layers)]
+        k_own = torch.stack([rec[f"blocks.{i}.attn.hook_k"][0, -1] for i in range(n_layers)])  # [L, KV, dh]
+        with torch.inference_mode():  # what RoPE receives: after Qwen3's per-head norm
+            q, k_own = (torch.stack(x) for x in zip(*(hf_compat.pre_rope(a, q[i], k_own[i]) for i, a in enumerate(attns))))
+        rot_q = torch.stack([rec[f"blocks.{i}.attn.hook_rot_q"][0, -1] for i in range(n_layers)])  # [L, H, dh]
+        scale = torch.tensor([a.scaling for a in attns])  # [L]
+    else:
+        k_own, rot_q = keys[:, :, -1], q
+        scale = torch.tensor([block.attn.scaling for block in model.transformer.h])  # [L]
+    group = q.shape[1] // keys.shape[1]  # query heads per key/value head
+    scores = torch.einsum("lhd,lhtd->lht", rot_q, keys.repeat_interleave(group, dim=1)) * scale[:, None, None]  # [L, H, T]: row p of hook_attn_scores
     resid_pre, resid_post = per_layer("blocks.{L}.hook_resid_pre"), per_layer("blocks.{L}.hook_resid_post")
     t1 = perf_counter()
     resid = torch.from_numpy(np.concatenate([resid_pre[:1], resid_post]))
     lens_ids, lens_logits, next_prob, next_rank = logit_lens(model, resid, np.full(n_layers + 1, next_id))
     lens_ms = (perf_counter() - t1) * 1e3
     parts = param_parts(model)
+    total, active = families.parameter_counts(model)
+    d = resid_pre.shape[-1]
+    has = lambda name: name in family.points  # noqa: E731
+    no_mlp = np.zeros((n_layers, 0), dtype=np.float32)  # an MoE block has no single MLP
+    extra = {}
+    if family.rope:
+        info_e = (model.config.num_local_experts, model.config.num_experts_per_tok) if family.moe else (0, 0)
+        extra = dict(
+            family=family.name, rope=True,
+            kv_head=np.arange(q.shape[1], dtype=np.int64) // group,
+            rot_q=rot_q.float().numpy(), rot_k=per_layer("blocks.{L}.attn.hook_rot_k"),
+            inv_freq=hf_compat.rope_inv_freq(model).float().numpy(),
+            mlp_pre_linear=per_layer("blocks.{L}.mlp.hook_pre_linear") if has("blocks.{L}.mlp.hook_pre_linear") else no_mlp,
+            router_probs=per_layer("blocks.{L}.mlp.hook_expert_weights") if family.moe else None,
+            experts=per_layer("blocks.{L}.mlp.hook_expert_indices").astype(np.int64) if family.moe else None,
+            expert_weights=per_layer("blocks.{L}.mlp.hook_topk_weights") if family.moe else None,
+            router_rule=ROUTER_RULES.get(family.name, "").format(E=info_e[0], k=info_e[1]),
+        )
     return InsideTrace(
         step=s,
         position=p,
@@ -156,13 +228,13 @@ def inside(session, step: int | None = None, position: int | None = None, *,
         token_id=int(ids[p]),
         next_id=int(next_id),
         token_embed=rec["hook_embed"][0, -1].float().numpy(),
-        pos_embed=rec["hook_pos_embed"][0, -1].float().numpy(),
+        pos_embed=rec["hook_pos_embed"][0, -1].float().numpy() if has("hook_pos_embed") else np.zeros(d, dtype=np.float32),
         resid_pre=resid_pre,
         ln1_scale=per_layer("blocks.{L}.ln1.hook_scale")[:, 0],
         ln1_normalized=per_layer("blocks.{L}.ln1.hook_normalized"),
         ln1_out=per_layer("blocks.{L}.ln1.hook_out"),
-        q=q.numpy(),
-        k=keys[:, :, -1].numpy(),
+        q=q.float().numpy(),
+        k=k_own.float().numpy(),
         v=torch.stack([v[0, :, -1] for _, v in layer_kv]).numpy(),
         kv_layers=layers_kv,
         keys=torch.stack([layer_kv[i][0][0] for i in layers_kv]).numpy(),
@@ -175,8 +247,8 @@ def inside(session, step: int | None = None, position: int | None = None, *,
         ln2_scale=per_layer("blocks.{L}.ln2.hook_scale")[:, 0],
         ln2_normalized=per_layer("blocks.{L}.ln2.hook_normalized"),
         ln2_out=per_layer("blocks.{L}.ln2.hook_out"),
-        mlp_pre=per_layer("blocks.{L}.mlp.hook_pre"),
-        mlp_post=per_layer("blocks.{L}.mlp.hook_post"),
+        mlp_pre=per_layer("blocks.{L}.mlp.hook_pre") if has("blocks.{L}.mlp.hook_pre") else no_mlp,
+        mlp_post=per_layer("blocks.{L}.mlp.hook_post") if has("blocks.{L}.mlp.hook_post") else no_mlp,
         mlp_out=per_layer("blocks.{L}.hook_mlp_out"),
         resid_post=resid_post,
         ln_final_scale=float(rec["ln_final.hook_scale"][0, -1, 0]),
@@ -192,6 +264,8 @@ def inside(session, step: int | None = None, position: int | None = None, *,
         n_params=sum(part.count for part in parts),
         compute_ms=compute_ms,
         lens_ms=lens_ms,
+        active_params=active,
+        **extra,
     )
 
 

@@ -76,6 +76,28 @@ class InsideTrace:
     attn_scale: float32 [L], the factor on q · k per layer (1 / sqrt(dh) for GPT-2).
     params: every parameter of the model, by part; n_params: their total (a tied LM head counted once).
     compute_ms: the recompute (one forward pass over positions 0..p); lens_ms: the logit lens.
+
+    Fields for the Llama design and its mixture-of-experts variant (engine.families; GPT-2 keeps
+    the defaults). family: "GPT-2", "Llama", "Qwen2", "Qwen3", "GraniteMoe" or "Mixtral".
+    rope: True when positions are rotations of q and k: pos_embed is then zeros and means nothing
+        (there is no position vector; hook_pos_embed does not exist), and the norms are RMSNorm
+        (ln*_scale = sqrt(mean(x²) + eps), ln*_normalized = x / scale: no mean subtracted,
+        ln*_out = normalized x weight, no shift).
+    With KV key/value heads (KV <= H): k, v are [L, KV, dh] and keys, values [len(kv_layers), KV, T, dh]
+        (attn.hook_k / hook_v; the cache holds keys after RoPE); kv_head: int64 [H], the key/value
+        head each query head reads (query heads share them in runs of H / KV).
+    q, k are before RoPE (after Qwen3's per-head norm: what RoPE receives); rot_q: float32 [L, H, dh],
+        rot_k: float32 [L, KV, dh] after it (attn.hook_rot_q / hook_rot_k); inv_freq: float32 [dh / 2],
+        radians per position of each pair (i, i + dh / 2): the pair is turned by position x inv_freq.
+        scores are rot_q · (cached rotated keys) x attn_scale.
+    Gated MLP: mlp_pre = x @ W_gate (mlp.hook_pre), mlp_pre_linear: float32 [L, m] = x @ W_up
+        (mlp.hook_pre_linear), mlp_post = act(pre) x pre_linear (mlp.hook_post, the down projection's
+        input), mlp_out its output. In an MoE model these three are [L, 0] (each expert has its own).
+    router_probs: float32 [L, E], softmax of the router's logits over every expert
+        (mlp.hook_expert_weights); experts: int64 [L, k], the chosen experts (mlp.hook_expert_indices);
+        expert_weights: float32 [L, k], what their outputs are summed with (mlp.hook_topk_weights);
+        router_rule: how this family's router computes them (a sentence).
+    active_params: the parameters this token ran through (n_params for a dense model).
     """
 
     step: int
@@ -120,6 +142,18 @@ class InsideTrace:
     n_params: int
     compute_ms: float
     lens_ms: float
+    family: str = "GPT-2"
+    rope: bool = False
+    kv_head: np.ndarray | None = None
+    rot_q: np.ndarray | None = None
+    rot_k: np.ndarray | None = None
+    inv_freq: np.ndarray | None = None
+    mlp_pre_linear: np.ndarray | None = None
+    router_probs: np.ndarray | None = None
+    experts: np.ndarray | None = None
+    expert_weights: np.ndarray | None = None
+    router_rule: str = ""
+    active_params: int = 0
 
     @property
     def n_layer(self) -> int:
@@ -128,6 +162,19 @@ class InsideTrace:
     @property
     def n_head(self) -> int:
         return int(self.q.shape[1])
+
+    @property
+    def angles(self) -> np.ndarray | None:
+        """float32 [dh / 2]: radians RoPE turns each pair of this position's q and k (None: GPT-2)."""
+        return None if self.inv_freq is None else (self.position * self.inv_freq).astype(np.float32)
+
+    @property
+    def kv_heads(self) -> int:
+        return int(self.k.shape[1])
+
+    def kv_of(self, head: int) -> int:
+        """The key/value head query head ``head`` reads (itself with full heads)."""
+        return head if self.kv_head is None else int(self.kv_head[head])
 
     @property
     def resid(self) -> np.ndarray:
@@ -146,6 +193,8 @@ class InsideTrace:
         """The ``n`` strongest MLP hidden units of ``layer``: largest absolute activation (mlp_post)
         first, ties by lower index; (indices int64 [n], their signed values)."""
         post = self.mlp_post[layer]
+        if post.size == 0:  # a mixture-of-experts block: no single MLP
+            return np.zeros(0, dtype=np.int64), post
         order = top_ids(np.abs(post), n)
         return order, post[order]
 

@@ -153,7 +153,8 @@ class CachePanel(QWidget):
         if layer not in t.kv_layers:
             return
         i = t.kv_layers.index(layer)
-        keys, values = t.keys[i, head], t.values[i, head]  # [T, dh]
+        kv_head = t.kv_of(head)  # grouped heads: the key/value head this query head reads
+        keys, values = t.keys[i, kv_head], t.values[i, kv_head]  # [T, dh]
         T, dh = keys.shape
         cached = result is not None and result.trace is not None and result.trace.record.kv.positions > 0
         newest = result.trace.record.n_new if result is not None and result.trace is not None else 1
@@ -170,10 +171,14 @@ class CachePanel(QWidget):
         bytes_per_value = result.trace.record.kv.bytes_per_value if result is not None and result.trace is not None else 4
         where = ("what the KV cache holds after this step" if cached else
                  "what a cache would hold: this run keeps none (Run → Generate without the KV cache is on)")
+        kvs = t.kv_heads
         self.header.setText(
             f"Layer {layer}, head {head}, after step {t.step}: {where}. One row per position, in all {t.n_layer} layers "
-            f"and {t.n_head} heads: 2 × {t.n_layer} layers × {T:,} positions × d_model {dh * t.n_head:,} × {bytes_per_value} "
-            f"bytes = {2 * t.n_layer * T * dh * t.n_head * bytes_per_value:,} bytes."
+            f"and {kvs} {'key/value ' if kvs < t.n_head else ''}heads: 2 × {t.n_layer} layers × {T:,} positions × "
+            f"{kvs} × {dh} × {bytes_per_value} bytes = {2 * t.n_layer * T * dh * kvs * bytes_per_value:,} bytes."
+            + (f" Query head {head} reads key/value head {kv_head}: {t.n_head} query heads share {kvs}, so the cache "
+               f"is {t.n_head // kvs}× smaller than with full heads ({2 * t.n_layer * T * dh * t.n_head * bytes_per_value:,} bytes)."
+               if kvs < t.n_head else "")
         )
         self.query_caption.setText(f"<b>query</b> of the newest position {t.position} ({dh} numbers)")
         self.keys_caption.setText(

@@ -37,6 +37,13 @@ PART_TIPS = (
 GAP = 2  # pixels kept between two labels
 
 
+def no_position_sentence(family: str) -> str:
+    """What the position part says for a model that uses RoPE."""
+    return (f"There is no position vector to show: {family} adds nothing to the token embedding for its position. "
+            "It turns each query and key by an angle that grows with the position (RoPE, in the Inside view), "
+            "so attention sees how far apart two tokens are.")
+
+
 class EmbeddingsPanel(QGroupBox):
     """Token positions in 2-D at a chosen depth, with the selected token's path through the layers."""
 
@@ -260,6 +267,15 @@ class EmbeddingsPanel(QGroupBox):
         pts = result.points  # [L + 1, T, 2]
         depth = min(depth, pts.shape[0] - 1)
         part = self.part.currentIndex() if depth == 0 else SUM
+        rope = result.info.family != "GPT-2"  # every other family turns q and k instead (RoPE)
+        if rope and part == POSITION:  # its position "embeddings" are zeros: never draw them as if they were a vector
+            self._set_points(np.zeros((0, 2), np.float32), 0)
+            for item in (self.path, self.path_points, self.selected):
+                item.setData([], [])
+            for label in self.labels:
+                label.setVisible(False)
+            self.caption.setText(no_position_sentence(result.info.family))
+            return
         parts = result.embed_points  # [2, T, 2]: token, position
         context = self.basis.currentText() == CONTEXT_BASIS
         if context:
@@ -303,6 +319,8 @@ class EmbeddingsPanel(QGroupBox):
                 label.setText(pieces[i] if i < len(pieces) else "", color=th.SELECTED if i == sel else th.DARK)
                 label.setPos(float(xy[i, 0]), float(xy[i, 1]))
         where = "their token + position embeddings (what block 0 reads)" if depth == 0 else f"the residual stream after block {depth - 1}"
+        if rope and depth == 0:
+            where = "their token embeddings (what block 0 reads: RoPE adds no position vector)"
         piece = pieces[sel] if sel < len(pieces) else ""
         fitted = (
             f"Axes fitted on these {T} vectors at this depth" if context

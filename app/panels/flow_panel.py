@@ -62,6 +62,28 @@ class FlowPlace:
     newest: bool = False
 
 
+def family_title(name: str, n: FlowNumbers | None) -> str:
+    """A box's title for the family on screen: the Llama design's final norm is an RMSNorm."""
+    if name == "ln_final" and n is not None and n.rope:
+        return "4 · Final RMSNorm"
+    return TITLES[name]
+
+
+def mlp_line(n: FlowNumbers) -> str:
+    """The expanded block's MLP line: a gated MLP, or the experts of a mixture-of-experts block."""
+    L = n.layer
+    if n.moe:
+        return f"experts add {n.mlp_norms[L]:.1f} · {n.n_active_params / n.n_params:.0%} active"
+    return f"gated MLP adds {n.mlp_norms[L]:.1f}" if n.rope else f"MLP adds {n.mlp_norms[L]:.1f}"
+
+
+def _alpha(color: str, alpha: int) -> QColor:
+    """``color`` (hex) with ``alpha`` (0-255): theme.qcolor was removed by another branch."""
+    c = QColor(color)
+    c.setAlpha(alpha)
+    return c
+
+
 def _percent(p: float) -> str:
     """A probability as a percentage that stays above 0 when it is: 12.3%, 0.041%."""
     return f"{p:.1%}" if p >= 0.001 or p == 0 else f"{100 * p:.2g}%"
@@ -232,7 +254,7 @@ class FlowPanel(QWidget):
         p.drawRoundedRect(QRectF(x + 0.5, y + 0.5, w - 1, h - 1), 4, 4)
         p.setFont(self.title_font)
         p.setPen(QColor(th.DARK))
-        title = TITLES[name]
+        title = family_title(name, self._current())
         if name == "blocks" and self.state.result is not None:
             title += f" × {self.state.result.n_layer}"
         self._line(p, x, y, w, 0, title)
@@ -274,7 +296,7 @@ class FlowPanel(QWidget):
         # 2 · embedding
         e = b["embedding"]
         self._text(p, e, 1, f"token row {n.token_id}")
-        self._text(p, e, 2, f"+ position row {n.position}")
+        self._text(p, e, 2, "no position row" if n.rope else f"+ position row {n.position}")
         self._text(p, e, 3, f"|x| {n.embed_norm:.1f}, d = {n.d_model}")
         self._strip(p, e, 4, n.embed_vector)
         # 3 · the blocks and their KV cache
@@ -283,9 +305,9 @@ class FlowPanel(QWidget):
         f = b["ln_final"]
         self._text(p, f, 1, f"|x| {n.ln_in_norm:.1f} → {n.ln_out_norm:.1f}")
         self._strip(p, f, 2, n.final_vector)
-        self._text(p, f, 3, "× scale + shift (learned)")
+        self._text(p, f, 3, "× scale, no shift" if n.rope else "× scale + shift (learned)")
         self._text(p, b["lm_head"], 1, f"{n.d_model} → {n.vocab:,} logits")
-        self._text(p, b["lm_head"], 2, "× the embedding table")
+        self._text(p, b["lm_head"], 2, "× the LM head matrix" if n.rope else "× the embedding table")
         self._draw_logits(p, b["logits"], n)
         # 7 · 8 · 9
         s = b["sampling"]
@@ -365,7 +387,7 @@ class FlowPanel(QWidget):
             prob = n.top_model_probs[i]
             # the model probability as a pale bar behind the row, the numbers on top of it
             p.fillRect(QRect(x + pad + 2, top + 1, max(1, int(inner * prob)), self.line - 2),
-                       th.qcolor(th.CHOSEN if chosen else th.CANDIDATE, 150 if chosen else 90))
+                       _alpha(th.CHOSEN if chosen else th.CANDIDATE, 150 if chosen else 90))
             numbers = f"{n.top_logits[i]:.1f} · {_percent(prob)}"
             numbers_w = fm.horizontalAdvance(numbers) + 6
             p.setFont(self.title_font if chosen else self.body_font)
@@ -448,7 +470,7 @@ class FlowPanel(QWidget):
         hx, hy, hw, hh = lay.parts["heads"]
         p.setFont(self.body_font)
         p.setPen(QColor(th.DARK))
-        label = f"{n.n_head} heads "
+        label = f"{n.n_head} heads / {n.kv_heads} kv " if n.rope and n.kv_heads < n.n_head else f"{n.n_head} heads "
         label_w = QFontMetrics(self.body_font).horizontalAdvance(label)
         p.drawText(QRect(hx, hy, label_w, self.line), int(Qt.AlignLeft | Qt.AlignVCenter), label)
         cell = (hw - label_w) / max(1, n.n_head)
@@ -474,7 +496,7 @@ class FlowPanel(QWidget):
         if my + self.line <= y + h:
             p.setFont(self.body_font)
             p.setPen(QColor(th.DARK))
-            p.drawText(QRect(mx, my, mw, self.line), int(Qt.AlignLeft | Qt.AlignVCenter), f"MLP adds {n.mlp_norms[L]:.1f}")
+            p.drawText(QRect(mx, my, mw, self.line), int(Qt.AlignLeft | Qt.AlignVCenter), mlp_line(n))
 
     def _draw_tour(self, p: QPainter, lay: FlowLayout) -> None:
         r = lay.parts.get(self.tour_box) or lay.boxes.get(self.tour_box)

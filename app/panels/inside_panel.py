@@ -200,6 +200,19 @@ class InsidePanel(QWidget):
             self.scores, self.pattern, self.values_caption, self.values_view, self.z_strip, self.attn_out,
             self.resid_mid, self.ln2_out, self.mlp_pre, self.mlp_post, self.mlp_top, self.mlp_out, self.resid_post,
         ])  # fmt: skip
+        # 2b. what the Llama design and its MoE variant do differently (hidden for GPT-2)
+        self.family_box = QGroupBox("RoPE, grouped heads, gated MLP, experts")
+        self.rope_text = _label()
+        self.rot_q = VectorStrip("query after RoPE (this head)")
+        self.rot_k = VectorStrip("key after RoPE (the key/value head this head reads)")
+        self.angles = PositionBars("angle per pair of dimensions")
+        self.gqa_text = _label()
+        self.gate_text = _label()
+        self.mlp_up = VectorStrip("up projection x · W_up")
+        self.router = PositionBars("router probabilities over every expert")
+        self.experts_text = _label()
+        _stack(self.family_box, [self.rope_text, self.rot_q, self.rot_k, self.angles, self.gqa_text, self.gate_text,
+                                 self.mlp_up, self.router, self.experts_text])
         # 3. the residual stream across layers
         self.stream_box = QGroupBox("3 · The residual stream through every block")
         self.stream_view = pg.PlotWidget()
@@ -233,7 +246,7 @@ class InsidePanel(QWidget):
         self.size_table = _table()
         self.size_text = _label()
         _stack(self.size_box, [self.size_table, self.size_text])
-        for box in (self.embed_box, self.block_box, self.stream_box, self.lens_box, self.head_box, self.size_box):
+        for box in (self.embed_box, self.block_box, self.family_box, self.stream_box, self.lens_box, self.head_box, self.size_box):
             column.addWidget(box)
         column.addStretch(1)
         self.scroll = QScrollArea()
@@ -332,8 +345,18 @@ class InsidePanel(QWidget):
             f"position embedding matrix ({self._n_ctx():,} × {d:,}). The two rows are added."
         )
         self.token_strip.show_vector(t.token_embed, f"row {t.token_id:,} of the token embeddings")
-        self.pos_strip.show_vector(t.pos_embed, f"row {t.position} of the position embeddings")
-        self.sum_strip.show_vector(t.resid_pre[0], "token + position")
+        self.pos_strip.setHidden(t.rope)  # RoPE models add no position vector: nothing to draw
+        if t.rope:
+            self.embed_text.setText(
+                f"The token id {t.token_id:,} picks row {t.token_id:,} of the token embedding matrix "
+                f"(vocabulary × d = {self._vocab():,} × {d:,}). No position vector: {t.family} adds nothing for "
+                f"position {t.position} here. It turns each query and key by an angle that grows with the position (RoPE, below)."
+            )
+            self.sum_strip.show_vector(t.resid_pre[0], "the token embedding alone" if np.allclose(t.resid_pre[0], t.token_embed)
+                                       else "the token embedding times the model's embedding multiplier")
+        else:
+            self.pos_strip.show_vector(t.pos_embed, f"row {t.position} of the position embeddings")
+            self.sum_strip.show_vector(t.resid_pre[0], "token + position")
         self._draw_block()
         self._draw_stream()
         self._draw_lens()
@@ -346,6 +369,7 @@ class InsidePanel(QWidget):
         H = min(self.state.head, t.n_head - 1)
         T = t.position + 1
         dh = t.q.shape[-1]
+        self._family_titles()
         self.block_box.setTitle(f"2 · Block {L} (layer {L} of 0-{t.n_layer - 1}), head {H}: choose both in the attention panel")
         x = t.resid_pre[L]
         self.block_text.setText(texts()["inside"]["block"])
@@ -357,7 +381,7 @@ class InsidePanel(QWidget):
         has_kv = L in t.kv_layers
         if has_kv:
             i = t.kv_layers.index(L)
-            keys, values = t.keys[i, H, :T], t.values[i, H, :T]
+            keys, values = t.keys[i, t.kv_of(H), :T], t.values[i, t.kv_of(H), :T]
             _show_heat(self.keys_image, self.keys_view, keys)
             _show_heat(self.values_image, self.values_view, values)
             self.keys_caption.setText(
@@ -386,15 +410,105 @@ class InsidePanel(QWidget):
         self.attn_out.show_vector(t.attn_out[L], f"{t.n_head} heads × {dh} = {t.n_head * dh} numbers, then W_O ({t.n_head * dh} × {t.attn_out.shape[-1]})")
         self.resid_mid.show_vector(t.resid_mid[L], f"the attention added a vector of length {_norm(t.attn_out[L]):.2f}")
         self.ln2_out.show_vector(t.ln2_out[L], f"divided by {t.ln2_scale[L]:.3f}, then scale and shift")
-        m = t.mlp_pre.shape[-1]
-        self.mlp_pre.show_vector(t.mlp_pre[L], f"{t.attn_out.shape[-1]} → {m} (4 × d), W_in and its bias")
-        self.mlp_post.show_vector(t.mlp_post[L], "GELU keeps positive values, squashes negative ones towards 0")
+        m = t.mlp_pre.shape[-1] or t.attn_out.shape[-1]  # an MoE block has no single MLP (its strips are hidden)
+        if t.mlp_pre.shape[-1]:
+            self.mlp_pre.show_vector(t.mlp_pre[L], f"{t.attn_out.shape[-1]} → {m} (4 × d), W_in and its bias")
+        if t.mlp_post.shape[-1]:
+            self.mlp_post.show_vector(t.mlp_post[L], "GELU keeps positive values, squashes negative ones towards 0")
         units, values = t.top_units(L, TOP_UNITS)
         self.mlp_top.setText("Strongest units: " + ", ".join(f"unit {int(u):,} = {float(v):+.2f}" for u, v in zip(units, values)))
         self.mlp_out.show_vector(t.mlp_out[L], f"{m} → {t.mlp_out.shape[-1]}, W_out and its bias")
         self.resid_post.show_vector(t.resid_post[L], f"the MLP added a vector of length {_norm(t.mlp_out[L]):.2f}")
+        self._draw_family(L, H)
         if not has_kv:
             self.refresh()
+
+    def _family_titles(self) -> None:
+        """Strip titles for the family shown (RMSNorm or layer norm, SiLU-gated or GELU MLP), every strip back in view."""
+        t = self.trace
+        for strip, gpt2, rms in ((self.ln1_norm, "layer norm 1: minus the mean, divided by the spread",
+                                  "RMSNorm 1: divided by the root mean square (no mean subtracted)"),
+                                 (self.ln1_out, "layer norm 1 output: times the learned scale, plus the learned shift",
+                                  "RMSNorm 1 output: times the learned scale (no shift)"),
+                                 (self.ln2_out, "layer norm 2 output", "RMSNorm 2 output"),
+                                 (self.q_strip, "query q of this position (this head)", "query q of this position, before RoPE (this head)")):
+            strip.title = rms if t.rope else gpt2
+        gated = t.rope and t.router_probs is None
+        self.mlp_pre.title = "gate x · W_gate (before SiLU)" if gated else "MLP hidden units before GELU (d → 4d)"
+        self.mlp_post.title = "SiLU(gate) × up: into the down projection" if gated else "MLP hidden units after GELU"
+        for w in (self.mlp_pre, self.mlp_post, self.mlp_top):
+            w.setHidden(t.router_probs is not None)
+
+    def _draw_family(self, L: int, H: int) -> None:
+        """The Llama design's parts of block L, head H: RMSNorm, RoPE, grouped heads, gated MLP, experts."""
+        t = self.trace
+        self.family_box.setHidden(not t.rope)
+        if not t.rope:
+            return
+        self.family_box.setTitle(f"What {t.family} does differently in block {L}: RoPE, grouped heads, "
+                                 + ("a mixture of experts" if t.router_probs is not None else "a gated MLP"))
+        n = t.ln1_normalized[L]
+        self.ln1_norm.show_vector(n, f"root mean square {float(np.sqrt((n ** 2).mean())):.3f} (mean {n.mean():+.3f} is left in); divided by {t.ln1_scale[L]:.3f}")
+        self.ln1_out.show_vector(t.ln1_out[L])
+        self.ln2_out.show_vector(t.ln2_out[L], f"divided by {t.ln2_scale[L]:.3f}, then times the learned scale")
+        dh, kv = t.q.shape[-1], t.kv_of(H)
+        self.q_strip.show_vector(t.q[L, H], f"{dh} numbers per head")
+        angles = t.angles
+        self.rope_text.setText(
+            f"<b>RoPE</b>: {t.family} turns each pair of dimensions (i, i + {dh // 2}) of the query and the key by "
+            f"position × its frequency: at position {t.position} pair 0 turns {float(angles[0]):.2f} rad, pair "
+            f"{dh // 2 - 1} only {float(angles[-1]):.4f}. The lengths stay the same. A key at position j was turned by "
+            f"j × the same frequencies, so q · k depends on the angle between them, (position − j) × frequency: "
+            f"the score depends on how far apart the two tokens are, not on where they are."
+            + (" Qwen3 first divides each head's q and k by their root mean square (q_norm, k_norm): the strips "
+               "show q and k after that, as RoPE receives them." if t.family == "Qwen3" else "")
+        )
+        self.rot_q.show_vector(t.rot_q[L, H], f"q turned by position {t.position}; length {_norm(t.q[L, H]):.2f} before")
+        self.rot_k.show_vector(t.rot_k[L, kv], f"key/value head {kv}; the KV cache keeps this rotated key")
+        turned = np.mod(angles, 2 * np.pi)
+        self.angles.show_values(turned, [str(i) for i in range(len(turned))],
+                                f"radians (modulo a full turn, 2π) each pair is turned at position {t.position}", th.BLUE)
+        _one_line_ticks(self.angles, [str(i) for i in range(len(turned))])
+        heads, kvs = t.n_head, t.kv_heads
+        runs = "; ".join(f"kv head {j}: query heads {', '.join(str(h) for h in np.flatnonzero(t.kv_head == j))}" for j in range(kvs))
+        self.gqa_text.setText(
+            f"<b>Grouped heads</b>: {heads} query heads share {kvs} key/value heads ({heads // kvs} each): {runs}. "
+            f"Head {H} reads kv head {kv}. The KV cache stores {kvs} keys and values per layer, not {heads}: "
+            f"{heads / kvs:.0f}× smaller."
+        )
+        if t.router_probs is None:
+            m = t.mlp_pre.shape[-1]
+            self.mlp_pre.show_vector(t.mlp_pre[L], f"{t.attn_out.shape[-1]} → {m}, no bias")
+            self.mlp_up.show_vector(t.mlp_pre_linear[L], f"{t.attn_out.shape[-1]} → {m}")
+            self.mlp_post.show_vector(t.mlp_post[L], "SiLU lets the gate open or close each unit; the up projection gives its value")
+            self.mlp_out.show_vector(t.mlp_out[L], f"down projection {m} → {t.mlp_out.shape[-1]}")
+            units, values = t.top_units(L, TOP_UNITS)
+            self.gate_text.setText(
+                "<b>Gated MLP</b>: two projections of the same input, gate and up; SiLU(gate) × up, then the down "
+                "projection. Strongest units: " + ", ".join(
+                    f"unit {int(u):,} = SiLU({float(t.mlp_pre[L, u]):+.2f}) × {float(t.mlp_pre_linear[L, u]):+.2f} = {float(v):+.2f}"
+                    for u, v in zip(units, values)))
+            self.mlp_up.setHidden(False)
+            self.router.setHidden(True)
+            self.experts_text.setHidden(True)
+            return
+        self.mlp_up.setHidden(True)
+        self.router.setHidden(False)
+        self.experts_text.setHidden(False)
+        probs = t.router_probs[L]
+        chosen = t.experts[L]
+        self.gate_text.setText(f"<b>Mixture of experts</b>: block {L} has {len(probs)} experts (each a gated MLP); "
+                               f"a router picks {len(chosen)} of them for this token.")
+        self.router.show_values(probs, [f"e{i}" for i in range(len(probs))],
+                                "softmax of the router's logits over every expert", th.ORANGE)
+        _one_line_ticks(self.router, [f"e{i}" for i in range(len(probs))])
+        picks = ", ".join(f"expert {int(e)} × {float(w):.3f}" for e, w in zip(chosen, t.expert_weights[L]))
+        self.experts_text.setText(
+            f"Chosen for this token: {picks} (their outputs, times these weights, are added). {t.router_rule} "
+            f"Parameters active for this token: {t.active_params:,} of {t.n_params:,} "
+            f"({t.active_params / t.n_params:.0%}): the other experts' weights sat idle."
+        )
+        self.mlp_out.show_vector(t.mlp_out[L], "the weighted sum of the chosen experts' outputs")
 
     def _draw_stream(self) -> None:
         t = self.trace
@@ -446,8 +560,9 @@ class InsidePanel(QWidget):
 
     def _draw_head(self) -> None:
         t = self.trace
-        self.final_strip.show_vector(t.final_hidden, f"ln_f: divided by {t.ln_final_scale:.3f}, then scale and shift")
-        tied = ("the LM head is the token embedding matrix itself (GPT-2 ties them), so each logit is h "
+        self.final_strip.show_vector(t.final_hidden, (f"final RMSNorm: divided by {t.ln_final_scale:.3f}, then times the learned scale" if t.rope
+                                                  else f"ln_f: divided by {t.ln_final_scale:.3f}, then scale and shift"))
+        tied = (f"the LM head is the token embedding matrix itself ({t.family} ties them), so each logit is h "
                 "dotted with that token's embedding row" if t.lm_head_tied else "the LM head has weights of its own")
         lines = []
         for i, logit in zip(t.lens_ids[-1][:LENS_SHOWN], t.lens_logits[-1][:LENS_SHOWN]):
@@ -488,11 +603,16 @@ class InsidePanel(QWidget):
             self.size_table.setItem(row, 2, item)
         _fit_rows(self.size_table)
         self.size_text.setText(texts()["inside"]["parameters"].format(n_params=t.n_params))
+        if t.rope:
+            active = (f"{t.active_params:,} of them were active for this token: each token runs through only its "
+                      "chosen experts." if t.active_params < t.n_params else "A dense model: every parameter takes part in every token.")
+            self.size_text.setText(f"In all {t.n_params:,} parameters. {active} No position table: RoPE has no parameters.")
 
     # ------------------------------------------------------------ helpers
     def _boxes_hidden(self, hidden: bool) -> None:
         for box in (self.embed_box, self.block_box, self.stream_box, self.lens_box, self.head_box, self.size_box):
             box.setHidden(hidden)
+        self.family_box.setHidden(hidden or self.trace is None or not self.trace.rope)
 
     def _piece(self, token_id: int) -> str:
         return self.pieces.get(int(token_id), f"id {int(token_id)}")
@@ -510,6 +630,12 @@ class InsidePanel(QWidget):
     def _n_ctx(self) -> int:
         result = self.state.result
         return int(result.info.n_positions) if result is not None else 0
+
+
+def _one_line_ticks(bars: PositionBars, labels: list[str]) -> None:
+    """Label the bars with ``labels`` alone (PositionBars writes a token over its position: two lines)."""
+    step = max(1, len(labels) // 32)
+    bars.plot.getAxis("bottom").setTicks([[(i, labels[i]) for i in range(0, len(labels), step)]])
 
 
 def _table() -> QTableWidget:

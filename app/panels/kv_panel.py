@@ -27,6 +27,15 @@ def human_bytes(n: int) -> str:
     return f"{n} B"
 
 
+def grouped_heads_sentence(kv, info) -> str:
+    """With fewer key/value heads than query heads: bytes per position against what full heads would need."""
+    if kv.bytes_per_position >= kv.full_heads_bytes_per_position:
+        return ""
+    return (f". Grouped heads: {info.n_head} query heads share {info.kv_heads} key/value heads, so each position "
+            f"adds {human_bytes(kv.bytes_per_position)}, not the {human_bytes(kv.full_heads_bytes_per_position)} "
+            f"full heads would need ({kv.full_heads_bytes_per_position / kv.bytes_per_position:.0f}× smaller)")
+
+
 def _unit(n: int) -> tuple[str, int]:
     """The unit human_bytes would use for ``n`` bytes, and its size."""
     return next(((u, size) for u, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)) if n >= size), ("B", 1))
@@ -128,7 +137,7 @@ class KVPanel(QGroupBox):
         self.capacity.setFormat(f"context window: {kv.positions:,} of {capacity:,} positions cached ({kv.positions / capacity:.0%})")
         self.bytes_label.setText(
             f"<b>{human_bytes(kv.total_bytes)}</b> = <span style='color:{th.KEYS}'>■</span> keys and "
-            f"<span style='color:{th.VALUES}'>■</span> values: {kv.arithmetic()}"
+            f"<span style='color:{th.VALUES}'>■</span> values: {kv.arithmetic()}" + grouped_heads_sentence(kv, result.info)
         )
         steps = np.fromiter((r.step for r in records), np.int64, len(records))
         sizes = np.fromiter((r.kv.total_bytes for r in records), np.float64, len(records))

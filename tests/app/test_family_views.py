@@ -1,0 +1,127 @@
+"""Every view over one tiny model per family (Llama, Qwen2, Qwen3, GraniteMoe, Mixtral): what the views
+show for RoPE, RMSNorm, grouped key/value heads, gated MLPs and experts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.panels.embeddings_panel import POSITION, SUM
+from app.panels.kv_panel import human_bytes
+from engine import load_model
+from engine.random_model import TINY, write_random_model
+
+from .helpers import run
+
+FAMILIES = {"llama": "Llama", "qwen2": "Qwen2", "qwen3": "Qwen3", "granitemoe": "GraniteMoe", "mixtral": "Mixtral"}
+
+
+@pytest.fixture(scope="module", params=tuple(FAMILIES))
+def loaded(request, tmp_path_factory):
+    """One tiny random model per family, loaded once for the module."""
+    folder = write_random_model(tmp_path_factory.mktemp(request.param) / request.param, request.param, seed=3, **TINY[request.param])
+    return load_model(str(folder))
+
+
+@pytest.fixture
+def stepped(make_window, qtbot, loaded):
+    """A window on the family's model after the prefill and one decode step, with the step's SessionResult."""
+    window = make_window()
+    with qtbot.waitSignal(window.resultApplied, timeout=30_000):
+        window.load_model(None, loaded=loaded, prompt="The cat sat on the mat")
+    run(qtbot, window, window.step, "step")
+    return window, run(qtbot, window, window.step, "step")
+
+
+def show_inside(window, qtbot):
+    with qtbot.waitSignal(window.controller.insideReady, timeout=30_000) as answer:
+        window.show_view("inside")
+    qtbot.waitUntil(lambda: not window.inside.awaiting(), timeout=30_000)
+    return answer.args[0].trace
+
+
+def test_inside_shows_rmsnorm_rope_grouped_heads_and_the_mlp_or_the_experts(stepped, qtbot):
+    window, result = stepped
+    window.state.set_layer(1)
+    window.state.set_head(3)
+    t = show_inside(window, qtbot)
+    inside = window.inside
+    assert t.family == result.info.family and t.rope
+    assert inside.pos_strip.isHidden() and "No position vector" in inside.embed_text.text()
+    assert not inside.family_box.isHidden()
+    assert "RMSNorm 1" in inside.ln1_norm.caption.text() and "no mean subtracted" in inside.ln1_norm.caption.text()
+    np.testing.assert_array_equal(inside.q_strip.values, t.q[1, 3])
+    np.testing.assert_array_equal(inside.rot_q.values, t.rot_q[1, 3])
+    kv = t.kv_of(3)
+    assert kv == 3 // (result.info.n_head // result.info.kv_heads)
+    np.testing.assert_array_equal(inside.rot_k.values, t.rot_k[1, kv])
+    np.testing.assert_allclose(inside.angles.values, np.mod(t.position * t.inv_freq, 2 * np.pi), rtol=1e-5)
+    assert "depends on how far apart" in inside.rope_text.text()
+    assert f"{result.info.n_head} query heads share {result.info.kv_heads} key/value heads" in inside.gqa_text.text()
+    assert f"Head 3 reads kv head {kv}" in inside.gqa_text.text()
+    np.testing.assert_array_equal(inside.keys_image.image, t.keys[0, kv])  # the keys this head reads
+    if t.router_probs is None:
+        assert "Gated MLP" in inside.gate_text.text() and inside.router.isHidden()
+        np.testing.assert_array_equal(inside.mlp_up.values, t.mlp_pre_linear[1])
+        np.testing.assert_array_equal(inside.mlp_pre.values, t.mlp_pre[1])
+        unit = int(t.top_units(1, 1)[0][0])
+        assert f"unit {unit:,} = SiLU(" in inside.gate_text.text()
+        assert "dense model" in inside.size_text.text()
+    else:
+        assert inside.mlp_pre.isHidden() and inside.mlp_up.isHidden() and not inside.router.isHidden()
+        np.testing.assert_array_equal(inside.router.values, t.router_probs[1])
+        text = inside.experts_text.text()
+        for e, w in zip(t.experts[1], t.expert_weights[1]):
+            assert f"expert {int(e)} × {float(w):.3f}" in text
+        assert t.router_rule in text and f"{t.active_params:,} of {t.n_params:,}" in text
+        assert f"{t.active_params:,} of them were active" in inside.size_text.text()
+
+
+def test_the_kv_views_show_grouped_heads_against_full_heads(stepped, qtbot):
+    window, result = stepped
+    kv = result.records[-1].kv
+    assert kv.bytes_per_position * (result.info.n_head // result.info.kv_heads) == kv.full_heads_bytes_per_position
+    text = window.kv.bytes_label.text()
+    assert f"adds {human_bytes(kv.bytes_per_position)}, not the {human_bytes(kv.full_heads_bytes_per_position)}" in text
+    window.state.set_layer(0)
+    window.state.set_head(result.info.n_head - 1)
+    with qtbot.waitSignal(window.controller.insideReady, timeout=30_000) as answer:
+        window.show_view("cache")
+    qtbot.waitUntil(lambda: not window.cache_view.awaiting(), timeout=30_000)
+    t = answer.args[0].trace
+    last_kv = result.info.kv_heads - 1
+    np.testing.assert_array_equal(window.cache_view.keys_image.image, t.keys[0, last_kv])
+    assert f"reads key/value head {last_kv}" in window.cache_view.header.text()
+
+
+def test_the_embeddings_view_has_no_position_vector_to_show(stepped, qtbot):
+    window, result = stepped
+    panel = window.embeddings
+    panel.part.setCurrentIndex(POSITION)
+    assert "There is no position vector to show" in panel.caption.text()
+    assert not any(label.isVisible() for label in panel.labels)
+    panel.part.setCurrentIndex(SUM)
+    assert "RoPE adds no position vector" in panel.caption.text()
+
+
+def test_the_flow_and_the_tour_adapt_to_the_family(stepped, qtbot):
+    from app.flow_numbers import flow_numbers
+    from app.panels.flow_panel import family_title, mlp_line
+    from app.tour import STAGES, sentence
+
+    window, result = stepped
+    info = result.info
+    n = flow_numbers(result, layer=1, head=0)
+    assert n.rope and n.family == info.family and n.kv_heads == info.kv_heads < n.n_head
+    assert family_title("ln_final", n) == "4 · Final RMSNorm"
+    assert sentence("embedding", n).count("adds no position vector") == 1 and "position table" not in sentence("embedding", n)
+    assert "RMSNorm" in sentence("ln_final", n) and "shift" not in sentence("ln_final", n)
+    assert f"{info.kv_heads} key/value heads rather than {info.n_head}" in sentence("kv", n)
+    assert f"share {info.kv_heads} key/value heads" in sentence("attention", n)
+    moe = info.family in ("GraniteMoe", "Mixtral")
+    assert n.moe == moe and ("experts" in mlp_line(n)) == moe and ("experts it routes" in sentence("mlp", n)) == moe
+    for stage, _box in STAGES:  # every sentence fills in for this family
+        assert "{" not in sentence(stage, n)
+    window.show_view("flow")
+    image = window.flow_view.flow.grab().toImage()
+    assert image.width() > 200 and image.pixelColor(image.width() // 2, image.height() // 2).isValid()
