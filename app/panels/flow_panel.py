@@ -77,13 +77,6 @@ def mlp_line(n: FlowNumbers) -> str:
     return f"gated MLP adds {n.mlp_norms[L]:.1f}" if n.rope else f"MLP adds {n.mlp_norms[L]:.1f}"
 
 
-def _alpha(color: str, alpha: int) -> QColor:
-    """``color`` (hex) with ``alpha`` (0-255): theme.qcolor was removed by another branch."""
-    c = QColor(color)
-    c.setAlpha(alpha)
-    return c
-
-
 def _percent(p: float) -> str:
     """A probability as a percentage that stays above 0 when it is: 12.3%, 0.041%."""
     return f"{p:.1%}" if p >= 0.001 or p == 0 else f"{100 * p:.2g}%"
@@ -387,7 +380,7 @@ class FlowPanel(QWidget):
             prob = n.top_model_probs[i]
             # the model probability as a pale bar behind the row, the numbers on top of it
             p.fillRect(QRect(x + pad + 2, top + 1, max(1, int(inner * prob)), self.line - 2),
-                       _alpha(th.CHOSEN if chosen else th.CANDIDATE, 150 if chosen else 90))
+                       th.qcolor(th.CHOSEN if chosen else th.CANDIDATE, 150 if chosen else 90))
             numbers = f"{n.top_logits[i]:.1f} · {_percent(prob)}"
             numbers_w = fm.horizontalAdvance(numbers) + 6
             p.setFont(self.title_font if chosen else self.body_font)
