@@ -25,6 +25,7 @@ from .info import ModelInfo
 from .projection import Projection
 from .projection import fit as fit_projection
 from .quiet import silence_libraries
+from .session import warm_up
 from .tokens import Tokenizer
 
 ProgressCallback = Callable[[int, int], None]  # (bytes done, bytes total)
@@ -185,8 +186,6 @@ def wrap_model(model, folder: Path, *, name: str, is_demo: bool = False) -> Load
         d_head=0 if d_head == cfg.hidden_size // n_head else d_head,
     )
     loaded = LoadedModel(model=model, tokenizer=tokenizer, info=info)
-    from .session import warm_up  # engine.session imports this module
-
     warm_up(loaded)  # the first step a person takes is then timed as itself
     return loaded
 
