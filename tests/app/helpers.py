@@ -6,6 +6,8 @@ from __future__ import annotations
 def run(qtbot, window, action, request: type | None = None, timeout: int = 20_000):
     """Do ``action()`` and wait for the window to draw its result (of a ``request``, an
     ``app.protocol`` class, if given); return the SessionResult."""
+    assert request is None or isinstance(request, type), f"request: a protocol class, not {request!r}"
+
     def matches(result):
         return request is None or isinstance(result.request, request)
 

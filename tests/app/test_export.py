@@ -8,6 +8,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import numpy as np
+import pytest
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication
 
@@ -57,7 +58,7 @@ def test_a_panel_picture_is_twice_its_size_drawn_at_that_size(window, qtbot, tmp
     assert steps[:, 0::2].sum() > 500  # within a logical pixel (measured: 6,559 at 2x; 0 for a 1x image scaled up)
     assert "attention" in window.status_line.status_label.text().lower() and str(path) in window.status_line.status_label.text()
     # the panel's "?" and "⋯" buttons are not in the picture (where they stand: one plain colour), and stay on screen
-    buttons = [window.help_buttons[panel], next(b for b in window.exporter.buttons if b.parent() is panel)]
+    buttons = [window.help.buttons[panel], next(b for b in window.exporter.buttons if b.parent() is panel)]
     for button in buttons:
         g = button.geometry()
         spot = pixels(image)[2 * g.top() : 2 * g.bottom(), 2 * g.left() : 2 * g.right()]
@@ -115,12 +116,13 @@ def test_the_candidates_table_holds_the_distributions_numbers(window, qtbot, tmp
         return np.array([np.float32(float(r[name])) for r in rows])
 
     np.testing.assert_array_equal(column("logit_raw"), trace.record.logits[ids])
+    np.testing.assert_array_equal(column("model_prob"), softmax(trace.record.logits)[ids])
     np.testing.assert_array_equal(column("logit_after_penalty"), dist.after_penalty[ids])
     np.testing.assert_array_equal(column("logit_after_temperature"), dist.after_temperature[ids])
     np.testing.assert_array_equal(column("logit_after_top_k"), dist.after_top_k[ids])  # -inf where removed
-    np.testing.assert_array_equal(column("prob_softmax"), softmax(dist.after_top_k)[ids])  # what top-p reads
+    np.testing.assert_array_equal(column("prob_before_top_p"), softmax(dist.after_top_k)[ids])  # what top-p reads
     np.testing.assert_array_equal(column("logit_after_top_p"), dist.after_top_p[ids])
-    np.testing.assert_array_equal(column("prob_final"), dist.probs[ids])
+    np.testing.assert_array_equal(column("sampling_prob"), dist.probs[ids])
     assert {r["removed_by"] for r in rows} == {"top-k", "top-p", ""}  # each filter removed some
     assert [r["chosen"] for r in rows].count("1") == 1 and rows[[int(r["id"]) for r in rows].index(trace.chosen)]["chosen"] == "1"
     assert all(r["step"] == "1" for r in rows)
@@ -139,9 +141,11 @@ def test_the_history_table_has_a_row_per_step(window, qtbot, tmp_path, demo_mode
     assert [int(r["id"]) for r in rows] == [r.chosen for r in result.records] == [t.chosen for t in traces]
     assert [r["token"] for r in rows] == [demo_model.tokenizer.decode([r.chosen]) for r in result.records]
     assert [r["shown_as"] for r in rows] == [t.chosen_piece for t in traces]
-    assert [np.float32(float(r["prob"])) for r in rows] == [np.float32(t.chosen_prob) for t in traces]
+    assert [np.float32(float(r["sampling_prob"])) for r in rows] == [np.float32(t.chosen_prob) for t in traces]
+    assert [float(r["model_prob"]) for r in rows] == pytest.approx([t.model_prob for t in traces], rel=1e-6)
     assert [int(r["rank"]) for r in rows] == [t.chosen_rank for t in traces]
-    assert [float(r["entropy_bits"]) for r in rows] == [t.entropy_bits for t in traces]
+    assert [float(r["sampling_entropy_bits"]) for r in rows] == [t.entropy_bits for t in traces]
+    assert [float(r["model_entropy_bits"]) for r in rows] == [t.model_entropy_bits for t in traces]
     assert [int(r["cache_len"]) for r in rows] == [r.kv.positions for r in result.records] == [5, 6, 7, 8]
     assert [float(r["forward_ms"]) for r in rows] == [round(r.forward_ms, 3) for r in result.records]
     assert [float(r["draw_u"]) for r in rows] == [r.draw_u for r in result.records]

@@ -11,6 +11,8 @@ from app.panels.kv_panel import human_bytes
 from engine import load_model
 from engine.random_model import TINY, write_random_model
 
+from app import protocol as p
+
 from .helpers import run
 
 FAMILIES = {"llama": "Llama", "qwen2": "Qwen2", "qwen3": "Qwen3", "granitemoe": "GraniteMoe", "mixtral": "Mixtral"}
@@ -29,8 +31,8 @@ def stepped(make_window, qtbot, loaded):
     window = make_window()
     with qtbot.waitSignal(window.resultApplied, timeout=30_000):
         window.load_model(None, loaded=loaded, prompt="The cat sat on the mat")
-    run(qtbot, window, window.step, "step")
-    return window, run(qtbot, window, window.step, "step")
+    run(qtbot, window, window.step, p.Step)
+    return window, run(qtbot, window, window.step, p.Step)
 
 
 def show_inside(window, qtbot):

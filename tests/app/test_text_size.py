@@ -174,10 +174,10 @@ def test_no_text_is_smaller_than_the_floor_cut_or_overlapping(window, qtbot, siz
         problems += [f"{name}: {p}" for p in screen_problems(window, floor)]
     # the ? and F1 dialogs, and tooltips
     window.help.show(window.logits)
-    problems += [f"help: {p}" for p in small_widgets(window._help, floor)]
+    problems += [f"help: {p}" for p in small_widgets(window.help.dialog, floor)]
     window.help.show(None)
-    problems += [f"glossary: {p}" for p in small_widgets(window._help, floor)]
-    window._help.close()
+    problems += [f"glossary: {p}" for p in small_widgets(window.help.dialog, floor)]
+    window.help.dialog.close()
     if font_px(QToolTip.font()) < floor:
         problems.append(f"tooltips: {font_px(QToolTip.font()):.1f} px")
     assert problems == [], "\n".join(problems)
