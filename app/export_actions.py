@@ -224,8 +224,8 @@ class ExportActions(QObject):
             index = w.views.indexOf(target)
             w.show_view(list(VIEWS)[index] if index >= 0 else "overview")
             if index < 0:
-                if w.focused is not None and w.focused is not target:
-                    w.toggle_focus(None)
+                if w.focus.focused is not None and w.focus.focused is not target:
+                    w.focus.toggle(None)
                 if target in w.stages.panels():
                     w.stages.show_panel(target)
         # the layout passes a change of focus or page posted, before it is pictured: each pass can post

@@ -14,6 +14,7 @@ from PySide6.QtCore import QEvent, QObject, Signal
 from PySide6.QtWidgets import QWidget
 
 from . import protocol as p
+from .guard import guarded
 from .result import SessionResult
 from .theme import NORMAL, PROJECTOR, Theme
 
@@ -177,6 +178,7 @@ class _ShowGate(QObject):
                 self._pending[slot] = result
         return gated
 
+    @guarded(fallback=False)
     def eventFilter(self, watched, event) -> bool:  # noqa: N802 - Qt's name
         if event.type() == QEvent.Type.Show and self._pending:
             pending, self._pending = self._pending, {}

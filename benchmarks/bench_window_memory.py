@@ -56,12 +56,12 @@ def main() -> None:
         elif r < 0.54 and w.state.result is not None and w.state.result.branches is not None:
             nodes = w.state.result.branches.ids
             if len(nodes): w.switch_branch(int(rng.choice(nodes)))
-        elif r < 0.58: w.export_picture(rng.choice([w] + panels), f"/tmp/bench-window-memory-{n % 3}.png")
+        elif r < 0.58: w.exporter.export_picture(rng.choice([w] + panels), f"/tmp/bench-window-memory-{n % 3}.png")
         elif r < 0.60: w.exporter.copy_picture(w)
-        elif r < 0.63: w.export_table(rng.choice(["history", "candidates"]), "/tmp/bench-window-memory.csv")
-        elif r < 0.67: w.show_help(rng.choice([None] + panels))
-        elif r < 0.71: w.toggle_focus(rng.choice([None] + panels))
-        elif r < 0.74: w.projector_action.trigger()
+        elif r < 0.63: w.exporter.export_table(rng.choice(["history", "candidates"]), "/tmp/bench-window-memory.csv")
+        elif r < 0.67: w.help.show(rng.choice([None] + panels))
+        elif r < 0.71: w.focus.toggle(rng.choice([None] + panels))
+        elif r < 0.74: w.commands.projector_action.trigger()
         elif r < 0.78: w.resize(*rng.choice([(1024, 768), (1280, 720), (1366, 768), (1600, 900)]))
         elif r < 0.82: w.show_view(rng.choice(["main", "inside", "sampling", "cache", "branches"]))
         elif r < 0.85: w.logits.n_spin.setValue(rng.choice([5, 10, 20, 64]))
@@ -69,7 +69,7 @@ def main() -> None:
         wait_ms(rng.choice([0, 5, 30, 120]))
         if time.monotonic() - last > 15:
             last = time.monotonic(); print(f"{last - t0:5.0f} s  {n} actions  RSS {rss_bytes() / 2**20:.0f} MiB  traced {tracemalloc.get_traced_memory()[0] / 2**20:.0f} MiB", flush=True)
-    w.pause(); wait_ms(3000); gc.collect()
+    w.player.pause(); wait_ms(3000); gc.collect()
     if MODE != 'all':
         print(f"end: {n} actions, RSS {rss0 / 2**20:.0f} -> {rss_bytes() / 2**20:.0f} MiB"); w.close(); return
     snap1 = tracemalloc.take_snapshot()

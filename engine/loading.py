@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
 import os
 import struct
 import threading
@@ -131,7 +132,7 @@ def load_folder(folder: Path, *, name: str | None = None, is_demo: bool = False)
     from transformers import AutoModelForCausalLM
 
     silence_libraries()
-
+    check_weights_fit_config(folder)  # before anything is allocated: a wrong config can describe a huge model
     try:
         model, loading_info = AutoModelForCausalLM.from_pretrained(
             folder,
@@ -242,6 +243,37 @@ def check_folder(folder: Path) -> dict:
     if not any((folder / f).exists() for f in TOKENIZER_ANY_OF):
         raise ModelLoadError(f"{folder} has no tokenizer (tokenizer.json or vocab.json + merges.txt).")
     return config
+
+
+def check_weights_fit_config(folder: Path) -> None:
+    """Refuse a folder whose config describes a model far larger than its safetensors files hold (a
+    config that belongs to other weights would otherwise allocate that model first: GPT-2 weights
+    under a Llama config ask for 6.7 B parameters). Counted on the meta device, so nothing is
+    allocated. A few tensors missing is left to the load, which names them."""
+    shards = sorted(folder.glob("*.safetensors"))
+    if not shards:
+        return
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    try:
+        config = AutoConfig.from_pretrained(folder, local_files_only=True)
+        with torch.device("meta"):
+            needed = sum(p.numel() for p in AutoModelForCausalLM.from_config(config).parameters())
+    except Exception as exc:  # a config transformers cannot build a model from
+        raise ModelLoadError(f"The config.json in {folder} does not describe a model that can be built ({_first_line(exc)}).") from exc
+    stored = sum(_stored_elements(shard) for shard in shards)
+    if 2 * stored < needed:
+        raise ModelLoadError(
+            f"The config.json in {folder} describes a model of {needed:,} parameters, but its weights hold "
+            f"{stored:,}: the config does not belong to these weights."
+        )
+
+
+def _stored_elements(path: Path) -> int:
+    """How many numbers a (checked) safetensors file holds, from its header."""
+    with open(path, "rb") as f:
+        header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+    return sum(math.prod(t["shape"]) for k, t in header.items() if k != "__metadata__")
 
 
 def check_safetensors(path: Path) -> None:

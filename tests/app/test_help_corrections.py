@@ -27,7 +27,7 @@ WRONG = ("after the sampling settings; all of them add up", "costs one position'
 
 
 def shown(window) -> str:
-    return window._help.browser.toPlainText()
+    return window.help.dialog.browser.toPlainText()
 
 
 def test_the_corrected_texts_say_what_the_issue_asks():
@@ -62,7 +62,7 @@ def test_each_corrected_sentence_is_what_the_window_shows(window, qtbot):
     assert f"the model's is {trace.model_entropy_bits:.2f} bits" in logits and f"is {trace.entropy_bits:.2f} bits" in logits
     window.help.show(window.sampling)
     assert "top-p 1 keeps the smallest set of the most likely tokens whose probabilities reach at least p" in shown(window)
-    window._help.close()
+    window.help.dialog.close()
 
     show_inside(window, qtbot)
     inside = window.inside

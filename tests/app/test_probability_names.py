@@ -51,7 +51,8 @@ def test_the_chosen_tokens_probabilities_read_the_same_in_every_view(window, qtb
     status = window.status_line.status_label.text()
     assert f"sampling p {sampling}, model p {model}" in status and f"Token {trace.step + 1} " in status
 
-    window.exporter.export_table("history", tmp_path / "history.csv")  # the exported tables
+    with qtbot.waitSignal(window.exporter.saved, timeout=20_000):  # the history is written on the export thread
+        assert window.exporter.export_table("history", tmp_path / "history.csv")  # the exported tables
     last = read_csv(tmp_path / "history.csv")[-1]
     assert f"{float(last['sampling_prob']):.1%}" == sampling and f"{float(last['model_prob']):.1%}" == model
     window.exporter.export_table("candidates", tmp_path / "candidates.csv")

@@ -176,14 +176,17 @@ def _broken_folders(tmp_path: Path) -> list[tuple[str, str]]:
     truncated = make_tiny_folder(tmp_path / "truncated", n_layer=1)
     weights = truncated / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
-    llama = make_tiny_folder(tmp_path / "llama", n_layer=1)
-    config = json.loads((llama / "config.json").read_text())
+    bert = make_tiny_folder(tmp_path / "bert", n_layer=1)
+    config = json.loads((bert / "config.json").read_text())
+    (bert / "config.json").write_text(json.dumps(config | {"model_type": "bert"}))
+    llama = make_tiny_folder(tmp_path / "llama", n_layer=1)  # GPT-2 weights under a Llama config: 6.7 B parameters
     (llama / "config.json").write_text(json.dumps(config | {"model_type": "llama"}))
     small_vocab = make_tiny_folder(tmp_path / "small-vocab", n_layer=1, vocab_size=1000)
     return [
         (str(tmp_path / "missing"), "does not exist"),
         (str(truncated), "is truncated"),
-        (str(llama), "holds a llama model"),
+        (str(bert), "holds a bert model"),
+        (str(llama), "the config does not belong to these weights"),
         (str(small_vocab), "does not match the model"),
     ]
 
