@@ -26,7 +26,6 @@ from PySide6.QtWidgets import QApplication, QFileDialog, QGroupBox, QMenu, QMenu
 
 from . import memory, pictures, tables
 from .export_writer import ExportWriter, Written
-from .guard import guarded
 from .help_dialog import CornerButton
 from .views import VIEW_BUTTONS, VIEWS
 

@@ -16,6 +16,7 @@ from typing import Callable
 
 import pyqtgraph as pg
 from PySide6.QtCore import QCoreApplication, QEvent, QObject, QTimer, Signal
+from PySide6.QtWidgets import QGraphicsItem
 
 from .result import SessionResult
 from .state import AppState
@@ -33,6 +34,10 @@ class PaintScheduler(QObject):
     def __init__(self, state: AppState, views: list[pg.GraphicsView], is_current: Callable[[SessionResult], bool], parent=None):
         super().__init__(parent)
         self._state, self.views, self._is_current = state, views, is_current
+        for view in views:  # an axis is text: keep it as a pixmap until its range changes
+            for item in view.scene().items():
+                if isinstance(item, pg.AxisItem):
+                    item.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
         self.fast = False  # Play at max speed: draw at most MAX_SPEED_FRAME_MS apart
         self._pending: SessionResult | None = None
         self._last_draw = 0.0

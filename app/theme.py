@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import pyqtgraph as pg
 from PySide6.QtGui import QColor, QFont, QFontMetrics
-from PySide6.QtWidgets import QToolTip
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication, QToolTip
 
 # Okabe-Ito
 BLUE = "#0072B2"
@@ -198,3 +199,11 @@ def qcolor(hex_color: str, alpha: int = 255) -> QColor:
     c = QColor(hex_color)
     c.setAlpha(alpha)
     return c
+
+
+def show_busy(busy: bool) -> None:
+    """The busy cursor over the whole application while the engine works (``busy``), else none."""
+    if busy and not QApplication.overrideCursor():
+        QApplication.setOverrideCursor(Qt.BusyCursor)
+    while not busy and QApplication.overrideCursor():
+        QApplication.restoreOverrideCursor()

@@ -10,8 +10,8 @@ every panel draws itself from there.
 from __future__ import annotations
 
 import pyqtgraph as pg
-from PySide6.QtCore import QSettings, Qt, Signal
-from PySide6.QtWidgets import QApplication, QGraphicsItem, QMainWindow, QStackedWidget, QVBoxLayout, QWidget
+from PySide6.QtCore import QSettings, Signal
+from PySide6.QtWidgets import QMainWindow, QStackedWidget, QVBoxLayout, QWidget
 
 from engine import paths
 
@@ -45,6 +45,7 @@ from .status_line import StatusLine
 from .step_gate import StepGate
 from .views import VIEW_ALIASES, VIEWS
 
+
 class MainWindow(QMainWindow):
     """nexttoken's window. ``start()`` loads the first model; closing it stops the engine."""
 
@@ -68,10 +69,6 @@ class MainWindow(QMainWindow):
         self.resize(1600, 1000)
         self._build_panels()
         plot_views = [v for panel in (self.embeddings, self.attention, self.logits, self.kv) for v in panel.plot_views()]
-        for view in plot_views:  # an axis is text: keep it as a pixmap until its range changes
-            for item in view.scene().items():
-                if isinstance(item, pg.AxisItem):
-                    item.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
         self.painter = PaintScheduler(self.state, plot_views, c.is_current, self)
         self.player = Player(c, self.step, lambda: self.gate.can_go_on, self)
         self.focus = PanelFocus(self.tokens, self.stages, self._central_layout, self.painter.repaint_later, self)
@@ -96,7 +93,7 @@ class MainWindow(QMainWindow):
 
         c.resultReady.connect(self.painter.submit)
         c.failed.connect(self._on_controller_failed)
-        c.busyChanged.connect(self._on_controller_busy)
+        c.busyChanged.connect(th.show_busy)
         c.modelLoaded.connect(self._on_controller_model_loaded)
         c.engineRestarted.connect(self._on_controller_engine_restarted)
         c.engineStopped.connect(self._on_controller_engine_stopped)
@@ -295,12 +292,6 @@ class MainWindow(QMainWindow):
         if self.cache_view.wants(answer.trace):
             self.cache_view.show_inside(answer.trace)
 
-    def _on_controller_busy(self, busy: bool) -> None:
-        if busy and not QApplication.overrideCursor():
-            QApplication.setOverrideCursor(Qt.BusyCursor)
-        while not busy and QApplication.overrideCursor():
-            QApplication.restoreOverrideCursor()
-
     def _on_controller_model_loaded(self, info) -> None:
         self.download.finish()
         self.status_line.show_model(info)
@@ -351,6 +342,5 @@ class MainWindow(QMainWindow):
             self.status_line.say("Waiting for the session file to be written before quitting…")
             self.status_line.status_label.repaint()
         self.controller.shutdown()
-        while QApplication.overrideCursor():
-            QApplication.restoreOverrideCursor()
+        th.show_busy(False)
         super().closeEvent(event)
