@@ -315,7 +315,8 @@ def main(argv: list[str] | None = None) -> int:
     def start() -> None:
         from engine import paths
 
-        offline = paths.offline_model()  # a new user's first model: SmolLM2 when setup.sh fetched it
+        # a new user's first model: SmolLM2 when setup.sh fetched it (the smoke test: the bundled demo)
+        offline = None if args.smoke_test else paths.offline_model()
         window.start(model, args.prompt, fallback=True if args.open else not scripted, first=offline and str(offline))
         if args.open:  # queued behind the load: it opens with that model
             window.open_session(args.open, -1 if args.step is None else args.step)

@@ -41,3 +41,13 @@ def choose_settings(panel, settings) -> None:
     panel.penalty.setValue(settings.repetition_penalty)
     panel.seed.setText("" if settings.seed is None else str(settings.seed))
     panel.seed.editingFinished.emit()
+
+
+def save(qtbot, window, path, timeout: int = 30_000):
+    """Save the session to ``path`` and wait until the file is written (the engine answers a Save at
+    once and again, with ``SaveWritten``, when its saver thread has written the file)."""
+    from app import protocol as p
+
+    with qtbot.waitSignal(window.resultApplied, timeout=timeout, check_params_cb=lambda r: isinstance(r.request, p.SaveWritten)) as blocker:
+        window.save_session(str(path))
+    return blocker.args[0]

@@ -132,7 +132,6 @@ def test_cancel_before_any_model_opens_the_demo_model(make_window, qtbot, hub):
     assert window.status_line.status_label.text() == wording.result_status(result) and dialog_of(window) is None
 
 
-@pytest.mark.slow
 def test_the_app_engine_process_downloads_through_hf_endpoint(make_window, qtbot, hub, source, tmp_path, monkeypatch):
     """The app's default engine, a child process, set up the way a classroom mirror would be:
     HF_ENDPOINT and HF_HOME in the environment, read by huggingface_hub when the child imports it."""

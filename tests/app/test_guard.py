@@ -106,7 +106,6 @@ def _poke_panels(window) -> None:
                 widget.grab()
 
 
-@pytest.mark.slow
 def test_every_panel_survives_input_while_empty_loaded_and_after_a_failed_load(make_window, qtbot, demo_model, tmp_path):
     before = guard.reporter().count
     empty = make_window()  # no model yet: what a class sees while it loads

@@ -13,7 +13,7 @@ import pytest
 
 from engine.sampling import SamplingSettings
 
-from .helpers import choose_settings, run
+from .helpers import save, choose_settings, run
 from app import protocol as p
 from app import wording
 
@@ -47,7 +47,7 @@ def _same_session(a, b) -> None:
 def test_save_then_open_shows_the_session_as_it_was(window, qtbot, tmp_path):
     before = _session_with_two_branches(qtbot, window)
     path = tmp_path / "lesson.npz"
-    saved = run(qtbot, window, lambda: window.save_session(str(path)), p.SaveSession)
+    saved = save(qtbot, window, path)
     assert path.is_file() and "Saved" in wording.result_status(saved) and str(path) in window.status_line.status_label.text()
     run(qtbot, window, window.reset, p.Reset)
     choose_settings(window.sampling, SamplingSettings(greedy=True))
@@ -63,7 +63,7 @@ def test_save_then_open_shows_the_session_as_it_was(window, qtbot, tmp_path):
 def test_a_reopened_seeded_session_steps_on_as_the_original_did(window, qtbot, tmp_path):
     _session_with_two_branches(qtbot, window)
     path = tmp_path / "seeded.npz"
-    run(qtbot, window, lambda: window.save_session(str(path)), p.SaveSession)
+    save(qtbot, window, path)
     original = [run(qtbot, window, window.step, p.Step).trace.chosen for _ in range(4)]
     run(qtbot, window, lambda: window.open_session(str(path)), p.OpenSession)
     again = [run(qtbot, window, window.step, p.Step).trace.chosen for _ in range(4)]
@@ -73,7 +73,7 @@ def test_a_reopened_seeded_session_steps_on_as_the_original_did(window, qtbot, t
 def test_open_at_a_step(window, qtbot, tmp_path):
     before = _session_with_two_branches(qtbot, window)
     path = tmp_path / "s.npz"
-    run(qtbot, window, lambda: window.save_session(str(path)), p.SaveSession)
+    save(qtbot, window, path)
     opened = run(qtbot, window, lambda: window.open_session(str(path), 1), p.OpenSession)
     assert opened.trace.step == 1 and [r.chosen for r in opened.records] == [r.chosen for r in before.records[:2]]
     assert len(opened.branches) == len(before.branches)  # every branch kept
@@ -98,7 +98,7 @@ def test_without_its_model_a_session_is_shown_not_continued(make_window, window,
     run(qtbot, window, window.step, p.Step)
     shown = run(qtbot, window, window.step, p.Step)
     path = tmp_path / "demo.npz"
-    run(qtbot, window, lambda: window.save_session(str(path)), p.SaveSession)
+    save(qtbot, window, path)
     other = make_window()
     run(qtbot, other, lambda: other.load_model(None, loaded=tiny_model, prompt="The cat"), p.Load)
     opened = run(qtbot, other, lambda: other.open_session(str(path)), p.OpenSession)
@@ -113,7 +113,7 @@ def test_without_its_model_a_session_is_shown_not_continued(make_window, window,
 def test_open_from_the_terminal_saves_a_picture_and_a_bad_file_exits_2(window, qtbot, tmp_path):
     _session_with_two_branches(qtbot, window)
     path = tmp_path / "s.npz"
-    run(qtbot, window, lambda: window.save_session(str(path)), p.SaveSession)
+    save(qtbot, window, path)
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen", HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path))
     shot = tmp_path / "shot.png"
     done = subprocess.run(

@@ -93,7 +93,6 @@ def test_module_entry_point_runs_offline():
     assert len([line for line in done.stdout.splitlines() if line[:4].strip().isdigit()]) == 5
 
 
-@pytest.mark.slow
 def test_no_cache_run_writes_the_same_keys(tmp_path, capsys):
     cached, uncached = tmp_path / "cached.npz", tmp_path / "uncached.npz"
     assert main(["--steps", "4", "--greedy", "--export", str(cached)]) == 0

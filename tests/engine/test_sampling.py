@@ -169,7 +169,6 @@ def hf_stages(logits: np.ndarray, context: np.ndarray, s: SamplingSettings) -> l
     return out
 
 
-@pytest.mark.slow
 def test_every_stage_equals_hugging_face_processors():
     """2,000 random settings and logit vectors (seeded), 30 % of them rounded to one decimal so that
     ties are common. Penalty, temperature and top-k agree bit for bit. Top-p keeps the same number of
