@@ -20,6 +20,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from deb import link_or_copy
+
 ROOT = Path(__file__).resolve().parent.parent
 NAME = "nexttoken"
 APP_RUN = """\
@@ -33,7 +35,7 @@ exec "$here/usr/lib/nexttoken/nexttoken" "$@"
 def make_appdir(app_dir: Path, appdir: Path, icon_png: Path) -> Path:
     """Lay out ``appdir`` from the one-folder build ``app_dir`` (hard links where possible); return it."""
     shutil.rmtree(appdir, ignore_errors=True)
-    shutil.copytree(app_dir, appdir / "usr" / "lib" / NAME, symlinks=True, copy_function=_link_or_copy)
+    shutil.copytree(app_dir, appdir / "usr" / "lib" / NAME, symlinks=True, copy_function=link_or_copy)
     (appdir / "AppRun").write_text(APP_RUN, encoding="utf-8")
     (appdir / "AppRun").chmod(0o755)
     shutil.copy(ROOT / "packaging" / "linux" / f"{NAME}.desktop", appdir / f"{NAME}.desktop")
@@ -60,10 +62,3 @@ def make_appimage(app_dir: Path, dist: Path, version: str, stem: str = NAME) -> 
     subprocess.run([tool, "--no-appstream", str(appdir), str(target)], check=True, env=env)
     shutil.rmtree(appdir)
     return target
-
-
-def _link_or_copy(src: str, dst: str) -> None:
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copy2(src, dst)

@@ -26,6 +26,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from licences import copy_files
+
 ROOT = Path(__file__).resolve().parent.parent
 LINUX = ROOT / "packaging" / "linux"
 NAME = "nexttoken"
@@ -101,7 +103,7 @@ def make_deb(app_dir: Path, dist: Path, version: str, stem: str = NAME) -> Path:
     stage = dist / "deb-root"
     shutil.rmtree(stage, ignore_errors=True)
     # Hard links where the file system allows: the stage then costs no copy of the ~870 MB folder.
-    shutil.copytree(app_dir, stage / "opt" / NAME, symlinks=True, copy_function=_link_or_copy)
+    shutil.copytree(app_dir, stage / "opt" / NAME, symlinks=True, copy_function=link_or_copy)
     bin_dir = stage / "usr" / "bin"
     bin_dir.mkdir(parents=True)
     (bin_dir / NAME).symlink_to(Path("..", "..", "opt", NAME, NAME))
@@ -222,7 +224,7 @@ def write_licences(doc: Path, app_dir: Path) -> None:
     rows = [line.split(": ", 1) for line in (licences / "README.txt").read_text(encoding="utf-8").splitlines()[2:] if ": " in line]
     stanzas = [(component, licence, sorted(licences.glob(f"{folder_of(component)}/*"))) for component, licence in rows]
     for package, libraries in system_library_packages(app_dir).items():
-        copied = _copy([Path("/usr/share/doc", package, "copyright")], licences / "system" / package)
+        copied = copy_files([Path("/usr/share/doc", package, "copyright")], licences / "system" / package)
         stanzas.append((f"{', '.join(libraries)} (from the build machine's Debian/Ubuntu package {package})",
                         "see its copyright file", copied))
     lines = ["Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/",
@@ -261,20 +263,8 @@ def system_library_packages(app_dir: Path) -> dict[str, list[str]]:
     return dict(sorted(packages.items()))
 
 
-def _copy(files: list[Path], folder: Path) -> list[Path]:
-    copied = []
-    for f in map(Path, files):
-        if f.is_file():
-            folder.mkdir(parents=True, exist_ok=True)
-            target = folder / f.name
-            if target.exists():
-                target = folder / f"{f.parent.name}-{f.name}"
-            shutil.copyfile(f, target)
-            copied.append(target)
-    return copied
-
-
-def _link_or_copy(src: str, dst: str) -> None:
+def link_or_copy(src: str, dst: str) -> None:
+    """A hard link where the file system allows one (no second copy of 900 MB), else a copy."""
     try:
         os.link(src, dst)
     except OSError:

@@ -59,18 +59,18 @@ def write_licences(target: Path, models: dict[str, Path]) -> list[tuple[str, str
     (target / "nexttoken").mkdir()
     (target / "nexttoken" / "LICENSE").write_text(MIT_NOTICE, encoding="utf-8")
     rows = [("nexttoken", "MIT", [target / "nexttoken" / "LICENSE"])]
-    rows.append(("Qt 6", QT_LICENCE, _copy([TEXTS / "LGPL-3", TEXTS / "GPL-3"], target / "Qt")))
+    rows.append(("Qt 6", QT_LICENCE, copy_files([TEXTS / "LGPL-3", TEXTS / "GPL-3"], target / "Qt")))
     rows.append((f"Python {platform.python_version()}", "PSF-2.0 (the interpreter and standard library)",
-                 _copy(python_licence(), target / "Python")))
+                 copy_files(python_licence(), target / "Python")))
     for dist in runtime_distributions():
         name = dist.metadata["Name"]
         files = [Path(dist.locate_file(f)) for f in dist.files or ()
                  if ".dist-info/" in f.as_posix() and LICENCE_FILE.search(f.name)]
-        rows.append((f"{name} {dist.version}", licence_of(dist), _copy(files, target / name)))
+        rows.append((f"{name} {dist.version}", licence_of(dist), copy_files(files, target / name)))
     for name, folder in models.items():
         licence, note = model_licence(folder, name)
         folder_out = target / "models" / name
-        copied = _copy([Path(folder) / f for f in MODEL_OWN_FILES], folder_out)
+        copied = copy_files([Path(folder) / f for f in MODEL_OWN_FILES], folder_out)
         folder_out.mkdir(parents=True, exist_ok=True)
         (folder_out / "LICENCE-NOTE.txt").write_text(f"{name}: {licence}\n{note}\n".rstrip() + "\n", encoding="utf-8")
         rows.append((f"model {name}", licence, [folder_out / "LICENCE-NOTE.txt", *copied]))
@@ -129,7 +129,9 @@ def licence_of(dist: metadata.Distribution) -> str:
     return text
 
 
-def _copy(files: list[Path], folder: Path) -> list[Path]:
+def copy_files(files: list[Path], folder: Path) -> list[Path]:
+    """Copy the ``files`` that exist into ``folder`` (a name taken twice gets its folder's name in
+    front); return the copies."""
     copied = []
     for f in map(Path, files):
         if f.is_file():

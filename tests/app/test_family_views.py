@@ -14,6 +14,7 @@ from engine.random_model import TINY, write_random_model
 from app import protocol as p
 
 from .helpers import run
+from .test_inside_view import show_inside
 
 FAMILIES = {"llama": "Llama", "qwen2": "Qwen2", "qwen3": "Qwen3", "granitemoe": "GraniteMoe", "mixtral": "Mixtral"}
 
@@ -33,13 +34,6 @@ def stepped(make_window, qtbot, loaded):
         window.load_model(None, loaded=loaded, prompt="The cat sat on the mat")
     run(qtbot, window, window.step, p.Step)
     return window, run(qtbot, window, window.step, p.Step)
-
-
-def show_inside(window, qtbot):
-    with qtbot.waitSignal(window.controller.insideReady, timeout=30_000) as answer:
-        window.show_view("inside")
-    qtbot.waitUntil(lambda: not window.inside.awaiting(), timeout=30_000)
-    return answer.args[0].trace
 
 
 def test_inside_shows_rmsnorm_rope_grouped_heads_and_the_mlp_or_the_experts(stepped, qtbot):
