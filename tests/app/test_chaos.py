@@ -131,7 +131,7 @@ def test_random_actions_on_the_real_window(make_window, qtbot, tmp_path):
                 window.reset()
             elif roll < 0.46:
                 window.commands.max_speed.setChecked(rng.random() < 0.5)
-                window.toggle_play()
+                window.player.toggle()
             elif roll < 0.56:
                 choose_settings(window.sampling, random_settings(rng))
             elif roll < 0.62:
