@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run the tests offscreen after checking the import contracts:
-#     ./scripts/test.sh               the fast tests (all but those marked slow)
+#     ./scripts/test.sh               the fast tests (all but those marked slow), on two workers
+#                                     (pytest-xdist; a module's tests stay on one worker, so they share its window)
 #     ./scripts/test.sh --all         every test (.ci/run; the packaging tests want the packaging extra)
 #     ./scripts/test.sh -k attention  more arguments go to pytest
 # .venv is set up (scripts/setup.sh) only when it is missing or pyproject.toml changed since its last
@@ -8,7 +9,7 @@
 # otherwise, and never the packaging tools.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-select=(-m "not slow")
+select=(-m "not slow" -n 2 --dist loadfile)
 if [ "${1:-}" = "--all" ]; then
     select=()
     shift
