@@ -35,6 +35,23 @@ def make_tiny_folder(folder: Path, seed: int = 0, **config) -> Path:
     return write_random_gpt2(folder, seed, **(TINY | config))
 
 
+FAMILY_PROMPT = "The database stores each row of a table"
+
+
+def stepped_family_session(family: str, tmp_path_factory):
+    """(folder, session) of a tiny random model of ``family`` (engine.random_model.TINY), greedy,
+    after the prefill of FAMILY_PROMPT and two decode steps."""
+    from engine import SamplingSettings, Session, load_model
+    from engine.random_model import TINY as TINY_FAMILIES, write_random_model
+
+    folder = write_random_model(tmp_path_factory.mktemp(family) / family, family, seed=2, **TINY_FAMILIES[family])
+    session = Session(load_model(str(folder)), SamplingSettings(greedy=True))
+    session.set_prompt(FAMILY_PROMPT)
+    for _ in range(3):
+        session.step()
+    return folder, session
+
+
 @pytest.fixture(scope="session")
 def tiny_dir(tmp_path_factory) -> Path:
     """A folder holding a tiny random GPT-2 (see make_tiny_folder)."""

@@ -4,24 +4,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
-from engine import SamplingSettings, Session, families, load_model
+from engine import SamplingSettings, Session, families
 from engine.errors import SessionError
 from engine.family_inside import family_inside
-from engine.random_model import TINY, write_random_model
+from tests.conftest import FAMILY_PROMPT, stepped_family_session
 
-PROMPT = "The database stores each row of a table"
+PROMPT = FAMILY_PROMPT
 
 
 @pytest.fixture(scope="module", params=("llama", "qwen3", "granitemoe", "mixtral"))
 def session(request, tmp_path_factory):
-    folder = write_random_model(tmp_path_factory.mktemp(request.param) / request.param, request.param, seed=2, **TINY[request.param])
-    session = Session(load_model(str(folder)), SamplingSettings(greedy=True))
-    session.set_prompt(PROMPT)
-    for _ in range(3):
-        session.step()
-    return session
+    return stepped_family_session(request.param, tmp_path_factory)[1]
 
 
 def rotate(x: np.ndarray, angles: np.ndarray) -> np.ndarray:

@@ -7,22 +7,17 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from engine import SamplingSettings, Session, load_model
 from engine.inside import ROUTER_RULES, inside
-from engine.random_model import TINY, write_random_model
+from tests.conftest import FAMILY_PROMPT, stepped_family_session
 
-PROMPT = "The database stores each row of a table"
+PROMPT = FAMILY_PROMPT
 ATOL = 1e-4
 
 
 @pytest.fixture(scope="module", params=("llama", "qwen2", "qwen3", "granitemoe", "mixtral"))
 def case(request, tmp_path_factory):
     """(session after three greedy steps, its InsideTrace, the plain model's outputs at that position, the plain model)."""
-    folder = write_random_model(tmp_path_factory.mktemp(request.param) / request.param, request.param, seed=2, **TINY[request.param])
-    session = Session(load_model(str(folder)), SamplingSettings(greedy=True))
-    session.set_prompt(PROMPT)
-    for _ in range(3):
-        session.step()
+    folder, session = stepped_family_session(request.param, tmp_path_factory)
     trace = inside(session)
     plain = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager", torch_dtype=torch.float32).eval()
     ids = torch.from_numpy(session.token_ids()[: trace.position + 1])[None]

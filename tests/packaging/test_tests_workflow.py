@@ -3,17 +3,16 @@ three systems the installers target, with torch's CPU build and Qt offscreen."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
-from tests.packaging.test_workflow import actionlint
+from tests.packaging.test_workflow import lint
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOW = ROOT / ".github" / "workflows" / "tests.yml"
 
 
 def test_tests_workflow_passes_actionlint():
-    run = subprocess.run([actionlint(), "-no-color", str(WORKFLOW)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    run = lint(WORKFLOW)
     assert run.returncode == 0, run.stdout + run.stderr
 
 
@@ -21,7 +20,7 @@ def test_actionlint_fails_a_broken_tests_workflow(tmp_path):
     # The check above can fail: an unknown property of the matrix is an error.
     broken = tmp_path / "broken.yml"
     broken.write_text(WORKFLOW.read_text(encoding="utf-8").replace("${{ matrix.os }}", "${{ matrix.system }}"))
-    run = subprocess.run([actionlint(), "-no-color", str(broken)], capture_output=True, text=True, timeout=120)
+    run = lint(broken)
     assert run.returncode != 0 and "system" in run.stdout
 
 

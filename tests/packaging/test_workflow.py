@@ -28,6 +28,11 @@ def actionlint() -> str:
     return found
 
 
+def lint(path: Path) -> subprocess.CompletedProcess:
+    """actionlint's verdict on the workflow file ``path`` (its findings on stdout, without colour)."""
+    return subprocess.run([actionlint(), "-no-color", str(path)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
 def runs_of(workflow: dict, job: str) -> str:
     """Every ``run:`` script of a job, one after the other."""
     return "\n".join(step.get("run", "") for step in workflow["jobs"][job]["steps"])
@@ -39,7 +44,7 @@ def workflow() -> dict:
 
 
 def test_workflow_passes_actionlint():
-    run = subprocess.run([actionlint(), "-no-color", str(WORKFLOW)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    run = lint(WORKFLOW)
     assert run.returncode == 0, run.stdout + run.stderr
 
 
@@ -47,7 +52,7 @@ def test_actionlint_fails_a_broken_workflow(tmp_path):
     # The check above can fail: a job that needs a job that does not exist is an error.
     broken = tmp_path / "broken.yml"
     broken.write_text(WORKFLOW.read_text(encoding="utf-8").replace("runs-on: macos-15", "runs-on: macos-15\n    needs: nope"))
-    run = subprocess.run([actionlint(), "-no-color", str(broken)], capture_output=True, text=True, timeout=120)
+    run = lint(broken)
     assert run.returncode != 0 and "nope" in run.stdout
 
 
