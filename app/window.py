@@ -274,9 +274,12 @@ class MainWindow(QMainWindow):
         )
 
     def _reload_model(self) -> None:
-        info = self.state.result.info if self.state.result is not None else None
-        source = None if info is None or info.is_demo else info.source
-        self.load_model(source, prompt=self.tokens.prompt(), fallback=True)
+        """Load the model shown again, with the editor's text, or with the prompt that last ran
+        when the person emptied the editor (a fresh engine has no prompt of its own to keep)."""
+        result = self.state.result
+        source = None if result is None or result.info.is_demo else result.info.source
+        prompt = self.tokens.prompt() or (result.prompt_text if result is not None else "")
+        self.load_model(source, prompt=prompt, fallback=True)
 
     def _on_controller_engine_stopped(self, exit_code) -> None:
         from .logs import log_file

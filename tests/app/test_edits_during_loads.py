@@ -86,3 +86,16 @@ def test_a_death_with_a_too_long_edit_pending_shows_what_the_new_engine_holds(wi
     assert window.status_line.truncate_button.isVisibleTo(window)  # the refusal stays, with its offer
     assert "Step is off" in window.status_line.status_label.text()
     assert not window.commands.step_action.isEnabled()
+
+
+def test_an_emptied_editor_gets_back_the_prompt_that_ran_when_the_engine_is_replaced(window, qtbot):
+    """The death message promises the prompt is kept: with the editor emptied (nothing sent), the
+    reload runs the prompt the window last ran, and the editor shows that prompt, not another."""
+    window.tokens.editor.setPlainText("A dog ran")
+    send_edits(window, qtbot)
+    window.tokens.editor.setPlainText("")
+    qtbot.waitUntil(lambda: not window.tokens._debounce.isActive(), timeout=5_000)  # emptied: nothing is sent
+    with qtbot.waitSignal(window.resultApplied, timeout=60_000, check_params_cb=is_load):
+        window.controller.engine.died.emit(-9)
+    assert window.tokens.editor.toPlainText() == "A dog ran" == engine_prompt(window)
+    assert window.commands.step_action.isEnabled()
