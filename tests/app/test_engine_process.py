@@ -7,7 +7,6 @@ import multiprocessing
 import os
 import queue
 import threading
-from time import perf_counter
 
 import numpy as np
 import pytest
@@ -176,8 +175,6 @@ def test_closing_mid_play_ends_the_child_promptly(process_window, qtbot):
     w.commands.max_speed.setChecked(True)
     with qtbot.waitSignal(w.controller.resultReady, timeout=20_000):
         w.player.play()
-    started = perf_counter()
     w.close()
     assert not child.is_alive()
-    assert perf_counter() - started < engine_process.QUIT_GRACE_S  # it quit when asked, not by force
-    assert child.exitcode == 0
+    assert child.exitcode == 0  # it quit when asked: one stopped by force (after QUIT_GRACE_S) ends by a signal
