@@ -55,6 +55,7 @@ def _is_variation_selector(ch: str) -> bool:
     return 0xFE00 <= c <= 0xFE0F or 0xE0100 <= c <= 0xE01EF or 0x180B <= c <= 0x180F or c == 0x034F
 
 
+EDITOR_LINES = 3  # the prompt editor shows at least this many lines (a scroll bar beyond)
 CHIP_SHARE = 0.12  # the most of the window's height the rows of chips take (a scroll bar beyond)
 
 
@@ -254,16 +255,21 @@ class TokensPanel(QGroupBox):
         self.sentence.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
         self._sentence = ("", "")  # the text before the newest token, the newest token
 
+        # the editor on the left as tall as the sentence and the chips beside it together, so a long
+        # prompt shows in several lines at no cost in height (``EDITOR_LINES`` at the least)
+        self.editor.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Ignored)
         top = QHBoxLayout()
-        top.addWidget(self.editor, 2)
         top.addWidget(self.sentence, 3)
         side = QVBoxLayout()
         side.addWidget(self.counts)
         side.addStretch(1)
         top.addLayout(side)
-        layout = QVBoxLayout(self)
-        layout.addLayout(top)
-        layout.addWidget(self.scroll, 1)
+        right = QVBoxLayout()
+        right.addLayout(top)
+        right.addWidget(self.scroll, 1)
+        layout = QHBoxLayout(self)
+        layout.addWidget(self.editor, 2)
+        layout.addLayout(right, 5)
         layout.setContentsMargins(6, 2, 6, 4)
 
         self._debounce = QTimer(self, singleShot=True, interval=450)
@@ -352,7 +358,8 @@ class TokensPanel(QGroupBox):
         self.editor.setFont(theme.font(1))
         self.sentence.setFont(theme.font(1))
         self.sentence.setMaximumHeight(2 * theme.text_px(1) + 6)
-        self.editor.setFixedHeight(int(QFontMetrics(theme.font(1)).height() * 1.6) + 8)  # a line; the chips show all
+        frame = 2 * (self.editor.frameWidth() + int(self.editor.document().documentMargin()))
+        self.editor.setMinimumHeight(EDITOR_LINES * QFontMetrics(theme.font(1)).lineSpacing() + frame)
         self.setFont(theme.font())
         self.counts.setMinimumWidth(QFontMetrics(theme.font()).horizontalAdvance("x" * 40))
         self.strip.set_theme(theme)
@@ -363,7 +370,13 @@ class TokensPanel(QGroupBox):
         before, newest = self._sentence
         fm = QFontMetrics(self.sentence.font())
         room = max(40, int(self.sentence.width() * 1.6) - fm.horizontalAdvance(newest))
-        shown = fm.elidedText(" ".join(before.split("\n")), Qt.ElideLeft, room)
+        text = " ".join(before.split("\n"))
+        shown = fm.elidedText(text, Qt.ElideLeft, room)
+        if shown != text and shown.startswith("…"):  # cut at a word: "…word", never "…ord"
+            tail = shown[1:]
+            if not text[: len(text) - len(tail)].endswith(" ") and " " in tail:
+                tail = tail.split(" ", 1)[1]
+            shown = "…" + tail.lstrip(" ")
         mark = (
             f"<span style='background:{th.GENERATED_CHIP}; text-decoration: underline'><b>{escape(newest, quote=False)}</b></span>"
             if newest else ""

@@ -70,3 +70,28 @@ def test_the_status_line_is_one_line_and_counts_as_the_chips_do(window, qtbot):
         assert label.heightForWidth(label.width()) <= label.fontMetrics().height() + 2, label.text()
         generated = int(re.search(r"(\d+)</b> generated", window.tokens.counts.text()).group(1))
         assert label.text().startswith(f"Token {generated} ") and generated == result.trace.step + 1
+
+
+LONG_PROMPT = ("Once upon a time, in a small village at the edge of a great forest, there lived an old clockmaker "
+               "who repaired every clock in the valley, and each morning the children gathered at his window")
+
+
+def test_a_long_prompt_in_projector_mode_shows_three_lines_and_reaches_its_first_token(window, qtbot):
+    window.state.set_projector(True)
+    window.resize(1280, 720)
+    window.tokens.editor.setPlainText(LONG_PROMPT)
+    run(qtbot, window, window.tokens._debounce.start, p.SetPrompt, timeout=60_000)
+    run(qtbot, window, window.step, p.Step)
+    qtbot.wait(50)
+    assert window.height() <= 720  # the room comes from beside the chips, not from a taller window
+    editor = window.tokens.editor
+    assert editor.viewport().height() >= 3 * editor.fontMetrics().lineSpacing()
+    sentence = window.tokens.sentence.text()
+    assert sentence.startswith("…") and sentence[1] != " "  # cut at a word: "…word", not "… ord"
+    cut = sentence[1:].split(" ")[0]
+    assert f" {cut} " in f" {LONG_PROMPT} "
+    scroll, first = window.tokens.scroll, window.tokens.strip.rects[0]
+    scroll.verticalScrollBar().setValue(scroll.verticalScrollBar().minimum())
+    scroll.ensureVisible(first.center().x(), first.center().y())
+    qtbot.wait(10)
+    assert scroll.viewport().rect().contains(window.tokens.strip.mapTo(scroll.viewport(), first.center()))
