@@ -162,8 +162,11 @@ def test_random_actions_on_the_real_window(make_window, qtbot, tmp_path):
                 if rng.random() < 0.5:  # with a prompt edit pending (the reload may refuse it)
                     typed = rng.choice(HOSTILE_PROMPTS)
                     window.tokens.editor.setPlainText(typed)
-                os.kill(window.controller.engine.process.pid, signal.SIGKILL)
+                killed = window.controller.engine
+                os.kill(killed.process.pid, signal.SIGKILL)
                 kills, last_kill = kills + 1, monotonic()
+                # until the window notices, it would look settled while a request goes to the dead engine
+                qtbot.waitUntil(lambda: window.controller.engine is not killed, timeout=30_000)
                 if rng.random() < 0.5:  # and typing while the reload runs
                     qtbot.wait(rng.choice([50, 300, 1000]))
                     qtbot.keyClicks(window.tokens.editor, " see what")
