@@ -62,6 +62,9 @@ def write_png(image, path: Path, what: str) -> Written:
         pictures.write_png(image, path)
     except OSError as exc:
         return Written(what, path, error=exc)
+    except Exception as exc:  # noqa: BLE001 - a defect: told on the status line, never lost on a thread
+        log.exception("writing %s to %s failed", what, path)
+        return Written(what, path, error=exc)
     return Written(what, path, detail)
 
 
@@ -160,7 +163,7 @@ class ExportActions(QObject):
         except (OSError, ValueError) as exc:
             return self._failed(f"Could not save {what} to {path}", exc)
         self.status(f"Saving {what} to {path}…")
-        self.writer.submit(lambda: write_png(image, path, what))
+        self.writer.submit(lambda: write_png(image, path, what), what)
         return True
 
     def export_table(self, which: str, path) -> bool:
@@ -178,8 +181,17 @@ class ExportActions(QObject):
         if which not in ON_A_THREAD:
             return self._on_writer_written(write_table(which, result, path))
         self.status(f"Saving {what} ({len(result.records):,} rows) to {path}…")
-        self.writer.submit(lambda: write_table(which, result, path))
+        self.writer.submit(lambda: write_table(which, result, path), what)
         return True
+
+    def waiting(self) -> str:
+        """The words for quitting while exports are still being written ("" when none is): quitting
+        waits for them (``writer.close``)."""
+        pending = self.writer.pending
+        if not pending:
+            return ""
+        what = pending[0] if len(pending) == 1 else f"{len(pending)} exports"
+        return f"Waiting for {what} to be written before quitting…"
 
     def _on_writer_written(self, outcome: Written) -> bool:
         self.saved.emit(outcome)

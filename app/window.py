@@ -341,6 +341,10 @@ class MainWindow(QMainWindow):
         self.player.pause()
         self.painter.stop()
         self.download.close()
+        if waiting := self.exporter.waiting():  # a picture or table still being written: say why the window stays
+            self.status_line.say(waiting)
+            self.status_line.status_label.repaint()
+        self.exporter.writer.close()
         if self.controller.saves_pending:  # shutdown waits for the file: say why the window stays
             self.status_line.say("Waiting for the session file to be written before quitting…")
             self.status_line.status_label.repaint()
