@@ -286,15 +286,19 @@ class TokensPanel(QGroupBox):
         top.addWidget(self.sentence, 3)
         side = QVBoxLayout()
         side.addWidget(self.counts)
-        controls = QHBoxLayout()
-        controls.addWidget(self.chat_box)
-        controls.addWidget(self.stops_edit, 1)
-        side.addLayout(controls)
         side.addStretch(1)
         top.addLayout(side)
+        controls = QVBoxLayout()  # beside the chips: as tall as one row of them, so the panel takes no more height
+        controls.setSpacing(0)
+        controls.addWidget(self.chat_box)
+        controls.addWidget(self.stops_edit)
+        controls.addStretch(1)
+        chips = QHBoxLayout()
+        chips.addWidget(self.scroll, 1)
+        chips.addLayout(controls)
         layout = QVBoxLayout(self)
         layout.addLayout(top)
-        layout.addWidget(self.scroll, 1)
+        layout.addLayout(chips, 1)
         layout.setContentsMargins(6, 2, 6, 4)
 
         self._debounce = QTimer(self, singleShot=True, interval=450)
@@ -454,8 +458,10 @@ class TokensPanel(QGroupBox):
 
     def _on_state_theme(self, theme: th.Theme) -> None:
         self.editor.setFont(theme.font(1))
-        for widget in (self.system_edit, self.stops_edit, self.chat_box):
-            widget.setFont(theme.font())
+        self.system_edit.setFont(theme.font())
+        for widget in (self.stops_edit, self.chat_box):  # one size down: the two fit beside one row of chips
+            widget.setFont(theme.font(-1))
+        self.stops_edit.setFixedWidth(QFontMetrics(theme.font(-1)).horizontalAdvance("x" * 14))
         self.sentence.setFont(theme.font(1))
         self.sentence.setMaximumHeight(2 * theme.text_px(1) + 6)
         self.editor.setFixedHeight(int(QFontMetrics(theme.font(1)).height() * 1.6) + 8)  # a line; the chips show all
