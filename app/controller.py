@@ -20,6 +20,7 @@ import weakref
 
 from PySide6.QtCore import QCoreApplication, QObject, Signal
 
+from engine.chat import ChatTurn
 from engine.defaults import DEFAULT_SETTINGS
 from engine.sampling import SamplingSettings
 
@@ -63,6 +64,7 @@ class SessionController(QObject):
         super().__init__(parent)
         self.settings: SamplingSettings = DEFAULT_SETTINGS  # what the person chose last
         self.use_cache = True  # likewise: generate with the KV cache
+        self.stop_sequences: tuple[str, ...] = ()  # likewise: where generation stops
         self.policy = RequestPolicy(self._send, self._control)
         self._busy_shown = False
         self._closed = False
@@ -95,14 +97,25 @@ class SessionController(QObject):
         """Step and Play requests sent to the engine (tests and benchmarks read it)."""
         return self.policy.forward_requests
 
-    def load(self, source: str | None = None, *, loaded=None, fallback: bool = False, prompt: str = "") -> int:
+    def load(self, source: str | None = None, *, loaded=None, fallback: bool = False, prompt: str = "", chat: ChatTurn | None = None) -> int:
+        """Load a model with ``prompt``, a user turn through its chat template when ``chat`` (its system message) is given."""
         return self._request(
-            p.Load(source=source, prompt=prompt, fallback=fallback, settings=self.settings, use_cache=self.use_cache, loaded=loaded)
+            p.Load(source=source, prompt=prompt, fallback=fallback, settings=self.settings, use_cache=self.use_cache, loaded=loaded,
+                   chat=chat, stop_sequences=self.stop_sequences)
         )
 
     def set_prompt(self, text: str, truncate: bool = False) -> int:
         """Use ``text`` as the prompt; too long is an error unless ``truncate`` keeps its last tokens."""
         return self._request(p.SetPrompt(text=text, truncate=truncate, settings=self.settings))
+
+    def set_chat(self, turn: ChatTurn) -> int:
+        """Use ``turn`` (system and user messages) through the model's chat template as the prompt."""
+        return self._request(p.SetChat(turn=turn, settings=self.settings))
+
+    def set_stops(self, sequences) -> int:
+        """Stop generating once the text reaches one of ``sequences`` (kept across reloads)."""
+        self.stop_sequences = tuple(sequences)
+        return self._request(p.SetStops(sequences=self.stop_sequences))
 
     def set_settings(self, settings: SamplingSettings) -> int:
         """The person chose ``settings``: use them from now on and re-draw the current step."""
@@ -216,7 +229,7 @@ class SessionController(QObject):
     def _on_result(self, result) -> None:
         request = result.request
         if isinstance(request, p.OpenSession):  # a reopened session brings its own settings: they are the person's now
-            self.settings = result.settings
+            self.settings, self.stop_sequences = result.settings, result.stop_sequences
         if isinstance(request, p.Load) or (isinstance(request, p.OpenSession) and result.can_step):  # view-only: no model
             self.modelLoaded.emit(result.info)
         self.resultReady.emit(result)

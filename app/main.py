@@ -58,6 +58,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--model", default=None, help="model folder or hub id such as gpt2 (default: the last used, else the tiny demo)")
     p.add_argument("--prompt", default="", help="prompt to start with")
     p.add_argument("--steps", type=steps_count, default=0, help="steps to run at start (with --screenshot: before the picture)")
+    p.add_argument("--chat", action="store_true",
+                   help="send the prompt as a user turn through the model's chat template; stops at the end of the turn")
+    p.add_argument("--system", default="", help="with --chat: a system message before the user turn")
+    p.add_argument("--stop", action="append", default=[], metavar="TEXT",
+                   help="stop once the generated text reaches TEXT (repeat for several; the status line names which)")
     p.add_argument("--screenshot", metavar="FILE.png", help="save a PNG of the window after --steps steps, then exit")
     p.add_argument("--projector", action="store_true", help="large fonts and high contrast for a projector")
     p.add_argument("--view", choices=(*VIEWS, *VIEW_ALIASES), default="flow",
@@ -317,7 +322,11 @@ def main(argv: list[str] | None = None) -> int:
 
         # a new user's first model: SmolLM2 when setup.sh fetched it (the smoke test: the bundled demo)
         offline = None if args.smoke_test else paths.offline_model()
-        window.start(model, args.prompt, fallback=True if args.open else not scripted, first=offline and str(offline))
+        from engine.chat import ChatTurn
+
+        chat = ChatTurn(args.system, args.prompt) if args.chat else None
+        window.start(model, args.prompt, fallback=True if args.open else not scripted, first=offline and str(offline),
+                     chat=chat, stops=tuple(args.stop))
         if args.open:  # queued behind the load: it opens with that model
             window.open_session(args.open, -1 if args.step is None else args.step)
 

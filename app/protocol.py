@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from engine.chat import ChatTurn
 from engine.defaults import DEFAULT_SETTINGS
 from engine.sampling import SamplingSettings
 
@@ -35,7 +36,9 @@ class Request:
 class Load(Request):
     """Load a model and set the prompt. ``source``: a folder or hub id, None for the demo model;
     ``loaded``: an already loaded model (the thread engine only: tests pass one to skip the disk);
-    ``fallback``: open the demo model if ``source`` fails; ``prompt``: "" keeps the current one."""
+    ``fallback``: open the demo model if ``source`` fails; ``prompt``: "" keeps the current one;
+    ``chat``: with its system message, the prompt is a user turn through the model's chat template
+    (a model without one gets the plain prompt); ``stop_sequences``: the window's."""
 
     kind: ClassVar[str] = "load"
 
@@ -45,6 +48,8 @@ class Load(Request):
     settings: SamplingSettings = DEFAULT_SETTINGS
     use_cache: bool = True
     loaded: Any = None
+    chat: ChatTurn | None = None
+    stop_sequences: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,27 @@ class SetPrompt(Request):
     text: str = ""
     truncate: bool = False
     settings: SamplingSettings = DEFAULT_SETTINGS
+
+
+@dataclass(frozen=True)
+class SetChat(Request):
+    """Use ``turn`` (a system message and a user message) as the prompt, rendered by the model's own
+    chat template (``engine.chat``), dropping every step; refused for a model without a template."""
+
+    kind: ClassVar[str] = "chat"
+
+    turn: ChatTurn = ChatTurn()
+    settings: SamplingSettings = DEFAULT_SETTINGS
+
+
+@dataclass(frozen=True)
+class SetStops(Request):
+    """Stop generating once the text reaches one of ``sequences`` (checked from the newest step on;
+    the steps taken stay)."""
+
+    kind: ClassVar[str] = "stops"
+
+    sequences: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -166,7 +192,8 @@ class OpenSession(Request):
     """Replace the session with the one saved in ``path``, at its step ``step`` of the branch it was
     saved on (-1: the step it was saved at). Its own sampling settings come with it (the window adopts
     them); it steps on only with the same model (else it is shown, not continued). A refused file
-    changes nothing but the session's settings, which become ``settings`` (the window's)."""
+    changes nothing but the session's settings, which become ``settings`` (the window's). The file's chat
+    turn and stop sequences come with it too."""
 
     kind: ClassVar[str] = "open"
     path: str = ""
@@ -182,8 +209,9 @@ class Refresh(Request):
     kind: ClassVar[str] = "refresh"
 
 
-REQUESTS = (Load, SetPrompt, Step, Play, Back, Choose, Resample, Reset, SetCache, Inspect, Switch, SaveSession, OpenSession, Refresh)
-RESTARTS = (Load, SetPrompt, Reset, OpenSession)  # after one of these, results of older requests are stale
+REQUESTS = (Load, SetPrompt, SetChat, SetStops, Step, Play, Back, Choose, Resample, Reset, SetCache, Inspect, Switch,
+            SaveSession, OpenSession, Refresh)
+RESTARTS = (Load, SetPrompt, SetChat, Reset, OpenSession)  # after one of these, results of older requests are stale
 KEPT_ON_RESTART = (Load, SaveSession)  # still run after a restart (a save's result is stale, its message is not)
 COALESCING = (Step, Resample, Choose, Inspect, Switch)  # a newer one replaces an older one still waiting
 

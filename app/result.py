@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.branches import BranchTable
+from engine.chat import ChatTurn
 from engine.info import ModelInfo
 from engine.sampling import SamplingSettings
 from engine.trace import StepRecord, StepTrace
@@ -73,6 +74,8 @@ class SessionResult:
         the path to its ``current`` node.
     can_step: False for a session reopened without its model (``why_not`` says why): it is shown, not
         continued.
+    chat: the chat turn the prompt was made from with the model's chat template (None: plain text).
+    stop_sequences: the texts that stop generation.
     """
 
     generation: int
@@ -92,6 +95,8 @@ class SessionResult:
     can_step: bool = True
     why_not: str = ""
     embed_parts: tuple[np.ndarray, ...] = ()
+    chat: ChatTurn | None = None
+    stop_sequences: tuple[str, ...] = ()
 
     @property
     def embed_points(self) -> np.ndarray:

@@ -20,6 +20,7 @@ from typing import Callable
 
 import numpy as np
 
+from engine.chat import ChatTurn
 from engine.errors import ExportError, GenerationStopped, NextTokenError, PromptError
 from engine.loading import load_model
 from engine.defaults import DEFAULT_PROMPT
@@ -114,6 +115,8 @@ def make_result(
         branches=session.branches(),
         can_step=session.loaded.model is not None,
         why_not=session.loaded.missing_reason,
+        chat=session.chat,
+        stop_sequences=session.stop_sequences,
     )
 
 
@@ -142,6 +145,8 @@ class SessionHost:
         self._run = {
             p.Load: self._load,
             p.SetPrompt: self._set_prompt,
+            p.SetChat: self._set_chat,
+            p.SetStops: self._set_stops,
             p.Step: self._step,
             p.Play: self._play,
             p.Back: self._back,
@@ -219,9 +224,12 @@ class SessionHost:
             if not request.fallback or source is None:
                 raise
             fallback, why, loaded = str(source), str(exc), load_model(None)
-        session = Session(loaded, request.settings, use_cache=request.use_cache)
+        session = Session(loaded, request.settings, use_cache=request.use_cache, stop_sequences=request.stop_sequences)
         prompt = request.prompt or self._prompt_text() or DEFAULT_PROMPT
-        kept, whole = len(session.set_prompt(prompt, truncate=True)), len(loaded.tokenizer.encode(prompt))
+        if request.chat is not None and loaded.info.chat_template:
+            kept = whole = len(session.set_chat(ChatTurn(request.chat.system, prompt)))
+        else:
+            kept, whole = len(session.set_prompt(prompt, truncate=True)), len(loaded.tokenizer.encode(prompt))
         self.session, self.loaded, self._points = session, loaded, PointCache()  # only now: a failed load keeps the old one
         facts = Facts(seconds=perf_counter() - t0, fallback=fallback, why=why, kept=kept, whole=whole)
         return self._result(request, facts)
@@ -236,6 +244,8 @@ class SessionHost:
     def _prompt_text(self) -> str:
         if self.session is None or not self.session.prompt_ids:
             return ""
+        if self.session.chat is not None:
+            return self.session.chat.user
         return self.session.loaded.tokenizer.decode(self.session.prompt_ids)
 
     def _live_session(self) -> Session:
@@ -243,9 +253,12 @@ class SessionHost:
         from a file to view only (a new prompt or a Reset starts over with a model that can step)."""
         session = self._need_session()
         if session.loaded.model is None and self.loaded is not None:
-            text = session.loaded.tokenizer.decode(session.prompt_ids) or DEFAULT_PROMPT  # the file's prompt
-            session = Session(self.loaded, session.settings, use_cache=session.use_cache)
-            session.set_prompt(text, truncate=True)
+            chat, text = session.chat, self._prompt_text() or DEFAULT_PROMPT  # the file's prompt
+            session = Session(self.loaded, session.settings, use_cache=session.use_cache, stop_sequences=session.stop_sequences)
+            if chat is not None and self.loaded.info.chat_template:
+                session.set_chat(chat)
+            else:
+                session.set_prompt(text, truncate=True)
             self.session, self._points = session, PointCache()
         return session
 
@@ -262,6 +275,16 @@ class SessionHost:
             raise
         whole = len(session.loaded.tokenizer.encode(text)) if truncate else len(ids)
         return self._result(request, Facts(kept=len(ids), whole=whole))
+
+    def _set_chat(self, request: p.SetChat) -> SessionResult:
+        session = self._live_session()
+        session.settings = request.settings  # first, as for a prompt
+        ids = session.set_chat(request.turn)
+        return self._result(request, Facts(kept=len(ids), whole=len(ids)))
+
+    def _set_stops(self, request: p.SetStops) -> SessionResult:
+        self._need_session().stop_sequences = request.sequences
+        return self._result(request)
 
     def _step(self, request: p.Request) -> SessionResult:
         session = self._need_session()

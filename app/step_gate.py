@@ -38,7 +38,7 @@ class StepGate:
     def show(self, result: SessionResult) -> None:
         """``result`` is being drawn: a prompt that ran clears the refusal."""
         self.result = result
-        if isinstance(result.request, (p.Load, p.SetPrompt, p.OpenSession)):
+        if isinstance(result.request, (p.Load, p.SetPrompt, p.SetChat, p.OpenSession)):
             self.refused = ""
 
     def prompt_emptied(self) -> str:
@@ -51,7 +51,7 @@ class StepGate:
         message, keep = wording.failure(reply), 0
         if isinstance(reply, p.PromptTooLong) and self.result is not None:
             keep = truncation_keeps(self.result.info.n_positions)
-        if isinstance(reply.request, p.SetPrompt):  # the editor shows a prompt that cannot run: say so, no Step
+        if isinstance(reply.request, (p.SetPrompt, p.SetChat)):  # the editor shows a prompt that cannot run: say so, no Step
             self.refused = message = f"{message} Step is off until the prompt can run."
         if isinstance(reply.request, p.Load) and self.result is not None and self.result.info.name not in message:
             message += f" Still using {self.result.info.name}."

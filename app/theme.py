@@ -45,6 +45,7 @@ ERROR = "#B3261E"  # error messages (text)
 
 PROMPT_CHIP = "#D6EAF8"  # prompt tokens: pale blue
 GENERATED_CHIP = "#FCE5C0"  # generated tokens: pale orange
+SPECIAL_CHIP = "#EBD5E3"  # special tokens (a chat template's turn markers, end of text): pale purple, outlined PURPLE
 MASKED = "#C8C8C8"  # masked (future) attention cells: hatched grey
 BRANCH_A = VERMILION  # the Branches view's comparison: branch A (that view draws no prompt points)
 BRANCH_B = BLUE  # and branch B

@@ -14,6 +14,7 @@ from PySide6.QtCore import QSettings, Signal
 from PySide6.QtWidgets import QMainWindow, QStackedWidget, QVBoxLayout, QWidget
 
 from engine import paths
+from engine.chat import ChatTurn
 
 from . import flow_view, guard, wording
 from . import protocol as p
@@ -104,6 +105,8 @@ class MainWindow(QMainWindow):
         self.painter.resultApplied.connect(self._on_painter_result_applied)
         self.player.playingChanged.connect(self._on_player_playing_changed)
         self.tokens.promptEdited.connect(self._on_tokens_prompt_edited)
+        self.tokens.chatEdited.connect(self._on_tokens_chat_edited)
+        self.tokens.stopsEdited.connect(c.set_stops)
         self.logits.tokenChosen.connect(self._on_logits_token_chosen)
         self.inside.inspectRequested.connect(c.inspect)
         self.cache_view.inspectRequested.connect(c.inspect)
@@ -158,8 +161,15 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(central)
 
     # ------------------------------------------------------------- commands
-    def start(self, model: str | None = None, prompt: str = "", *, fallback: bool = True, first: str | None = None) -> None:
-        """Load ``model`` (default: the last one used, else ``first``, else the demo) with ``prompt``."""
+    def start(self, model: str | None = None, prompt: str = "", *, fallback: bool = True, first: str | None = None,
+              chat: ChatTurn | None = None, stops: tuple[str, ...] = ()) -> None:
+        """Load ``model`` (default: the last one used, else ``first``, else the demo) with ``prompt``: the
+        user's turn of ``chat`` (its system message) when given, through the model's chat template, and
+        stop sequences ``stops``."""
+        if chat is not None:
+            self.tokens.set_chat(ChatTurn(chat.system, prompt))
+        self.tokens.set_stops(stops)
+        self.controller.stop_sequences = tuple(stops)
         self.load_model(model or self.preferences.last_model() or first, prompt=prompt, fallback=fallback)
 
     def load_model(self, source: str | None, *, prompt: str = "", fallback: bool = False, loaded=None) -> None:
@@ -167,7 +177,7 @@ class MainWindow(QMainWindow):
         self.player.pause()
         what = f"{paths.DEMO_MODEL_NAME} (the tiny demo model)" if source is None and loaded is None else (source or "the model")
         self.status_line.say(f"Loading {what}… The window works meanwhile; Step waits until the model is ready.")
-        self.controller.load(source, loaded=loaded, fallback=fallback, prompt=prompt or self.tokens.prompt())
+        self.controller.load(source, loaded=loaded, fallback=fallback, prompt=prompt or self.tokens.prompt(), chat=self.tokens.chat_turn())
 
     def step(self) -> None:
         refusal = self.gate.why_not_step()
@@ -222,9 +232,15 @@ class MainWindow(QMainWindow):
             return
         self.controller.set_prompt(text)
 
+    def _on_tokens_chat_edited(self, turn: ChatTurn) -> None:
+        if not turn.user.strip():
+            self._on_tokens_prompt_edited("")  # an empty user message: as an empty prompt
+            return
+        self.controller.set_chat(turn)
+
     def _on_painter_result_started(self, result: SessionResult) -> None:
         self.gate.show(result)
-        if isinstance(result.request, (p.Load, p.SetPrompt, p.OpenSession)):
+        if isinstance(result.request, (p.Load, p.SetPrompt, p.SetChat, p.OpenSession)):
             self.status_line.truncate_button.hide()
         if isinstance(result.request, p.OpenSession):  # the file's settings are the person's now
             self.sampling.set_settings(self.controller.settings)

@@ -27,6 +27,13 @@ def result_status(result: SessionResult) -> str:
             else:
                 what = f"{f.kept} tokens"
             return f"Prompt: {what}. Press Step (Space) to run the prefill."
+        case p.SetChat():
+            return (f"Chat turn: {f.kept} tokens, written by {result.info.name}'s chat template (its special tokens are the "
+                    "purple chips); the model ends its turn with its end-of-turn token. Press Step (Space) to run the prefill.")
+        case p.SetStops():
+            if not result.stop_sequences:
+                return "No stop sequences: generation stops only at the end-of-text token or when the context is full."
+            return f"Generation stops once the text reaches {_quoted(result.stop_sequences)}."
         case p.Step() | p.Play():
             return _step(result)
         case p.Back():
@@ -74,6 +81,8 @@ def _load(result: SessionResult) -> str:
             f"The prompt was cut to its last {f.kept:,} of its {f.whole:,} tokens: {info.name} reads at most "
             f"{info.n_positions:,}, and {info.n_positions - f.kept:,} stay free to generate. "
         )
+    if result.request.chat is not None and result.chat is None:
+        note += f"{info.name} has no chat template: the prompt is plain text. "
     return f"{note}Loaded {info.label} in {f.seconds:.1f} s."
 
 
@@ -93,7 +102,14 @@ def _step(result: SessionResult) -> str:
                     f"this branch ({ms:.0f} ms, not in the step's time).")
     if trace.stop_reason:
         message += " " + trace.stop_message
+        if trace.stop_reason == "end_of_text" and result.chat is not None:
+            message += " That ends its turn."
     return message
+
+
+def _quoted(sequences) -> str:
+    """Stop sequences as a person reads them: each quoted, a newline as \\n."""
+    return " or ".join(repr(s) for s in sequences)
 
 
 def _steps(n: int) -> str:

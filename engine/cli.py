@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     from .session_file import save_session
     from .loading import load_model
     from .sampling import SamplingSettings
-    from .chat import chat_prompt_ids
+    from .chat import ChatTurn
     from .session import Session
 
     settings = SamplingSettings(
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     session = Session(load_model(args.model), settings, max_new_tokens=args.steps, use_cache=not args.no_cache,
                       stop_sequences=args.stop)
     if args.chat:
-        session.set_prompt_ids(chat_prompt_ids(session.loaded.tokenizer, args.prompt, args.system))
+        session.set_chat(ChatTurn(args.system or "", args.prompt))  # --export keeps the turn
     else:
         session.set_prompt(args.prompt, truncate=args.truncate)
     if not args.json:

@@ -22,6 +22,8 @@ class ModelInfo:
     n_kv_heads: int = 0  # key/value heads (fewer than n_head with grouped heads); 0: n_head
     d_head: int = 0  # 0: d_model // n_head
     n_active_params: int = 0  # parameters each token runs through (a mixture of experts: fewer); 0: n_params
+    chat_template: bool = False  # the tokenizer has a chat template (engine.chat): chat turns are possible
+    special_ids: tuple[int, ...] = ()  # the tokenizer's special tokens (<|im_start|>, <|im_end|>, ...), ascending
 
     @property
     def kv_heads(self) -> int:
@@ -30,6 +32,12 @@ class ModelInfo:
     @property
     def head_dim(self) -> int:
         return self.d_head or self.d_model // self.n_head
+
+    def kv_widths(self) -> tuple[int, int]:
+        """Values the KV cache holds per position, layer and keys-or-values (kv_heads x head_dim), and
+        what full heads would hold (n_head x head_dim); each 0 where that is d_model (GPT-2: KVStats's default)."""
+        kv, full = self.kv_heads * self.head_dim, self.n_head * self.head_dim
+        return (0 if kv == self.d_model else kv), (0 if full == self.d_model else full)
 
     @property
     def label(self) -> str:

@@ -20,7 +20,7 @@ from typing import Callable
 
 import torch
 
-from . import families, paths
+from . import chat, families, paths
 from .errors import ModelLoadError
 from .info import ModelInfo
 from .projection import Projection
@@ -185,6 +185,8 @@ def wrap_model(model, folder: Path, *, name: str, is_demo: bool = False) -> Load
         family=families.family_of(model).name,
         n_kv_heads=0 if kv_heads == n_head else kv_heads,
         d_head=0 if d_head == cfg.hidden_size // n_head else d_head,
+        chat_template=chat.has_chat_template(tokenizer),
+        special_ids=chat.special_ids(tokenizer),
     )
     loaded = LoadedModel(model=model, tokenizer=tokenizer, info=info)
     warm_up(loaded)  # the first step a person takes is then timed as itself

@@ -14,6 +14,7 @@ import torch
 
 from . import families, hf_compat, hooks, sampling
 from .branches import ROOT, BranchTable, BranchTree
+from .chat import ChatTurn, chat_prompt_ids
 from .memory import release_freed_memory
 from .defaults import truncation_keeps
 from .errors import GenerationStopped, PromptError, SessionError
@@ -91,9 +92,8 @@ class Session:
         if max_new_tokens is not None and max_new_tokens < 1:
             raise SessionError(f"max_new_tokens must be at least 1 (got {max_new_tokens})")
         self.max_new_tokens = max_new_tokens
-        if any(not isinstance(text, str) or not text for text in stop_sequences):
-            raise SessionError("A stop sequence must be at least one character of text.")
-        self.stop_sequences = tuple(stop_sequences)  # generation stops once the text it writes reaches one
+        self.stop_sequences = stop_sequences
+        self.chat: ChatTurn | None = None  # the chat turn the prompt was made from (set_chat), or None
         self._prompt_ids: list[int] = []
         self._records: list[StepRecord] = []  # the current path's records, prefill first
         self._path: list[int] = []  # their node ids in the tree
@@ -114,6 +114,17 @@ class Session:
         self._use_cache = bool(on)
         if not on:
             self._cache = None
+
+    @property
+    def stop_sequences(self) -> tuple[str, ...]:
+        """Generation stops once the text it writes reaches one of these (``stop_sequence_reached``)."""
+        return self._stop_sequences
+
+    @stop_sequences.setter
+    def stop_sequences(self, sequences) -> None:
+        if any(not isinstance(text, str) or not text for text in sequences):
+            raise SessionError("A stop sequence must be at least one character of text.")
+        self._stop_sequences = tuple(sequences)
 
     @property
     def info(self):
@@ -210,9 +221,17 @@ class Session:
                     f"(room to generate {capacity - keep:,})."
                 )
             ids = ids[-keep:]
-        self._prompt_ids = ids
+        self._prompt_ids, self.chat = ids, None
         self.reset()
         return list(ids)
+
+    def set_chat(self, turn: ChatTurn) -> list[int]:
+        """Start over from ``turn`` rendered by the model's own chat template (engine.chat): the
+        template's special tokens are part of the prompt, and the model ends its turn with its
+        end-of-text token (``<|im_end|>``), which stops generation."""
+        ids = self.set_prompt_ids(chat_prompt_ids(self.loaded.tokenizer, turn.user, turn.system or None))
+        self.chat = turn
+        return ids
 
     def set_prompt_ids(self, ids) -> list[int]:
         """Start over from token ids as they are (a reopened session file's prompt), no tokenizer needed."""
@@ -223,7 +242,7 @@ class Session:
             raise PromptError(f"A prompt token id is outside the vocabulary (0 to {self.info.vocab_size - 1}).")
         if len(ids) > self.info.n_positions:
             raise PromptError(f"The prompt is {len(ids):,} tokens long but {self.info.name} reads at most {self.info.n_positions:,}.")
-        self._prompt_ids = ids
+        self._prompt_ids, self.chat = ids, None
         self.reset()
         return list(ids)
 
@@ -421,7 +440,7 @@ class Session:
         if not layers:  # no cache: every layer holds 0 positions
             zeros = np.zeros(self.info.n_layer, dtype=np.int64)
             itemsize = self.loaded.model.dtype.itemsize
-            return KVStats(zeros, zeros.copy(), 0, itemsize, self.info.d_model, self.info.n_positions, *self._kv_widths())
+            return KVStats(zeros, zeros.copy(), 0, itemsize, self.info.d_model, self.info.n_positions, *self.info.kv_widths())
         keys = np.array([k.shape[-2] for k, _ in layers], dtype=np.int64)
         values = np.array([v.shape[-2] for _, v in layers], dtype=np.int64)
         per_layer = np.array([k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in layers], dtype=np.int64)
@@ -432,17 +451,9 @@ class Session:
             bytes_per_value=layers[0][0].element_size() if layers else 4,
             d_model=self.info.d_model,
             capacity=self.info.n_positions,
-            kv_width=self._kv_widths()[0],
-            full_width=self._kv_widths()[1],
+            kv_width=self.info.kv_widths()[0],
+            full_width=self.info.kv_widths()[1],
         )
-
-    def _kv_widths(self) -> tuple[int, int]:
-        """Values cached per position, layer and keys-or-values (n_kv_heads x d_head), and what full
-        heads would cache (n_head x d_head); 0 where that is d_model (GPT-2: KVStats's default, which a
-        session file reopens with)."""
-        d = self.info.d_model
-        kv, full = self.info.kv_heads * self.info.head_dim, self.info.n_head * self.info.head_dim
-        return (0 if kv == d else kv), (0 if full == d else full)
 
     # ------------------------------------------------------- changing history
     def rewind(self, step: int) -> StepTrace | None:

@@ -26,6 +26,7 @@ import numpy as np
 
 from . import sampling, session_format
 from .branches import ROOT
+from .chat import ChatTurn
 from .errors import ExportError, PromptError, SettingsError
 from .export import write_npz
 from .info import ModelInfo
@@ -104,8 +105,12 @@ def snapshot(session, *, inside: bool = False) -> SessionSnapshot:
         "model": {"name": info.name, "source": info.source, "n_params": info.n_params, "is_demo": info.is_demo,
                   "weights_hash": loaded.weights_hash},
         "config": {"n_layer": info.n_layer, "n_head": info.n_head, "d_model": info.d_model,
-                   "n_positions": info.n_positions, "vocab_size": info.vocab_size},
-        "tokenizer": {"eos_id": loaded.tokenizer.eos_id, "vocab_size": loaded.tokenizer.vocab_size},
+                   "n_positions": info.n_positions, "vocab_size": info.vocab_size, "family": info.family,
+                   "n_kv_heads": info.n_kv_heads, "d_head": info.d_head, "n_active_params": info.n_active_params},
+        "tokenizer": {"eos_id": loaded.tokenizer.eos_id, "vocab_size": loaded.tokenizer.vocab_size,
+                      "chat_template": info.chat_template, "special_ids": list(info.special_ids)},
+        "chat": asdict(session.chat) if session.chat is not None else None,
+        "stop_sequences": list(session.stop_sequences),
         "settings": asdict(session.settings),
         "seed": session.settings.seed,
         "use_cache": session.use_cache,
@@ -264,8 +269,9 @@ class SavedSession:
 
     name: the file's name; info: the model it was saved with; weights_hash: "sha256:..."; prompt_ids:
     int64 [P]; settings: the session's sampling settings when saved; use_cache, max_new_tokens: the
-    session's switches; arrays: every key as read (engine.session_format lists them); meta: the
-    parsed ``meta`` JSON.
+    session's switches; chat: the chat turn its prompt was made from (None: a plain prompt);
+    stop_sequences: the session's; arrays: every key as read (engine.session_format lists them);
+    meta: the parsed ``meta`` JSON.
     """
 
     name: str
@@ -275,6 +281,8 @@ class SavedSession:
     settings: SamplingSettings
     use_cache: bool
     max_new_tokens: int | None
+    chat: ChatTurn | None
+    stop_sequences: tuple[str, ...]
     arrays: dict
     meta: dict
 
@@ -299,10 +307,12 @@ def read_session(path: str | os.PathLike) -> SavedSession:
     meta = parse_meta(name, data["meta"])
     _check(name, data, meta)
     data["meta"] = meta
-    model, config = meta["model"], meta["config"]
-    info = ModelInfo(name=model["name"], source=model["source"], n_params=model["n_params"], is_demo=model["is_demo"], **config)
+    model, config, tok = meta["model"], meta["config"], meta["tokenizer"]
+    info = ModelInfo(name=model["name"], source=model["source"], n_params=model["n_params"], is_demo=model["is_demo"], **config,
+                     chat_template=tok["chat_template"], special_ids=tuple(tok["special_ids"]))
+    chat = ChatTurn(**meta["chat"]) if meta["chat"] is not None else None
     return SavedSession(name, info, model["weights_hash"], data["prompt_ids"], _settings(name, meta["settings"]),
-                        meta["use_cache"], meta["max_new_tokens"], data, meta)
+                        meta["use_cache"], meta["max_new_tokens"], chat, tuple(meta["stop_sequences"]), data, meta)
 
 
 def read_meta(path: str | os.PathLike) -> dict:
@@ -393,6 +403,19 @@ def _check(name: str, d: dict, meta: dict) -> None:
             raise ValueError("the end-of-text token is outside the vocabulary")
         if not 0 < int(tok["vocab_size"]) <= MAX_VOCAB:
             raise ValueError("the tokenizer's vocabulary size is out of range")
+        if not (isinstance(config["family"], str) and all(type(config[k]) is int and config[k] >= 0
+                                                          for k in ("n_kv_heads", "d_head", "n_active_params"))):
+            raise ValueError("the model's family, key/value heads, head width or active parameters have the wrong type")
+        if set(config) != _CONFIG_KEYS:
+            raise ValueError(f"'config' should hold {', '.join(sorted(_CONFIG_KEYS))}")
+        if not isinstance(tok["chat_template"], bool) or not all(type(i) is int and 0 <= i < V for i in tok["special_ids"]):
+            raise ValueError("the tokenizer's chat template flag or special tokens are not valid")
+        chat = meta["chat"]
+        if chat is not None and not (isinstance(chat, dict) and set(chat) == {"system", "user"}
+                                     and all(isinstance(v, str) for v in chat.values())):
+            raise ValueError("'chat' should be null or a system and a user message")
+        if not all(isinstance(text, str) and text for text in meta["stop_sequences"]):
+            raise ValueError("every stop sequence should be text of at least one character")
         table = [_settings(name, s) for s in meta["settings_table"]]
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ExportError(f"{name}: 'meta' lacks the model, its shape or the settings ({exc}).") from exc
@@ -457,6 +480,9 @@ def _check(name: str, d: dict, meta: dict) -> None:
         raise ExportError(f"{name}: the token table lacks tokens of the prompt.")
     if size["k"] < 2:
         raise ExportError(f"{name}: the projection needs at least 2 components.")
+
+
+_CONFIG_KEYS = {"n_layer", "n_head", "d_model", "n_positions", "vocab_size", "family", "n_kv_heads", "d_head", "n_active_params"}
 
 
 # --------------------------------------------------------------------------------------- opening
@@ -529,7 +555,7 @@ def records(saved: SavedSession) -> list[StepRecord]:
     for k in range(len(n)):
         r0, r1, t = rows[k], rows[k + 1], int(start[k] + n[k])
         kv = KVStats(a["pass_kv_key_positions"][k].copy(), a["pass_kv_value_positions"][k].copy(), int(a["pass_kv_total_bytes"][k]),
-                     int(a["pass_kv_bytes_per_value"][k]), info.d_model, info.n_positions)
+                     int(a["pass_kv_bytes_per_value"][k]), info.d_model, info.n_positions, *info.kv_widths())
         arrays = dict(
             input_ids=a["pass_input_ids"][r0:r1], token_embed=a["pass_token_embed"][r0:r1], pos_embed=a["pass_pos_embed"][r0:r1],
             attn=a["pass_attn"][:, :, cells[k] : cells[k + 1]].reshape(L, H, int(n[k]), t), resid=a["pass_resid"][:, r0:r1],
@@ -565,8 +591,10 @@ def open_session(saved: SavedSession, loaded=None):
         note = f"To view only: it was made with {info.name}, which is not loaded; the saved steps are shown."
     else:
         note = f"To view only: the loaded model differs from {info.name}, which made it; the saved steps are shown."
-    session = Session(host, saved.settings, max_new_tokens=saved.max_new_tokens, use_cache=saved.use_cache)
+    session = Session(host, saved.settings, max_new_tokens=saved.max_new_tokens, use_cache=saved.use_cache,
+                      stop_sequences=saved.stop_sequences)
     session.set_prompt_ids(saved.prompt_ids)
+    session.chat = saved.chat  # the file's tokens as they are: the template is not applied again
     tree, parents = session.tree, saved.arrays["node_parent"]
     for i, record in enumerate(records(saved)):
         node = tree.put(int(parents[i]), record, host.tokenizer.piece(record.chosen))

@@ -45,10 +45,13 @@ class Key:
 
 KEYS = (
     Key("meta", "U", (), "`format`; `model` (name, source, n_params, is_demo, `weights_hash` = `sha256:` over the state "
-        "dict's tensors in name order); `config` (n_layer, n_head, d_model, n_positions, vocab_size); `tokenizer` "
-        "(eos_id, vocab_size); `settings` (the session's), `settings_table` (each distinct setting of the nodes), "
-        "`seed`, `use_cache`, `max_new_tokens`, `dropped` (branches dropped to save memory), `prompt_text`, `text`, "
-        "`versions`"),
+        "dict's tensors in name order); `config` (n_layer, n_head, d_model, n_positions, vocab_size, family "
+        "(`engine.families`: \"GPT-2\", \"Llama\", ...), n_kv_heads, d_head, n_active_params; each of the last three "
+        "0 where it is GPT-2's: n_head, d_model / n_head, n_params); `tokenizer` (eos_id, vocab_size, chat_template "
+        "(true: it has one), special_ids); `chat` (null, or the system and user messages the prompt was made from "
+        "with the model's chat template); `stop_sequences` (texts that stop generation); `settings` (the session's), "
+        "`settings_table` (each distinct setting of the nodes), `seed`, `use_cache`, `max_new_tokens`, `dropped` "
+        "(branches dropped to save memory), `prompt_text`, `text`, `versions`"),
     Key("prompt_ids", "int64", ("P",), "the prompt"),
     Key("node_parent", "int64", ("N",), "each node's parent node (−1: a prefill, hanging from the prompt)"),
     Key("node_pass", "int64", ("N",), "the forward pass the node's arrays come from"),

@@ -306,7 +306,7 @@ class InsidePanel(QWidget):
             self._boxes_hidden(True)
             self.header.setText("Step once: this view shows what happens inside the model for one token of a step.")
             return
-        if isinstance(result.request, (p.Load, p.SetPrompt, p.Reset)):
+        if isinstance(result.request, (p.Load, p.SetPrompt, p.SetChat, p.Reset)):
             self._asked = None
         self.step_spin.setMaximum(result.trace.step)
         self.refresh()

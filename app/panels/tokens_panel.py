@@ -16,9 +16,11 @@ from functools import lru_cache
 from PySide6.QtCore import QEvent, QRect, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPen
 from PySide6.QtWidgets import (
+    QCheckBox,
     QGroupBox,
     QHBoxLayout,
     QLabel,
+    QLineEdit,
     QPlainTextEdit,
     QScrollArea,
     QSizePolicy,
@@ -27,9 +29,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine.chat import ChatTurn
 from engine.tokens import piece_bytes
 
 from .. import protocol as p
+from .. import stop_text
 from .. import theme as th
 from ..state import LATEST, AppState
 from ..guard import guarded
@@ -61,11 +65,13 @@ CHIP_SHARE = 0.12  # the most of the window's height the rows of chips take (a s
 
 @dataclass(frozen=True)
 class Chip:
-    """One token chip. kind: "prompt", "generated" or "next" (chosen, not yet fed back)."""
+    """One token chip. kind: "prompt", "generated" or "next" (chosen, not yet fed back); special: one of
+    the tokenizer's special tokens (a chat template's turn markers, end of text), drawn apart."""
 
     token_id: int
     piece: str
     kind: str
+    special: bool = False
 
 
 class TokenStrip(QWidget):
@@ -173,12 +179,13 @@ class TokenStrip(QWidget):
                 break
             chip = self.chips[i]
             selected = i == self.selected
-            pen = QPen(QColor(th.SELECTED if selected else (th.CHOSEN if chip.kind == "next" else "#8A8A8A")))
-            pen.setWidthF(3 if selected else (2 if chip.kind == "next" else 1))
+            edge = th.CHOSEN if chip.kind == "next" else (th.PURPLE if chip.special else "#8A8A8A")
+            pen = QPen(QColor(th.SELECTED if selected else edge))
+            pen.setWidthF(3 if selected else (2 if chip.kind == "next" or chip.special else 1))
             if chip.kind == "next":
                 pen.setStyle(Qt.DashLine)
             p.setPen(pen)
-            p.setBrush(fills[chip.kind])
+            p.setBrush(QColor(th.SPECIAL_CHIP) if chip.special else fills[chip.kind])
             p.drawRoundedRect(r.adjusted(1, 1, -1, -1), 5, 5)
             p.setPen(QColor(theme.text))
             p.setFont(self._font)
@@ -197,6 +204,8 @@ class TokenStrip(QWidget):
             if i >= 0:
                 chip = self.chips[i]
                 where = "next token (chosen, not yet read)" if chip.kind == "next" else f"position {i}, {chip.kind}"
+                if chip.special:
+                    where += "<br>a special token: the chat template's turn markers and the end of text are single tokens"
                 QToolTip.showText(
                     event.globalPos(),
                     f"<b>{escape(chip.piece, quote=False)}</b><br>token id {chip.token_id}<br>"
@@ -222,10 +231,15 @@ class TokensPanel(QGroupBox):
     """The prompt editor, token and character counts, and the chip strip.
 
     Typing re-tokenizes after a short pause (``promptEdited``); the chips show the prompt (blue),
-    generated tokens (orange) and the token just chosen (dashed), each with its id.
+    generated tokens (orange), special tokens (purple) and the token just chosen (dashed), each with its id.
+    With "Chat turn" checked the editor holds the user's message and a system message may come before
+    it (``chatEdited``: the model's chat template renders both); "stop at" names stop sequences
+    (``stopsEdited``). Chat turns are off, with a tooltip saying why, for a model without a template.
     """
 
     promptEdited = Signal(str)
+    chatEdited = Signal(object)  # ChatTurn
+    stopsEdited = Signal(object)  # tuple[str, ...]
 
     def __init__(self, state: AppState, parent: QWidget | None = None):
         super().__init__("1 · Prompt and tokens", parent)
@@ -255,32 +269,61 @@ class TokensPanel(QGroupBox):
         self.sentence.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
         self._sentence = ("", "")  # the text before the newest token, the newest token
 
-        # the editor on the left as tall as the sentence and the chips beside it together, so a long
-        # prompt shows in several lines at no cost in height (``EDITOR_LINES`` at the least)
+        self.chat_box = QCheckBox("Chat turn")
+        self.system_edit = QLineEdit()
+        self.system_edit.setPlaceholderText("System message (optional)")
+        self.system_edit.setToolTip("The system message, before the user's turn (the editor under it)")
+        self.system_edit.hide()
+        self.stops_edit = QLineEdit()
+        self.stops_edit.setPlaceholderText("stop at…")
+        self.stops_edit.setToolTip(f"Stop sequences: generation stops once the text reaches one ({stop_text.HELP})")
+        self._chat_sent: ChatTurn | None = None  # the chat turn sent last (None: a plain prompt)
+        self._stops_sent: tuple[str, ...] = ()
+        self._chat_why_not = ""
+
+        # the editor (under the system message in a chat turn) on the left, as tall as the sentence
+        # and the chips beside it together, so a long prompt shows in several lines at no cost in
+        # height (``EDITOR_LINES`` at the least)
         self.editor.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Ignored)
+        left = QVBoxLayout()
+        left.setSpacing(2)
+        left.addWidget(self.system_edit)
+        left.addWidget(self.editor, 1)
         top = QHBoxLayout()
         top.addWidget(self.sentence, 3)
         side = QVBoxLayout()
         side.addWidget(self.counts)
         side.addStretch(1)
         top.addLayout(side)
+        controls = QVBoxLayout()  # beside the chips: as tall as one row of them, so the panel takes no more height
+        controls.setSpacing(0)
+        controls.addWidget(self.chat_box)
+        controls.addWidget(self.stops_edit)
+        controls.addStretch(1)
+        chips = QHBoxLayout()
+        chips.addWidget(self.scroll, 1)
+        chips.addLayout(controls)
         right = QVBoxLayout()
         right.addLayout(top)
-        right.addWidget(self.scroll, 1)
+        right.addLayout(chips, 1)
         layout = QHBoxLayout(self)
-        layout.addWidget(self.editor, 2)
+        layout.addLayout(left, 2)
         layout.addLayout(right, 5)
         layout.setContentsMargins(6, 2, 6, 4)
 
         self._debounce = QTimer(self, singleShot=True, interval=450)
         self._debounce.timeout.connect(self._on_debounce_timeout)
         self.editor.textChanged.connect(self._on_editor_text_changed)
+        self.system_edit.textChanged.connect(self._on_editor_text_changed)
+        self.chat_box.toggled.connect(self._on_chat_box_toggled)
+        self.stops_edit.editingFinished.connect(self._on_stops_edit_editing_finished)
         self.strip.positionClicked.connect(state.set_position)
         state.subscribe(self._on_state_result)
         state.positionChanged.connect(self._on_state_position)
         state.subscribe_theme(self._on_state_theme)
         self._on_state_theme(state.theme)
         self._prompt_text = ""
+        self._show_chat_enabled(False, "Chat turns need a model with a chat template: none is loaded yet.")
 
     def plot_needs(self) -> list:
         return []  # no plots
@@ -302,11 +345,66 @@ class TokensPanel(QGroupBox):
         self._update_counts()
         self._debounce.start()
 
+    def chat_turn(self) -> ChatTurn | None:
+        """The chat turn the editors hold, or None when "Chat turn" is off."""
+        if not self.chat_box.isChecked():
+            return None
+        return ChatTurn(self.system_edit.text(), self.editor.toPlainText())
+
+    def set_chat(self, turn: ChatTurn | None) -> None:
+        """Show ``turn`` (None: a plain prompt, chat off) without re-submitting it."""
+        self.chat_box.blockSignals(True)
+        self.chat_box.setChecked(turn is not None)
+        self.chat_box.blockSignals(False)
+        self._show_chat_mode(turn is not None)
+        self._chat_sent = turn
+        if turn is not None:
+            self.system_edit.blockSignals(True)
+            self.system_edit.setText(turn.system)
+            self.system_edit.blockSignals(False)
+            self.set_prompt_text(turn.user)
+
+    def set_stops(self, sequences: tuple[str, ...]) -> None:
+        """Show ``sequences`` in "stop at" without re-submitting them."""
+        self._stops_sent = tuple(sequences)
+        if stop_text.parse(self.stops_edit.text()) != self._stops_sent:
+            self.stops_edit.setText(stop_text.join(self._stops_sent))
+
     def _on_debounce_timeout(self) -> None:
-        text = self.editor.toPlainText()
-        if text != self._prompt_text:  # empty too: the window says why it does not run
-            self._prompt_text = text
+        text, turn = self.editor.toPlainText(), self.chat_turn()
+        if turn is not None:
+            if turn != self._chat_sent:  # an empty user message too: the window says why it does not run
+                self._chat_sent, self._prompt_text = turn, text
+                self.chatEdited.emit(turn)
+        elif text != self._prompt_text or self._chat_sent is not None:  # empty too: the window says why it does not run
+            self._prompt_text, self._chat_sent = text, None
             self.promptEdited.emit(text)
+
+    def _show_chat_mode(self, on: bool) -> None:
+        self.system_edit.setVisible(on)
+        self.editor.setPlaceholderText("The user's message; the model's chat template adds the rest." if on
+                                       else "Type a prompt; it is split into tokens as you type.")
+
+    def _on_chat_box_toggled(self, on: bool) -> None:
+        self._show_chat_mode(on)
+        self._debounce.stop()
+        self._on_debounce_timeout()  # at once: the chips change to the template's tokens, or back
+
+    def _on_stops_edit_editing_finished(self) -> None:
+        sequences = stop_text.parse(self.stops_edit.text())
+        if sequences != self._stops_sent:
+            self._stops_sent = sequences
+            self.stopsEdited.emit(sequences)
+
+    def _show_chat_enabled(self, enabled: bool, why_not: str) -> None:
+        if (enabled, why_not) == (self.chat_box.isEnabled(), self._chat_why_not):
+            return
+        self._chat_why_not = why_not
+        self.chat_box.setEnabled(enabled)
+        self.chat_box.setToolTip(
+            "Write a system message and a user message; the model's own chat template turns them into tokens "
+            "(its special tokens are the purple chips), and generation stops at the end of the assistant's turn"
+            if enabled else why_not)
 
     def _update_counts(self) -> None:
         result = self.state.result
@@ -328,13 +426,25 @@ class TokensPanel(QGroupBox):
         else:
             ids, pieces = trace.context_ids, trace.pieces
         prompt_len = len(result.prompt_ids)
-        chips = [Chip(int(t), p, "prompt" if i < prompt_len else "generated") for i, (t, p) in enumerate(zip(ids, pieces))]
+        special = set(result.info.special_ids)
+        chips = [Chip(int(t), p, "prompt" if i < prompt_len else "generated", int(t) in special)
+                 for i, (t, p) in enumerate(zip(ids, pieces))]
         if trace is not None:
-            chips.append(Chip(int(trace.chosen), trace.chosen_piece, "next"))
+            chips.append(Chip(int(trace.chosen), trace.chosen_piece, "next", int(trace.chosen) in special))
+        info = result.info
+        if not info.chat_template:
+            why = f"{info.name} has no chat template: chat turns need an instruction model (SmolLM2-135M-Instruct, Qwen2.5-Instruct)."
+        else:
+            why = result.why_not
+        self._show_chat_enabled(info.chat_template and result.can_step, why)
+        if isinstance(result.request, (p.Load, p.OpenSession)):
+            self.set_stops(result.stop_sequences)
         if self._debounce.isActive():
             pass  # an edit not sent yet: the editor keeps it and its cursor; it is sent when the wait ends
         elif isinstance(result.request, (p.Load, p.OpenSession)):
-            self.set_prompt_text(result.prompt_text)
+            self.set_chat(result.chat)
+            if result.chat is None:
+                self.set_prompt_text(result.prompt_text)
         elif not self._prompt_text:
             self.set_prompt_text(self.prompt())
         self.strip.set_chips(chips, self._selected_index())
@@ -356,6 +466,10 @@ class TokensPanel(QGroupBox):
 
     def _on_state_theme(self, theme: th.Theme) -> None:
         self.editor.setFont(theme.font(1))
+        self.system_edit.setFont(theme.font())
+        for widget in (self.stops_edit, self.chat_box):  # one size down: the two fit beside one row of chips
+            widget.setFont(theme.font(-1))
+        self.stops_edit.setFixedWidth(QFontMetrics(theme.font(-1)).horizontalAdvance("x" * 14))
         self.sentence.setFont(theme.font(1))
         self.sentence.setMaximumHeight(2 * theme.text_px(1) + 6)
         frame = 2 * (self.editor.frameWidth() + int(self.editor.document().documentMargin()))
