@@ -197,7 +197,7 @@ def test_random_actions_on_the_real_window(make_window, qtbot, tmp_path):
                 qtbot.waitUntil(lambda: settled(window), timeout=120_000)
                 shown = drawn(window.state.result)
                 editor = window.tokens.editor.toPlainText()
-                refilled = typed == "" and editor == window.state.result.prompt_text  # a load fills an emptied editor with what it ran
+                refilled = not typed.strip() and editor == window.state.result.prompt_text  # a load fills a blank editor with what it ran
                 if editor != typed and not refilled:
                     broken["typed"] += 1
                     seen.setdefault("typed", f"typed {typed[:40]!r}, the editor says {window.tokens.editor.toPlainText()[:40]!r} "
