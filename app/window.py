@@ -294,7 +294,8 @@ class MainWindow(QMainWindow):
         when the person emptied the editor (a fresh engine has no prompt of its own to keep)."""
         result = self.state.result
         source = None if result is None or result.info.is_demo else result.info.source
-        prompt = self.tokens.prompt() or (result.prompt_text if result is not None else "")
+        ran = "" if result is None else (result.chat.user if result.chat is not None else result.prompt_text)
+        prompt = self.tokens.prompt() or ran
         self.load_model(source, prompt=prompt, fallback=True)
 
     def _on_controller_engine_stopped(self, exit_code) -> None:

@@ -1,11 +1,12 @@
 """Where does the window's process grow? A seeded random session on the real window (engine in its
 child process, demo model: GPT-2's vocabulary), its resident size printed every 15 s (issue 26).
 
-    python benchmarks/bench_window_memory.py SECONDS [all|data|ui|pictures|rest]
+    python benchmarks/bench_window_memory.py SECONDS [all|both|data|ui|pictures|rest]
 
 "data": steps, Back, Reset, choices, branches; "ui": pictures, copies, tables, help, focus,
 projector, resizes, views, Show top, prompt edits; "pictures": exports and copies only; "rest": ui
-without them. "all" also prints tracemalloc's largest growths (Python and numpy allocations).
+without them. "both": data and ui mixed, the whole random session. "all" is "both" and also prints
+tracemalloc's largest growths (Python and numpy allocations; tracing adds to the RSS).
 Found with it (2026-12-01, 60-75 s each): pictures climbed 149 → 210 MiB, the rest stayed flat,
 tracemalloc saw nothing grow; with ``MALLOC_MMAP_THRESHOLD_=1048576`` pictures stayed at 165 MiB
 (app/memory.py now fixes the threshold). A script, not a test: the figures depend on the machine.
