@@ -1,7 +1,8 @@
 """``python -m engine --export`` for every family beside GPT-2 (Llama, Qwen2, Qwen3, GraniteMoe, Mixtral):
 the path arrays of each step, reopened from the file, equal the plain transformers model's own forward
 over the same tokens (eager attention weights, every block's input, its KV cache) and the steps' records.
-Tiny random models with grouped heads (4 query / 2 key-value heads; Qwen3 with d_head 24 != d / H)."""
+Tiny random models with grouped heads (4 query / 2 key-value heads; Qwen3 with d_head 24 != d / H)
+and the session-file tests' prompt."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
+from engine import SamplingSettings, Session, load_model
 from engine.random_model import TINY, write_random_model
 from engine.session_file import read_session, save_session
-from tests.conftest import stepped_family_session
+from tests.conftest import FAMILY_PROMPT
 
 TYPES = ("llama", "qwen2", "qwen3", "granitemoe", "mixtral")
 ATOL = 1e-4  # float32, as the families' hook values (tests/engine/test_families.py)
@@ -24,8 +26,17 @@ ATOL = 1e-4  # float32, as the families' hook values (tests/engine/test_families
 
 @pytest.fixture(scope="module", params=TYPES)
 def exported(request, tmp_path_factory):
-    """(session, the reopened file's arrays) after the prefill and two decode steps, saved as --export saves."""
-    _, session = stepped_family_session(request.param, tmp_path_factory)
+    """(session, the reopened file's arrays) after the prefill and two decode steps, greedy, saved as
+    --export saves. Weights drawn 10x wider than the configs' default (initializer_range 0.2 for 0.02):
+    at the default the attention is nearly uniform (no weight above 0.06) and the residual stream
+    under 0.1, too flat for a 1e-4 comparison to tell a wrong value from a right one; at 0.2 the
+    heads pick positions (weights up to 0.9) and the residual reaches 9."""
+    family = request.param
+    folder = write_random_model(tmp_path_factory.mktemp(family) / family, family, seed=2, initializer_range=0.2, **TINY[family])
+    session = Session(load_model(str(folder)), SamplingSettings(greedy=True))
+    session.set_prompt(FAMILY_PROMPT)
+    for _ in range(3):
+        session.step()
     path = save_session(session, tmp_path_factory.mktemp("export") / "export.npz", inside=True)  # engine/cli.py's call
     return session, read_session(path).arrays
 
@@ -74,6 +85,7 @@ def test_scores_are_the_models_own_before_its_softmax(exported, own):
     scale = getattr(model.config, "attention_multiplier", info.head_dim ** -0.5)
     for s, r in rows(a):
         weights = torch.stack([w[0, :, r, : r + 1] for w in out.attentions]).numpy()  # [L, H, r + 1]
+        assert weights.max() > 3 / (r + 1)  # some head picks positions: a uniform row would not tell wrong scores from right
         scores = torch.from_numpy(a[f"scores_{s}"])
         np.testing.assert_allclose(torch.softmax(scores, dim=-1).numpy(), weights, atol=1e-5, rtol=0)
         own_diag = np.einsum("lhd,lhd->lh", a[f"q_{s}"], np.repeat(a[f"k_{s}"], group, axis=1)) * scale
