@@ -269,44 +269,51 @@ def inside(session, step: int | None = None, position: int | None = None, *,
     )
 
 
-# Points the export keeps at each step's newest position, every layer.
+# Points the export keeps at each step's newest position, every layer (a family's: an MoE block has no
+# mlp.hook_pre / hook_post, so its file has no mlp_pre / mlp_post); for RoPE families q and k are the
+# rotated ones, what the scores are made of.
 _EXPORT = {
     "q": "blocks.{L}.attn.hook_q", "k": "blocks.{L}.attn.hook_k", "v": "blocks.{L}.attn.hook_v",
-    "z": "blocks.{L}.attn.hook_z", "attn_out": "blocks.{L}.hook_attn_out", "resid_mid": "blocks.{L}.hook_resid_mid",
+    "z": "blocks.{L}.attn.hook_z", "scores": "blocks.{L}.attn.hook_attn_scores",
+    "attn_out": "blocks.{L}.hook_attn_out", "resid_mid": "blocks.{L}.hook_resid_mid",
     "mlp_pre": "blocks.{L}.mlp.hook_pre", "mlp_post": "blocks.{L}.mlp.hook_post", "mlp_out": "blocks.{L}.hook_mlp_out",
 }
+_ROTATED = {"q": "blocks.{L}.attn.hook_rot_q", "k": "blocks.{L}.attn.hook_rot_k"}
+
+
+def export_points(family: families.Family) -> dict[str, str]:
+    """The export's per-step key -> the family's TransformerLens point it holds."""
+    points = _EXPORT | (_ROTATED if family.rope else {})
+    return {key: name for key, name in points.items() if name in family.points}
 
 
 def inside_arrays(session) -> dict[str, np.ndarray]:
-    """The --export file's per-step path arrays (see engine.session_file), float32, from one recompute pass.
+    """The --export file's per-step path arrays (see engine.session_format), float32, from one recompute pass.
 
-    For every step s at its newest position r = P - 1 + s: q_s, k_s, v_s, z_s [L, H, dh]; scores_s
-    [L, H, r + 1]; attn_out_s, resid_mid_s, mlp_out_s [L, d]; mlp_pre_s, mlp_post_s [L, m];
-    lens_ids_s int64 / lens_logits_s [L + 1, 10]; and final_hidden [S, d] as each step recorded it.
+    For every step s at its newest position r = P - 1 + s: q_s, z_s [L, H, dh]; k_s, v_s [L, KV, dh];
+    scores_s [L, H, r + 1]; attn_out_s, resid_mid_s, mlp_out_s [L, d]; mlp_pre_s, mlp_post_s [L, m]
+    (not for a mixture of experts); lens_ids_s int64 / lens_logits_s [L + 1, 10]; and final_hidden
+    [S, d] as each step recorded it.
     """
-    if session.info.family != "GPT-2":
-        raise SessionError(f"The export's path arrays are GPT-2's so far; {session.info.name} is a {session.info.family} model.")
     records = session.records
-    model, n_layers = session.loaded.model, session.info.n_layer
+    model, n_layers = session.require_model("recompute the path"), session.info.n_layer
+    points = export_points(families.family_of(model))
     ids = session.token_ids()[: records[-1].end]
     rows = torch.tensor([r.end - 1 for r in records], dtype=torch.long)  # each step's newest position
     at_rows = hooks.Keep(rows=rows)
-    keep = {name: at_rows for name in _EXPORT.values()}
-    keep |= {"blocks.{L}.attn.hook_k": hooks.ALL, "blocks.0.hook_resid_pre": at_rows, "blocks.{L}.hook_resid_post": at_rows}
+    keep = {name: at_rows for name in points.values()}
+    keep |= {"blocks.0.hook_resid_pre": at_rows, "blocks.{L}.hook_resid_post": at_rows}
     with torch.inference_mode(), hooks.capture(model, n_layers, keep) as rec:
-        model.transformer(input_ids=torch.from_numpy(ids)[None], use_cache=False)
-        stacked = {key: torch.stack([rec[name.format(L=i)][0] for i in range(n_layers)])  # [L, S or T, ...]
-                   for key, name in _EXPORT.items() if key != "k"}
-        keys = torch.stack([rec[f"blocks.{i}.attn.hook_k"][0] for i in range(n_layers)]).transpose(1, 2)  # [L, H, T, dh]
-        stacked["k"] = keys[:, :, rows].transpose(1, 2)  # [L, S, H, dh]
-        resid = torch.stack([rec["blocks.0.hook_resid_pre"][0]] + [rec[f"blocks.{i}.hook_resid_post"][0] for i in range(n_layers)])
-        scale = torch.tensor([block.attn.scaling for block in model.transformer.h])[:, None, None]  # [L, 1, 1]
+        hf_compat.forward(model, torch.from_numpy(ids)[None], None, use_cache=False)  # every position, no cache
+        stacked = {key: torch.stack([rec[name.format(L=i)][0] for i in range(n_layers)])  # [L, S, ...]
+                   for key, name in points.items() if key != "scores"}
+        scores = torch.stack([rec[points["scores"].format(L=i)][0] for i in range(n_layers)])  # [L, H, S, T], masked
         out: dict[str, np.ndarray] = {}
         for s, r in enumerate(rows.tolist()):
             for key, value in stacked.items():
                 out[f"{key}_{s}"] = value[:, s].float().numpy()
-            q = stacked["q"][:, s]  # [L, H, dh]
-            out[f"scores_{s}"] = (torch.einsum("lhd,lhtd->lht", q, keys[:, :, : r + 1]) * scale).float().numpy()
+            out[f"scores_{s}"] = scores[:, :, s, : r + 1].float().numpy()  # the visible positions 0..r
+        resid = torch.stack([rec["blocks.0.hook_resid_pre"][0]] + [rec[f"blocks.{i}.hook_resid_post"][0] for i in range(n_layers)])
         depth_rows = resid.transpose(0, 1).reshape(-1, resid.shape[-1])  # [S x (L + 1), d], step-major
         next_ids = np.repeat([r.chosen for r in records], n_layers + 1)
         lens_ids, lens_logits, _, _ = logit_lens(model, depth_rows, next_ids)

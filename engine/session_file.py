@@ -421,7 +421,8 @@ def _check(name: str, d: dict, meta: dict) -> None:
         raise ExportError(f"{name}: 'meta' lacks the model, its shape or the settings ({exc}).") from exc
     _settings(name, meta["settings"])
 
-    size = session_format.check(name, d, {"L": L, "H": H, "d": D, "dh": D // H, "V": V})
+    KV, dh = config["n_kv_heads"] or H, config["d_head"] or D // H  # 0: GPT-2's (full heads, d / H)
+    size = session_format.check(name, d, {"L": L, "H": H, "KV": KV, "d": D, "dh": dh, "V": V})
     P, N, Np = size["P"], size["N"], size["F"]
     if not 0 < N <= MAX_STEPS or not 0 < P <= capacity:
         raise ExportError(f"{name}: {N} steps and a prompt of {P} tokens are out of range.")

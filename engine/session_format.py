@@ -7,8 +7,9 @@ numpy and the standard library only.
 
 Sizes in shapes: N nodes (every step of every branch), F forward passes, n = positions a pass computed,
 R = Σ n, A = Σ n × (start + n), P prompt tokens, S steps on the current branch, L layers, H heads,
-d = d_model, dh = d / H, m = MLP width, V = vocabulary, K tokens in the token table, B their bytes,
-k projection components; ``{s}`` in a name: one array per step s of the current branch.
+KV key/value heads (H unless grouped), d = d_model, dh = d_head (d / H unless the config gives it),
+m = MLP width, V = vocabulary, K tokens in the token table, B their bytes, k projection components;
+``{s}`` in a name: one array per step s of the current branch.
 """
 
 from __future__ import annotations
@@ -96,22 +97,37 @@ KEYS = (
 
 EXPORT_KEYS = (  # python -m engine --export: the current branch's distributions and its path, recomputed
     Key("probs", "float32", ("S", "V"), "the final distribution each token was drawn from"),
-    Key("q_{s}", "float32", ("L", "H", "dh"), "the query (`c_attn`'s output, bias included, split per head: `attn.hook_q`)"),
-    Key("k_{s}", "float32", ("L", "H", "dh"), "the key (`attn.hook_k`)"),
-    Key("v_{s}", "float32", ("L", "H", "dh"), "the value (`attn.hook_v`)"),
-    Key("z_{s}", "float32", ("L", "H", "dh"), "the head output before W_O (`attn.hook_z`)"),
+    Key("q_{s}", "float32", ("L", "H", "dh"),
+        "the query: GPT-2's `c_attn` output, bias included, split per head (`attn.hook_q`); a RoPE family's after "
+        "RoPE (and after Qwen3's per-head q_norm): the query the scores are made of (`attn.hook_rot_q`)"),
+    Key("k_{s}", "float32", ("L", "KV", "dh"),
+        "the key this position adds (`attn.hook_k`; a RoPE family's after RoPE, as the KV cache holds it: "
+        "`attn.hook_rot_k`), one per key/value head: query head h reads key/value head h // (H / KV)"),
+    Key("v_{s}", "float32", ("L", "KV", "dh"), "the value (`attn.hook_v`), one per key/value head"),
+    Key("z_{s}", "float32", ("L", "H", "dh"), "the head output before W_O (`attn.hook_z`), every query head"),
     Key("scores_{s}", "float32", ("L", "H", "P + s"),
-        "q · k_j × the attention scale (1/√dh) for every visible position j, before softmax "
-        "(`attn.hook_attn_scores` without the masked positions)"),
-    Key("attn_out_{s}", "float32", ("L", "d"), "attention output after W_O and its bias (`hook_attn_out`)"),
+        "q · k_j × the attention module's scale for every visible position j, before softmax "
+        "(`attn.hook_attn_scores` without the masked positions): 1/√dh for GPT-2 and the Llama design, "
+        "GraniteMoe's attention_multiplier; query head h meets key/value head h // (H / KV)"),
+    Key("attn_out_{s}", "float32", ("L", "d"),
+        "attention output after W_O and its bias if any (`hook_attn_out`; GraniteMoe adds it × residual_multiplier)"),
     Key("resid_mid_{s}", "float32", ("L", "d"), "residual after the attention addition (`hook_resid_mid`)"),
-    Key("mlp_out_{s}", "float32", ("L", "d"), "MLP output (`hook_mlp_out`)"),
-    Key("mlp_pre_{s}", "float32", ("L", "m"), "MLP hidden units before GELU (`mlp.hook_pre`)"),
-    Key("mlp_post_{s}", "float32", ("L", "m"), "after GELU, tanh approximation (`mlp.hook_post`)"),
-    Key("final_hidden", "float32", ("S", "d"), "ln_f's output after its weight and bias (`ln_final.hook_out`), as each step recorded it"),
+    Key("mlp_out_{s}", "float32", ("L", "d"),
+        "MLP output (`hook_mlp_out`; a mixture of experts': the chosen experts' weighted sum; GraniteMoe adds it "
+        "× residual_multiplier)"),
+    Key("mlp_pre_{s}", "float32", ("L", "m"),
+        "MLP hidden units before the activation (`mlp.hook_pre`): GPT-2's before GELU; a gated MLP's gate "
+        "x · W_gate, before its activation. Not in the file for a mixture of experts (GraniteMoe, Mixtral): no single MLP"),
+    Key("mlp_post_{s}", "float32", ("L", "m"),
+        "the down projection's input (`mlp.hook_post`): GPT-2's GELU (tanh approximation); a gated MLP's "
+        "act(gate) × x · W_up (act: the config's hidden_act, SiLU in these families). Not in the file for a mixture of experts"),
+    Key("final_hidden", "float32", ("S", "d"),
+        "the final norm's output after its weight and bias if any (GPT-2's ln_f, the others' RMSNorm: "
+        "`ln_final.hook_out`), as each step recorded it"),
     Key("lens_ids_{s}", "int64", ("L + 1", "10"),
-        "logit lens: the 10 highest raw logits' ids, best first, ties by lower id, of ln_f + LM head on the residual "
-        "stream before block 0 and after each block; the last row is the top 10 of the step's logits"),
+        "logit lens: the 10 highest raw logits' ids, best first, ties by lower id, of the final norm + LM head "
+        "(GraniteMoe: ÷ logits_scaling) on the residual stream before block 0 and after each block; the last row "
+        "is the top 10 of the step's logits"),
     Key("lens_logits_{s}", "float32", ("L + 1", "10"), "their logits"),
 )
 
