@@ -6,7 +6,8 @@ equivalent without weight processing (fold_ln, center_writing_weights, center_un
 fold_value_biases off), so every value is in the model's own coordinates, as the engine's are. The
 bridge wraps an independent copy of the weights, loaded from the same folder (it edits the model it
 wraps in place). GPT-2: the bundled demo model; the other families: tiny random models with grouped
-KV heads, built locally with transformers' config classes (engine.random_model.TINY).
+KV heads, built locally with transformers' config classes (engine.random_model.TINY). Llama and
+Qwen2 are also compared with TransformerLens's own implementation of the design (last test).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from engine import SamplingSettings, Session, families, hooks, load_model, paths
 from engine.random_model import TINY, write_random_model
 
-# About 20 s for the module (importing TransformerLens alone takes 4 s): run by .ci/run, which installs the extra.
+# About 30 s for the module (importing TransformerLens alone takes 4 s): run by .ci/run, which installs the extra.
 pytestmark = pytest.mark.slow
 
 PROMPT = "The database stores each row of a table"
@@ -161,3 +162,97 @@ def assert_half_ulp(name, mine: np.ndarray, theirs: torch.Tensor) -> None:
     half_ulp = np.spacing(np.abs(theirs).astype(np.float16)).astype(np.float32) / 2
     worst = (np.abs(mine.astype(np.float32) - theirs) - half_ulp).max()
     assert worst <= 1e-6, f"{name}: {worst:.2e} beyond half a float16 ulp"
+
+
+# The bridge above runs transformers' own modules, so for the Llama design it checks what each name
+# holds, not the arithmetic. TransformerLens's own implementation (its native model: RMSNorm, RoPE,
+# grouped heads, gated MLP; no per-head q/k norm, so not Qwen3) computes them independently. It turns
+# adjacent pairs of dimensions (2i, 2i + 1) where transformers turns (i, i + d_head / 2), so its query
+# and key rows are the model's in that order (PAIRS) and its hook_q / hook_k are the engine's
+# reordered alike; it has no hook_rot_q / hook_rot_k (it rotates inside its attention). And its
+# hook_attn_scores is not the scores: TransformerLens 4.3's AttentionBridge fires it on the wrapped
+# attention's second output, which for the native model is the pattern (after the softmax).
+NATIVE_MISSING = {"blocks.{L}.attn.hook_rot_q", "blocks.{L}.attn.hook_rot_k"}
+NATIVE_SCORES_ARE_THE_PATTERN = "blocks.{L}.attn.hook_attn_scores"
+
+
+def pairs(d_head: int) -> torch.Tensor:
+    """Index order that puts transformers' RoPE pair (i, i + d_head / 2) at (2i, 2i + 1)."""
+    half = torch.arange(d_head // 2)
+    return torch.stack([half, half + d_head // 2], dim=-1).flatten()
+
+
+def native_bridge(hf):
+    """TransformerLens's native model with the weights of ``hf`` (a Llama-design transformers model)."""
+    from transformer_lens.config import TransformerBridgeConfig
+    from transformer_lens.model_bridge.sources._bridge_builder import build_bridge_from_module
+    from transformer_lens.model_bridge.sources.native import NativeModel
+
+    c = hf.config
+    d_head = hf.model.layers[0].self_attn.head_dim  # Qwen2's config has no head_dim of its own
+    cfg = TransformerBridgeConfig.from_dict(dict(
+        architecture="TransformerLensNative", d_model=c.hidden_size, n_layers=c.num_hidden_layers,
+        n_heads=c.num_attention_heads, d_head=d_head, n_key_value_heads=c.num_key_value_heads,
+        d_mlp=c.intermediate_size, d_vocab=c.vocab_size, n_ctx=c.max_position_embeddings,
+        normalization_type="RMS", final_rms=True, eps=c.rms_norm_eps, positional_embedding_type="rotary",
+        rotary_base=c.rope_parameters["rope_theta"], gated_mlp=True, act_fn=c.hidden_act, init_weights=False,
+    ))
+    native = NativeModel(cfg)
+    order = pairs(d_head)
+
+    def by_pairs(t):  # [heads x d_head, ...] rows in PAIRS order within each head
+        return t.reshape(-1, d_head, *t.shape[1:])[:, order].reshape(t.shape)
+
+    with torch.no_grad():
+        native.tok_embed.weight.copy_(hf.model.embed_tokens.weight)
+        for mine, theirs in zip(native.layers, hf.model.layers):
+            a = theirs.self_attn
+            mine.ln1.weight.copy_(theirs.input_layernorm.weight)
+            mine.ln2.weight.copy_(theirs.post_attention_layernorm.weight)
+            for name, proj, reorder in (("q", a.q_proj, by_pairs), ("k", a.k_proj, by_pairs), ("v", a.v_proj, None),
+                                        ("o", a.o_proj, None)):
+                linear = getattr(mine.attn, name)
+                linear.weight.copy_(reorder(proj.weight) if reorder else proj.weight)
+                bias = proj.bias if proj.bias is not None else torch.zeros_like(linear.bias)
+                linear.bias.copy_(reorder(bias) if reorder else bias)
+            mine.mlp.gate.weight.copy_(theirs.mlp.gate_proj.weight)
+            getattr(mine.mlp, "in").weight.copy_(theirs.mlp.up_proj.weight)
+            mine.mlp.out.weight.copy_(theirs.mlp.down_proj.weight)
+        native.ln_out.weight.copy_(hf.model.norm.weight)
+        native.head.weight.copy_(hf.lm_head.weight)
+    tl = build_bridge_from_module(native.eval(), "TransformerLensNative", tl_config=cfg)
+    tl.enable_compatibility_mode(disable_warnings=True, no_processing=True)
+    return tl
+
+
+@pytest.mark.parametrize("model_type", ["llama", "qwen2"])
+def test_llama_design_hooks_equal_transformer_lens_own_computation(model_type, tmp_path):
+    pytest.importorskip("transformer_lens", reason="TransformerLens is not installed: pip install -e '.[parity]'")
+    folder = write_random_model(tmp_path / model_type, model_type, seed=4, **TINY[model_type])
+    loaded = load_model(str(folder))
+    model, L = loaded.model, loaded.info.n_layer
+    family = families.family_of(model)
+    ids = loaded.tokenizer.encode(PROMPT)
+    with torch.inference_mode(), hooks.capture(model, L, list(family.points)) as rec:
+        model(torch.tensor([ids]))
+    tl = native_bridge(AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, local_files_only=True))
+    logits, cache = tl_cache(tl, ids)
+    order = pairs(loaded.info.head_dim)
+    diffs = {}
+    for name, value in rec.items():
+        template = hooks_template(name)
+        if template in NATIVE_MISSING:
+            assert name not in cache
+            continue
+        if template == NATIVE_SCORES_ARE_THE_PATTERN:  # when this fails, TransformerLens fixed it: compare as the rest
+            assert_same(f"TransformerLens's {name}", torch.softmax(value, dim=-1), cache[name])
+            continue
+        if template in ("blocks.{L}.attn.hook_q", "blocks.{L}.attn.hook_k"):
+            value = value[..., order]
+        diffs[name] = assert_same(name, value, cache[name])
+    assert {hooks_template(name) for name in diffs} == set(family.points) - NATIVE_MISSING - {NATIVE_SCORES_ARE_THE_PATTERN}
+    with torch.inference_mode():
+        theirs = model(torch.tensor([ids])).logits
+    assert_same("logits", theirs, logits)
+    print(f"\n{family.name} against TransformerLens's native model: {len(diffs)} hooks equal, "
+          f"max |difference| {max(diffs.values()):.1e}")
