@@ -17,17 +17,23 @@ grouped_query_attention.py, rms_norm.py, mlps/gated_mlp.py, mlps/moe.py):
   as in TransformerLens's GroupedQueryAttention; ``hook_pattern`` and ``hook_z`` have every query head.
 - Gated MLP: ``mlp.hook_pre`` = x @ W_gate (before the activation), ``mlp.hook_pre_linear`` = x @ W_in
   (the up projection), ``mlp.hook_post`` = act(pre) * pre_linear (the down projection's input).
-- MoE: ``mlp.hook_expert_indices`` [batch, pos, k] the chosen experts; ``mlp.hook_expert_weights``
-  [batch, pos, n_experts] the softmax of the router logits over every expert (TransformerLens's
-  value, which is what Mixtral's router computes; GraniteMoe's router never computes it: it takes
-  the top k logits first and runs the softmax over those alone, which is ``mlp.hook_topk_weights``).
+- MoE (TransformerLens 4.x's MoERouterBridge; like every router hook there, batch and position are one
+  axis, [batch x pos, ...], the layout of the router's own output): ``mlp.gate.hook_out`` the router's
+  logits [tokens, n_experts]; ``mlp.hook_expert_indices`` [tokens, k] the chosen experts;
+  ``mlp.hook_expert_weights`` [tokens, n_experts] the weights the chosen experts' outputs are summed
+  with, scattered into the expert axis (0 for the experts not chosen). HookedTransformer 3.x used that
+  name for the softmax over every expert before the top k; 4.x does not: that softmax is the
+  engine's ``mlp.hook_router_probs`` (what Mixtral's router computes first; GraniteMoe's router never
+  computes it: it takes the top k logits first and runs the softmax over those alone).
 
 Names TransformerLens does not have are listed in ``NOT_IN_TRANSFORMERLENS`` with what they are.
 
-GraniteMoe scales what it adds: the residual stream starts at ``hook_embed`` x embedding_multiplier,
-each block adds ``hook_attn_out`` and ``hook_mlp_out`` x residual_multiplier (the names keep the
-modules' own outputs, before that factor), and the logits are divided by logits_scaling. The
-other families add the three unscaled, as GPT-2 does.
+GraniteMoe scales what it adds: the residual stream starts at the embedding row x embedding_multiplier,
+each block adds its attention's and its MLP's output x residual_multiplier, and the logits are
+divided by logits_scaling. As in TransformerLens 4.x (its Granite adapters), ``hook_embed``,
+``hook_attn_out`` and ``hook_mlp_out`` are what is added, after that factor (``HookPoint.factor``), so
+``hook_resid_pre`` = ``hook_embed`` and ``hook_resid_mid`` = ``hook_resid_pre`` + ``hook_attn_out``
+hold for every family. The other families add the three unscaled, as GPT-2 does.
 """
 
 from __future__ import annotations
@@ -44,20 +50,24 @@ class HookPoint:
         module's output[1] is its weights, only returned by the eager implementation), "input" (the
         first argument, positional or ``hidden_states=``) or "call" (the attention module's whole
         call: its input and its ``position_embeddings``, for values the model computes inside a
-        function rather than a module).
+        function rather than a module), "outputs" (the whole output tuple).
     view: how that tensor becomes the TransformerLens value: "" as it is; "q", "k", "v" one third
         of GPT-2's ``c_attn`` output split per head; "heads" split per head (d_head from the
         attention module); "scale", "normalized" the LayerNorm statistics of the input;
         "rms_scale", "rms_normalized" the RMSNorm ones; "scores" q · k x the attention scale,
         causally masked (needs every key in the same pass: only in a pass without a KV cache);
         "rot_q", "rot_k" the query and key after RoPE, recomputed from the call with the model's
-        own rotary function; "per_position" a router's [batch x pos, ...] output as [batch, pos, ...];
-        "softmax" the softmax over the last axis of that.
+        own rotary function; "tokens" a router's output, [batch x pos, ...] (rows select tokens);
+        "softmax" the softmax over the last axis of that; "expert_weights" a router's top-k weights
+        scattered into [tokens, n_experts] (from its outputs: logits, top-k weights, top-k indices).
+    factor: a config attribute the value is multiplied by ("" for none): GraniteMoe's
+        embedding_multiplier and residual_multiplier, so the value is what is added to the residual stream.
     """
 
     module: str
     take: str
     view: str = ""
+    factor: str = ""
 
 
 @dataclass(frozen=True)
@@ -113,12 +123,14 @@ GPT2_POINTS: dict[str, HookPoint] = {
 }
 
 
-def _llama_points(mlp: str, moe_router: str | None = None) -> dict[str, HookPoint]:
+def _llama_points(mlp: str, moe_router: str | None = None, scaled: bool = False) -> dict[str, HookPoint]:
     """The Llama design's table; ``mlp`` is the block's MLP module name, ``moe_router`` its router's
-    (an MoE block has no gate/up/down projections of its own: its experts are fused 3-D weights)."""
+    (an MoE block has no gate/up/down projections of its own: its experts are fused 3-D weights);
+    ``scaled``: the embedding and the blocks' outputs are scaled before they are added (GraniteMoe)."""
+    embed_factor, residual_factor = ("embedding_multiplier", "residual_multiplier") if scaled else ("", "")
     block, attn, ln1, ln2 = "model.layers.{L}", "model.layers.{L}.self_attn", "model.layers.{L}.input_layernorm", "model.layers.{L}.post_attention_layernorm"
     points = {
-        "hook_embed": HookPoint("model.embed_tokens", "output"),  # [batch, pos, d_model]
+        "hook_embed": HookPoint("model.embed_tokens", "output", factor=embed_factor),  # [batch, pos, d_model]
         "blocks.{L}.hook_resid_pre": HookPoint(block, "input"),  # [batch, pos, d_model]
         "blocks.{L}.ln1.hook_scale": HookPoint(ln1, "input", "rms_scale"),  # [batch, pos, 1]
         "blocks.{L}.ln1.hook_normalized": HookPoint(ln1, "input", "rms_normalized"),  # [batch, pos, d_model]
@@ -131,12 +143,12 @@ def _llama_points(mlp: str, moe_router: str | None = None) -> dict[str, HookPoin
         "blocks.{L}.attn.hook_attn_scores": HookPoint(attn, "call", "scores"),  # [batch, head, query_pos, key_pos]
         "blocks.{L}.attn.hook_pattern": HookPoint(attn, "output[1]"),  # [batch, head, query_pos, key_pos]
         "blocks.{L}.attn.hook_z": HookPoint(f"{attn}.o_proj", "input", "heads"),  # [batch, pos, head, d_head]
-        "blocks.{L}.hook_attn_out": HookPoint(attn, "output[0]"),  # [batch, pos, d_model]
+        "blocks.{L}.hook_attn_out": HookPoint(attn, "output[0]", factor=residual_factor),  # [batch, pos, d_model]
         "blocks.{L}.hook_resid_mid": HookPoint(ln2, "input"),  # [batch, pos, d_model]
         "blocks.{L}.ln2.hook_scale": HookPoint(ln2, "input", "rms_scale"),  # [batch, pos, 1]
         "blocks.{L}.ln2.hook_normalized": HookPoint(ln2, "input", "rms_normalized"),  # [batch, pos, d_model]
         "blocks.{L}.ln2.hook_out": HookPoint(ln2, "output"),  # [batch, pos, d_model]
-        "blocks.{L}.hook_mlp_out": HookPoint(f"{block}.{mlp}", "output"),  # [batch, pos, d_model]
+        "blocks.{L}.hook_mlp_out": HookPoint(f"{block}.{mlp}", "output", factor=residual_factor),  # [batch, pos, d_model]
         "blocks.{L}.hook_resid_post": HookPoint(block, "output"),  # [batch, pos, d_model]
         "ln_final.hook_scale": HookPoint("model.norm", "input", "rms_scale"),  # [batch, pos, 1]
         "ln_final.hook_normalized": HookPoint("model.norm", "input", "rms_normalized"),  # [batch, pos, d_model]
@@ -151,27 +163,29 @@ def _llama_points(mlp: str, moe_router: str | None = None) -> dict[str, HookPoin
     else:
         router = f"{block}.{mlp}.{moe_router}"  # returns (router_logits, top_k_weights, top_k_index)
         points |= {
-            "blocks.{L}.mlp.hook_router_logits": HookPoint(router, "output[0]", "per_position"),  # [batch, pos, n_experts]
-            "blocks.{L}.mlp.hook_expert_weights": HookPoint(router, "output[0]", "softmax"),  # [batch, pos, n_experts]
-            "blocks.{L}.mlp.hook_expert_indices": HookPoint(router, "output[2]", "per_position"),  # [batch, pos, k]
-            "blocks.{L}.mlp.hook_topk_weights": HookPoint(router, "output[1]", "per_position"),  # [batch, pos, k]
+            "blocks.{L}.mlp.gate.hook_out": HookPoint(router, "output[0]", "tokens"),  # [tokens, n_experts]
+            "blocks.{L}.mlp.hook_router_probs": HookPoint(router, "output[0]", "softmax"),  # [tokens, n_experts]
+            "blocks.{L}.mlp.hook_expert_weights": HookPoint(router, "outputs", "expert_weights"),  # [tokens, n_experts]
+            "blocks.{L}.mlp.hook_expert_indices": HookPoint(router, "output[2]", "tokens"),  # [tokens, k]
+            "blocks.{L}.mlp.hook_topk_weights": HookPoint(router, "output[1]", "tokens"),  # [tokens, k]
         }
     return points
 
 
+# Checked against TransformerLens 4.3's TransformerBridge (tests/engine/test_transformer_lens_parity.py).
 NOT_IN_TRANSFORMERLENS = {
-    "blocks.{L}.ln1.hook_out": "the norm's output after its weight (TransformerLens 4.x's bridge names it hook_out; 3.x has no hook)",
-    "blocks.{L}.ln2.hook_out": "as ln1.hook_out",
-    "ln_final.hook_out": "as ln1.hook_out",
-    "blocks.{L}.mlp.hook_router_logits": "the router's logits over every expert (TransformerLens keeps them in a local variable)",
-    "blocks.{L}.mlp.hook_topk_weights": "the weights the chosen experts' outputs are summed with (TransformerLens: a local variable)",
+    "blocks.{L}.mlp.hook_router_probs": "the softmax of the router's logits over every expert, [tokens, n_experts] "
+                                        "(HookedTransformer 3.x's hook_expert_weights; 4.x gives that name the chosen weights)",
+    "blocks.{L}.mlp.hook_topk_weights": "the weights the chosen experts' outputs are summed with, [tokens, k] "
+                                        "(hook_expert_weights gathered at hook_expert_indices)",
 }
 
 GPT2 = Family("GPT-2", ("gpt2",), GPT2_POINTS, rope=False, layers="transformer.h")
 LLAMA = Family("Llama", ("llama",), _llama_points("mlp"), rope=True, layers="model.layers")
 QWEN2 = Family("Qwen2", ("qwen2",), LLAMA.points, rope=True, layers="model.layers")
 QWEN3 = Family("Qwen3", ("qwen3",), LLAMA.points, rope=True, layers="model.layers")
-GRANITE_MOE = Family("GraniteMoe", ("granitemoe",), _llama_points("block_sparse_moe", "router"), rope=True, layers="model.layers")
+GRANITE_MOE = Family("GraniteMoe", ("granitemoe",), _llama_points("block_sparse_moe", "router", scaled=True), rope=True,
+                     layers="model.layers")
 MIXTRAL = Family("Mixtral", ("mixtral",), _llama_points("mlp", "gate"), rope=True, layers="model.layers")
 FAMILIES = (GPT2, LLAMA, QWEN2, QWEN3, GRANITE_MOE, MIXTRAL)
 

@@ -60,7 +60,7 @@ class FamilyInside:
 
 _POINTS = ("blocks.{L}.attn.hook_rot_q", "blocks.{L}.attn.hook_rot_k",
            "blocks.{L}.attn.hook_q", "blocks.{L}.attn.hook_k", "blocks.{L}.ln1.hook_scale", "blocks.{L}.ln2.hook_scale")
-_MOE_POINTS = ("blocks.{L}.mlp.hook_expert_weights", "blocks.{L}.mlp.hook_expert_indices", "blocks.{L}.mlp.hook_topk_weights")
+_MOE_POINTS = ("blocks.{L}.mlp.hook_router_probs", "blocks.{L}.mlp.hook_expert_indices", "blocks.{L}.mlp.hook_topk_weights")
 
 
 def family_inside(session, step: int | None = None) -> FamilyInside:
@@ -85,8 +85,8 @@ def family_inside(session, step: int | None = None) -> FamilyInside:
     with torch.inference_mode(), hooks.capture(model, L, {name: last for name in names}) as rec:
         hf_compat.forward(model, torch.from_numpy(ids[p:])[None], past)
 
-    def stack(name: str) -> np.ndarray:  # [L, ...] at position p
-        return torch.stack([rec[name.format(L=i)][0, -1] for i in range(L)]).float().numpy()
+    def stack(name: str, at=(0, -1)) -> np.ndarray:  # [L, ...] at position p (a router's [tokens, ...] hook: at=-1)
+        return torch.stack([rec[name.format(L=i)][at] for i in range(L)]).float().numpy()
 
     q, k = [], []
     with torch.inference_mode():
@@ -104,8 +104,8 @@ def family_inside(session, step: int | None = None) -> FamilyInside:
         inv_freq=hf_compat.rope_inv_freq(model).float().numpy(),
         kv_head=np.arange(info.n_head, dtype=np.int64) // group,
         ln1_scale=stack("blocks.{L}.ln1.hook_scale")[:, 0], ln2_scale=stack("blocks.{L}.ln2.hook_scale")[:, 0],
-        router_probs=stack("blocks.{L}.mlp.hook_expert_weights") if family.moe else None,
-        experts=stack("blocks.{L}.mlp.hook_expert_indices").astype(np.int64) if family.moe else None,
-        expert_weights=stack("blocks.{L}.mlp.hook_topk_weights") if family.moe else None,
+        router_probs=stack("blocks.{L}.mlp.hook_router_probs", -1) if family.moe else None,
+        experts=stack("blocks.{L}.mlp.hook_expert_indices", -1).astype(np.int64) if family.moe else None,
+        expert_weights=stack("blocks.{L}.mlp.hook_topk_weights", -1) if family.moe else None,
         active_params=active, total_params=total,
     )

@@ -16,7 +16,7 @@ is copied unless a ``Keep`` asks for a dtype conversion.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Iterator, Mapping
 
 import torch
@@ -52,7 +52,7 @@ def hook_table(n_layers: int, points: Mapping[str, HookPoint] = HOOK_POINTS) -> 
     for name, point in points.items():
         layers = range(n_layers) if "{L}" in name else [None]
         for layer in layers:
-            table[name.format(L=layer)] = HookPoint(point.module.format(L=layer), point.take, point.view)
+            table[name.format(L=layer)] = replace(point, module=point.module.format(L=layer))
     return table
 
 
@@ -70,6 +70,8 @@ def _take(args, kwargs, output, take: str):
         return args[0] if args else kwargs["hidden_states"]
     if take == "call":  # the attention module's input and (cos, sin): what its RoPE function reads
         return (args[0] if args else kwargs["hidden_states"]).detach(), kwargs["position_embeddings"]
+    if take == "outputs":  # a router's (logits, top-k weights, top-k indices)
+        return tuple(o.detach() for o in output)
     if take == "output":
         output = output[0] if isinstance(output, tuple) else output
     else:  # "output[i]"
@@ -111,9 +113,12 @@ def _view(t, view: str, rows, module) -> torch.Tensor:
         x = _rows(t, rows, 1)
         scale = (x.float().pow(2).mean(-1, keepdim=True) + module.variance_epsilon).sqrt()  # [batch, pos, 1]
         return scale if view == "rms_scale" else x / scale
-    if view in ("per_position", "softmax"):  # a router's [batch x pos, ...] output; batch is 1
-        x = _rows(t.reshape(1, t.shape[0], -1), rows, 1)
-        return x if view == "per_position" else torch.softmax(x.float(), dim=-1)
+    if view in ("tokens", "softmax"):  # a router's [batch x pos, ...] output (batch is 1: rows are positions)
+        x = _rows(t, rows, 0)
+        return x if view == "tokens" else torch.softmax(x.float(), dim=-1)
+    if view == "expert_weights":  # TransformerLens 4.x: the top-k weights scattered into [tokens, n_experts]
+        logits, weights, index = (_rows(x, rows, 0) for x in t)
+        return torch.zeros_like(logits, dtype=weights.dtype).scatter(-1, index, weights)
     if isinstance(t, tuple):  # "call": the Llama design's attention call (rot_q, rot_k, scores)
         q, k = hf_compat.rotated_qk(module, *t)  # [batch, head, pos, d_head], [batch, kv_head, pos, d_head]
         if view == "scores":
@@ -173,6 +178,8 @@ def capture(
             def hook(_module, args, kwargs, output, entries=entries, owner=owner):
                 for name, point, k in entries:
                     value = _view(_take(args, kwargs, output, point.take), point.view, k.rows, owner)
+                    if point.factor:  # GraniteMoe: what is added to the residual stream
+                        value = value * getattr(model.config, point.factor)
                     if k.dtype is not None:
                         value = value.to(k.dtype)
                     elif k.rows is not None:

@@ -36,7 +36,7 @@ _PATH = (
 # ... and for the Llama design and its MoE variant (those in the family's table).
 _FAMILY_PATH = (
     "blocks.{L}.attn.hook_k", "blocks.{L}.attn.hook_rot_q", "blocks.{L}.attn.hook_rot_k", "blocks.{L}.mlp.hook_pre_linear",
-    "blocks.{L}.mlp.hook_expert_weights", "blocks.{L}.mlp.hook_expert_indices", "blocks.{L}.mlp.hook_topk_weights",
+    "blocks.{L}.mlp.hook_router_probs", "blocks.{L}.mlp.hook_expert_indices", "blocks.{L}.mlp.hook_topk_weights",
 )
 
 # How each mixture-of-experts family's router turns its logits into the chosen experts' weights
@@ -184,6 +184,9 @@ def inside(session, step: int | None = None, position: int | None = None, *,
     def per_layer(name: str) -> np.ndarray:  # [L, ...] at position p, float32
         return torch.stack([rec[name.format(L=i)][0, -1] for i in range(n_layers)]).float().numpy()
 
+    def per_token(name: str) -> np.ndarray:  # a router's [tokens, ...] hook: [L, ...] at position p
+        return torch.stack([rec[name.format(L=i)][-1] for i in range(n_layers)]).float().numpy()
+
     q = torch.stack([rec[f"blocks.{i}.attn.hook_q"][0, -1] for i in range(n_layers)])  # [L, H, dh]
     if family.rope:
         attns = [hf_compat.attention_module(model, i) for i in range(n_layers)]
@@ -216,9 +219,9 @@ def inside(session, step: int | None = None, position: int | None = None, *,
             rot_q=rot_q.float().numpy(), rot_k=per_layer("blocks.{L}.attn.hook_rot_k"),
             inv_freq=hf_compat.rope_inv_freq(model).float().numpy(),
             mlp_pre_linear=per_layer("blocks.{L}.mlp.hook_pre_linear") if has("blocks.{L}.mlp.hook_pre_linear") else no_mlp,
-            router_probs=per_layer("blocks.{L}.mlp.hook_expert_weights") if family.moe else None,
-            experts=per_layer("blocks.{L}.mlp.hook_expert_indices").astype(np.int64) if family.moe else None,
-            expert_weights=per_layer("blocks.{L}.mlp.hook_topk_weights") if family.moe else None,
+            router_probs=per_token("blocks.{L}.mlp.hook_router_probs") if family.moe else None,
+            experts=per_token("blocks.{L}.mlp.hook_expert_indices").astype(np.int64) if family.moe else None,
+            expert_weights=per_token("blocks.{L}.mlp.hook_topk_weights") if family.moe else None,
             router_rule=ROUTER_RULES.get(family.name, "").format(E=info_e[0], k=info_e[1]),
         )
     return InsideTrace(

@@ -46,7 +46,8 @@ class InsideTrace:
     token_id: the token at p; next_id: the token that came after it (the token chosen at that
         step when p is the step's newest position, else the next context token).
     token_embed, pos_embed: float32 [d], row ``token_id`` of wte [V, d] and row p of wpe [n_ctx, d]
-        (hook_embed, hook_pos_embed); their sum is resid_pre[0].
+        (hook_embed, hook_pos_embed); their sum is resid_pre[0]. GraniteMoe: the row times its
+        embedding_multiplier, and attn_out, mlp_out times its residual_multiplier (what is added).
     resid_pre: float32 [L, d] (blocks.{L}.hook_resid_pre).
     ln1_scale: float32 [L], sqrt(var + eps) (ln1.hook_scale); ln1_normalized: float32 [L, d],
         (x - mean) / scale (ln1.hook_normalized); ln1_out: float32 [L, d], x weight + bias (ln1.hook_out).
@@ -94,7 +95,7 @@ class InsideTrace:
         (mlp.hook_pre_linear), mlp_post = act(pre) x pre_linear (mlp.hook_post, the down projection's
         input), mlp_out its output. In an MoE model these three are [L, 0] (each expert has its own).
     router_probs: float32 [L, E], softmax of the router's logits over every expert
-        (mlp.hook_expert_weights); experts: int64 [L, k], the chosen experts (mlp.hook_expert_indices);
+        (mlp.hook_router_probs); experts: int64 [L, k], the chosen experts (mlp.hook_expert_indices);
         expert_weights: float32 [L, k], what their outputs are summed with (mlp.hook_topk_weights);
         router_rule: how this family's router computes them (a sentence).
     active_params: the parameters this token ran through (n_params for a dense model).

@@ -86,15 +86,19 @@ def test_every_hook_value_equals_the_plain_model(loaded):
     def close(name, theirs, atol=1e-4):
         np.testing.assert_allclose(rec[name].float().numpy(), theirs.detach().float().numpy(), atol=atol, rtol=0, err_msg=name)
 
-    close("hook_embed", calls["model.embed_tokens"][1])
+    embed_factor, residual_factor = multipliers(plain)
+    close("hook_embed", calls["model.embed_tokens"][1] * embed_factor)
+    close("blocks.0.hook_resid_pre", rec["hook_embed"])  # what is added is the residual stream's start
     for i in range(L):
         b, a = f"blocks.{i}", f"model.layers.{i}"
         close(f"{b}.hook_resid_pre", calls[a][0])
         close(f"{b}.hook_resid_post", calls[a][1])
-        close(f"{b}.hook_attn_out", calls[f"{a}.self_attn"][1][0])
+        close(f"{b}.hook_attn_out", calls[f"{a}.self_attn"][1][0] * residual_factor)
         close(f"{b}.attn.hook_pattern", out.attentions[i])
         close(f"{b}.hook_resid_mid", calls[f"{a}.post_attention_layernorm"][0])
-        close(f"{b}.hook_mlp_out", calls[f"{a}.{mlp}"][1])
+        close(f"{b}.hook_resid_mid", rec[f"{b}.hook_resid_pre"] + rec[f"{b}.hook_attn_out"])
+        close(f"{b}.hook_mlp_out", calls[f"{a}.{mlp}"][1] * residual_factor)
+        close(f"{b}.hook_resid_post", rec[f"{b}.hook_resid_mid"] + rec[f"{b}.hook_mlp_out"])
         for ln, path in (("ln1", f"{a}.input_layernorm"), ("ln2", f"{a}.post_attention_layernorm")):
             x, y = calls[path]
             weight = plain.get_submodule(path).weight
@@ -121,7 +125,7 @@ def test_every_hook_value_equals_the_plain_model(loaded):
         assert rec[f"{b}.attn.hook_q"].shape == (1, n, info.n_head, info.head_dim)
         assert rec[f"{b}.attn.hook_k"].shape == (1, n, info.kv_heads, info.head_dim)
         if family.moe:
-            _check_moe(rec, b, plain.get_submodule(f"{a}.{mlp}"), calls[f"{a}.{mlp}"], info.family)
+            _check_moe(rec, b, plain.get_submodule(f"{a}.{mlp}"), calls[f"{a}.{mlp}"], info.family, residual_factor)
         else:
             close(f"{b}.mlp.hook_pre", calls[f"{a}.mlp.gate_proj"][1])
             close(f"{b}.mlp.hook_pre_linear", calls[f"{a}.mlp.up_proj"][1])
@@ -131,16 +135,25 @@ def test_every_hook_value_equals_the_plain_model(loaded):
     close("ln_final.hook_normalized", calls["model.norm"][1] / plain.model.norm.weight)
 
 
-def _check_moe(rec, b, block, call, family_name):
-    """Router values against the model's own router, and the block's output rebuilt from the chosen experts."""
+def multipliers(model) -> tuple[float, float]:
+    """GraniteMoe's (embedding_multiplier, residual_multiplier); (1, 1) for the other families."""
+    return getattr(model.config, "embedding_multiplier", 1.0), getattr(model.config, "residual_multiplier", 1.0)
+
+
+def _check_moe(rec, b, block, call, family_name, residual_factor):
+    """Router values against the model's own router, and the block's output rebuilt from the chosen experts
+    (hook_mlp_out: times GraniteMoe's residual_multiplier, what is added)."""
     x, y = call  # the MoE block's input [1, n, d] and output
     router = block.router if family_name == "GraniteMoe" else block.gate
     with torch.no_grad():
         logits, weights, index = router(x.reshape(-1, x.shape[-1]))
-    np.testing.assert_allclose(rec[f"{b}.mlp.hook_router_logits"][0].numpy(), logits.float().numpy(), atol=1e-5)
-    assert torch.equal(rec[f"{b}.mlp.hook_expert_indices"][0], index)
-    np.testing.assert_allclose(rec[f"{b}.mlp.hook_topk_weights"][0].numpy(), weights.float().numpy(), atol=1e-5)
-    probs = rec[f"{b}.mlp.hook_expert_weights"][0]  # TransformerLens: softmax over every expert
+    np.testing.assert_allclose(rec[f"{b}.mlp.gate.hook_out"].numpy(), logits.float().numpy(), atol=1e-5)  # [tokens, E]
+    assert torch.equal(rec[f"{b}.mlp.hook_expert_indices"], index)
+    np.testing.assert_allclose(rec[f"{b}.mlp.hook_topk_weights"].numpy(), weights.float().numpy(), atol=1e-5)
+    scattered = rec[f"{b}.mlp.hook_expert_weights"]  # TransformerLens 4.x: the chosen weights, 0 elsewhere
+    assert scattered.shape == logits.shape and (scattered > 0).sum(-1).tolist() == [index.shape[1]] * len(index)
+    np.testing.assert_allclose(scattered.gather(-1, index).numpy(), weights.float().numpy(), atol=1e-6)
+    probs = rec[f"{b}.mlp.hook_router_probs"]  # softmax over every expert
     np.testing.assert_allclose(probs.sum(-1).numpy(), 1.0, atol=1e-5)
     chosen = probs.gather(-1, index)
     if family_name == "Mixtral":  # Mixtral renormalises the chosen experts' share of that softmax
@@ -156,7 +169,7 @@ def _check_moe(rec, b, block, call, family_name):
                 gate, up = F.linear(x[0, pos], experts.gate_up_proj[e]).chunk(2, dim=-1)
                 rebuilt[pos] += weights[pos, slot] * F.linear(experts.act_fn(gate) * up, experts.down_proj[e])
     np.testing.assert_allclose(rebuilt.numpy(), y[0].numpy(), atol=1e-4)
-    np.testing.assert_allclose(rec[f"{b}.hook_mlp_out"][0].numpy(), rebuilt.numpy(), atol=1e-4)
+    np.testing.assert_allclose(rec[f"{b}.hook_mlp_out"][0].numpy(), rebuilt.numpy() * residual_factor, atol=1e-4)
 
 
 def test_step_records_equal_the_plain_model(loaded):
@@ -182,7 +195,7 @@ def test_step_records_equal_the_plain_model(loaded):
             assert (np.abs(r.attn[i].astype(np.float32) - pattern) <= ulp / 2 + 1e-7).all()
             for mine, path in ((r.attn_out[i], f"model.layers.{i}.self_attn"), (r.mlp_out[i], f"model.layers.{i}.{mlp}")):
                 theirs = calls[path][1]
-                theirs = (theirs[0] if isinstance(theirs, tuple) else theirs)[0, -1].numpy()
+                theirs = (theirs[0] if isinstance(theirs, tuple) else theirs)[0, -1].numpy() * multipliers(plain)[1]
                 half_ulp = np.spacing(np.abs(theirs).astype(np.float16)).astype(np.float32) / 2
                 assert (np.abs(mine.astype(np.float32) - theirs) <= half_ulp + 1e-6).all(), path
         np.testing.assert_allclose(r.final_hidden, calls["model.norm"][1][0, -1].numpy(), atol=1e-4)
