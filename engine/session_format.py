@@ -110,11 +110,12 @@ EXPORT_KEYS = (  # python -m engine --export: the current branch's distributions
         "(`attn.hook_attn_scores` without the masked positions): 1/√dh for GPT-2 and the Llama design, "
         "GraniteMoe's attention_multiplier; query head h meets key/value head h // (H / KV)"),
     Key("attn_out_{s}", "float32", ("L", "d"),
-        "attention output after W_O and its bias if any (`hook_attn_out`; GraniteMoe adds it × residual_multiplier)"),
+        "attention output after W_O and its bias if any, as added to the residual stream (`hook_attn_out`; "
+        "GraniteMoe's is × residual_multiplier)"),
     Key("resid_mid_{s}", "float32", ("L", "d"), "residual after the attention addition (`hook_resid_mid`)"),
     Key("mlp_out_{s}", "float32", ("L", "d"),
-        "MLP output (`hook_mlp_out`; a mixture of experts': the chosen experts' weighted sum; GraniteMoe adds it "
-        "× residual_multiplier)"),
+        "MLP output as added to the residual stream (`hook_mlp_out`; a mixture of experts': the chosen experts' "
+        "weighted sum; GraniteMoe's is × residual_multiplier)"),
     Key("mlp_pre_{s}", "float32", ("L", "m"),
         "MLP hidden units before the activation (`mlp.hook_pre`): GPT-2's before GELU; a gated MLP's gate "
         "x · W_gate, before its activation. Not in the file for a mixture of experts (GraniteMoe, Mixtral): no single MLP"),

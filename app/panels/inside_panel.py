@@ -344,7 +344,10 @@ class InsidePanel(QWidget):
             f"(vocabulary × d = {self._vocab():,} × {d:,}); the position {t.position} picks row {t.position} of the "
             f"position embedding matrix ({self._n_ctx():,} × {d:,}). The two rows are added."
         )
-        self.token_strip.show_vector(t.token_embed, f"row {t.token_id:,} of the token embeddings")
+        row = f"row {t.token_id:,} of the token embeddings"
+        if t.embed_multiplier != 1.0:  # GraniteMoe: what the residual stream starts at
+            row += f" × {t.embed_multiplier:g} (the model's embedding multiplier)"
+        self.token_strip.show_vector(t.token_embed, row)
         self.pos_strip.setHidden(t.rope)  # RoPE models add no position vector: nothing to draw
         if t.rope:
             self.embed_text.setText(
@@ -352,8 +355,7 @@ class InsidePanel(QWidget):
                 f"(vocabulary × d = {self._vocab():,} × {d:,}). No position vector: {t.family} adds nothing for "
                 f"position {t.position} here. It turns each query and key by an angle that grows with the position (RoPE, below)."
             )
-            self.sum_strip.show_vector(t.resid_pre[0], "the token embedding alone" if np.allclose(t.resid_pre[0], t.token_embed)
-                                       else "the token embedding times the model's embedding multiplier")
+            self.sum_strip.show_vector(t.resid_pre[0], "the residual stream starts at the row above (no position vector)")
         else:
             self.pos_strip.show_vector(t.pos_embed, f"row {t.position} of the position embeddings")
             self.sum_strip.show_vector(t.resid_pre[0], "token + position")

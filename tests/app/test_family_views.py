@@ -121,3 +121,17 @@ def test_the_flow_and_the_tour_adapt_to_the_family(stepped, qtbot):
     window.show_view("flow")
     image = window.flow_view.flow.grab().toImage()
     assert image.width() > 200 and image.pixelColor(image.width() // 2, image.height() // 2).isValid()
+
+
+def test_the_token_strip_is_what_the_residual_stream_starts_at_and_says_so(stepped, qtbot, loaded):
+    """GraniteMoe scales its embedding row (hook_embed: what is added, as in TransformerLens): the
+    strip shows the scaled row and names the multiplier; the other families show the row itself."""
+    window, _ = stepped
+    t = show_inside(window, qtbot)
+    model = loaded.model
+    row = model.get_input_embeddings().weight[t.token_id].detach().float().numpy()
+    multiplier = float(getattr(model.config, "embedding_multiplier", 1.0))
+    np.testing.assert_allclose(window.inside.token_strip.values, row * multiplier, rtol=1e-6)
+    np.testing.assert_allclose(t.resid_pre[0], t.token_embed, rtol=1e-6)
+    caption = window.inside.token_strip.caption.text()
+    assert (f"× {multiplier:g} (the model's embedding multiplier)" in caption) == (multiplier != 1.0)

@@ -125,9 +125,10 @@ def test_q_is_the_rotated_query_of_the_blocks_input(exported, own):
 
 
 def test_z_attn_out_and_the_residual_stream(exported, own):
-    """z = the eager weights over the cached values; attn_out = W_O z; resid_mid and the next block's
-    input are the residual plus each output (× GraniteMoe's residual_multiplier); the final norm of
-    the last one is the model's last hidden state."""
+    """z = the eager weights over the cached values; attn_out = W_O z (× GraniteMoe's residual_multiplier:
+    what is added to the residual stream, as TransformerLens's hook_attn_out); resid_mid and the next
+    block's input are the residual plus each output; the final norm of the last one is the model's
+    last hidden state."""
     session, a = exported
     model, out = own
     info = session.info
@@ -140,10 +141,11 @@ def test_z_attn_out_and_the_residual_stream(exported, own):
                 values = out.cache.layers[layer].values[0, :, : r + 1].repeat_interleave(group, dim=0)  # [H, r + 1, dh]
                 z = torch.einsum("ht,htd->hd", w, values)
                 np.testing.assert_allclose(a[f"z_{s}"][layer], z.numpy(), atol=ATOL, rtol=1e-5)
-                np.testing.assert_allclose(a[f"attn_out_{s}"][layer], block.self_attn.o_proj(z.reshape(-1)).numpy(), atol=ATOL, rtol=1e-5)
-                resid_mid = hidden[layer][0, r] + mult * torch.from_numpy(a[f"attn_out_{s}"][layer])
+                np.testing.assert_allclose(a[f"attn_out_{s}"][layer], mult * block.self_attn.o_proj(z.reshape(-1)).numpy(),
+                                           atol=ATOL, rtol=1e-5)
+                resid_mid = hidden[layer][0, r] + torch.from_numpy(a[f"attn_out_{s}"][layer])
                 np.testing.assert_allclose(a[f"resid_mid_{s}"][layer], resid_mid.numpy(), atol=ATOL, rtol=1e-5)
-                resid_post = resid_mid + mult * torch.from_numpy(a[f"mlp_out_{s}"][layer])
+                resid_post = resid_mid + torch.from_numpy(a[f"mlp_out_{s}"][layer])
                 after = hidden[layer + 1][0, r] if layer + 1 < info.n_layer else None
                 if after is not None:
                     np.testing.assert_allclose(resid_post.numpy(), after.numpy(), atol=ATOL, rtol=1e-5)
