@@ -66,7 +66,7 @@ class Commands(QObject):
             "Save session…", self._on_save_action_triggered, (QKeySequence.Save,),
             "Save every step of every branch, with the numbers the panels draw, to one .npz file (Ctrl+S)",
         )
-        self.restart_action = action("Restart the model", w.restart_engine, (), "Start the model's process again")
+        self.restart_action = action("Restart the model", lambda: w.recovery.restart(), (), "Start the model's process again")
         self.restart_action.setEnabled(False)
         self.quit_action = action("Quit", w.close, (QKeySequence.Quit,))
         self.no_cache_action = action(

@@ -1,7 +1,8 @@
 """The main window: layout and wiring. The panels and views laid out, joined to the controller
 (requests and replies), the player (play state), the paint scheduler (when results are drawn) and
 the window's helpers: its commands (``app.actions``), the download dialog, the step gate (what may
-run now, and the words for a refusal), panel focus, panel help and preferences.
+run now, and the words for a refusal), the engine's recovery after a death, panel focus, panel help
+and preferences.
 
 The window owns no plot state: each result goes through ``PaintScheduler`` to ``AppState`` and
 every panel draws itself from there.
@@ -20,8 +21,9 @@ from . import flow_view, guard, wording
 from . import protocol as p
 from . import theme as th
 from .actions import Commands
-from .controller import QUICK_DEATH_S, SessionController
+from .controller import SessionController
 from .download_dialog import DownloadDialog
+from .engine_recovery import EngineRecovery
 from .export_actions import ExportActions
 from .focus import PanelFocus
 from .guard import guarded
@@ -87,7 +89,8 @@ class MainWindow(QMainWindow):
         self.status_line = line = StatusLine(self)
         self._outer_layout.addLayout(line.layout)
         line.truncate_button.clicked.connect(lambda: c.set_prompt(self.tokens.prompt(), truncate=True))
-        line.restart_button.clicked.connect(self.restart_engine)
+        self.recovery = EngineRecovery(self)
+        line.restart_button.clicked.connect(self.recovery.restart)
         self.download = DownloadDialog(self, c, line.say)
         flow_view.attach(self)  # clicks to the detail views, "◀ Flow" back, the tour's keys
         self.show_view("overview")  # the Overview until app.main brings --view (default: flow) forward
@@ -96,8 +99,6 @@ class MainWindow(QMainWindow):
         c.failed.connect(self._on_controller_failed)
         c.busyChanged.connect(th.show_busy)
         c.modelLoaded.connect(self._on_controller_model_loaded)
-        c.engineRestarted.connect(self._on_controller_engine_restarted)
-        c.engineStopped.connect(self._on_controller_engine_stopped)
         c.noticed.connect(lambda result: self.status_line.say(wording.result_status(result)))
         c.insideReady.connect(self._on_controller_inside_ready)
         self.painter.resultStarted.connect(self._on_painter_result_started)
@@ -210,13 +211,6 @@ class MainWindow(QMainWindow):
         self.player.pause()
         self.controller.reset()
 
-    def restart_engine(self) -> None:
-        """Start the model's process again after it stopped for good, and load the model shown."""
-        self.commands.restart_action.setEnabled(False)
-        self.status_line.restart_button.hide()
-        self.controller.restart_engine()
-        self._reload_model()
-
     def show_view(self, name: str) -> None:
         """Bring view ``name`` (one of VIEWS) to the front; the others stay a tab away."""
         index = list(VIEWS).index(VIEW_ALIASES.get(name, name))
@@ -267,9 +261,10 @@ class MainWindow(QMainWindow):
             self.status_line.truncate_button.show()
         if isinstance(reply.request, p.Load):
             self.download.finish()
-        self._show_error(refusal.message)
+        self.show_error(refusal.message)
 
-    def _show_error(self, message: str) -> None:
+    def show_error(self, message: str) -> None:
+        """``message`` on the status line in the error style; Play stops."""
         self.player.pause()
         self.status_line.say(message, error=True)
         self._sync_actions()
@@ -277,34 +272,6 @@ class MainWindow(QMainWindow):
 
     def _on_guard_occurred(self, message: str) -> None:
         self.status_line.say(message, error=True)
-
-    def _on_controller_engine_restarted(self, exit_code) -> None:
-        """The model's process died and a fresh one started: load the model shown again (its steps
-        are lost with the process; the prompt and the sampling settings are kept). A step of the
-        dead process still waiting to be drawn is dropped, so the message stays until the new
-        process is ready."""
-        self.painter.drop_stale()
-        self._reload_model()
-        self._show_error(
-            f"{wording.engine_died(exit_code)} Loading the model again: its steps were lost; the prompt and your sampling settings are kept."
-        )
-
-    def _reload_model(self) -> None:
-        """Load the model shown again, with the editor's text, or with the prompt that last ran
-        when the person emptied the editor (a fresh engine has no prompt of its own to keep)."""
-        result = self.state.result
-        source = None if result is None or result.info.is_demo else result.info.source
-        ran = "" if result is None else (result.chat.user if result.chat is not None else result.prompt_text)
-        prompt = self.tokens.prompt() or ran
-        self.load_model(source, prompt=prompt, fallback=True)
-
-    def _on_controller_engine_stopped(self, exit_code) -> None:
-        from .logs import log_file
-
-        self.painter.drop_stale()
-        self.commands.restart_action.setEnabled(True)
-        self.status_line.restart_button.show()
-        self._show_error(wording.engine_stopped(exit_code, self.controller.policy.quick_deaths, QUICK_DEATH_S, log_file()))
 
     def _on_controller_inside_ready(self, answer) -> None:
         if self.inside.wants(answer.trace):
