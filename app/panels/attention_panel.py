@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt, Signal
+from PySide6.QtCore import QEvent, QRectF, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFontMetrics
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -27,13 +27,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.tokens import clip
-
 from .. import theme as th
 from ..history import AttentionHistory, buffer_size
 from ..state import LATEST, AppState
 from .empty_note import EmptyNote
 from .steady_label import SteadyLabel
+from .token_axis import TokenAxis
 from ..guard import guarded
 
 THUMB = 24  # overview tile size in samples
@@ -92,7 +91,9 @@ class AttentionPanel(QGroupBox):
 
         # ---- main matrix
         self.view = pg.GraphicsLayoutWidget()
-        self.plot: pg.PlotItem = self.view.addPlot()
+        self.rows_axis, self.keys_axis = TokenAxis("left"), TokenAxis("bottom")
+        self.plot: pg.PlotItem = self.view.addPlot(axisItems={"left": self.rows_axis, "bottom": self.keys_axis})
+        self.view.installEventFilter(self)  # a new size: the key labels take their share of it
         th.fix_plot(self.plot).invertY(True)
         self.plot.setMouseEnabled(True, True)  # long texts: zoom (wheel) and move (drag) to a region
         self.plot.getViewBox().sigRangeChangedManually.connect(self._on_matrix_range_changed_manually)
@@ -188,9 +189,8 @@ class AttentionPanel(QGroupBox):
     def _on_state_theme(self, theme: th.Theme) -> None:
         th.style_plot(self.plot, theme, left="query position", bottom="key position")
         th.style_plot(self.overview, theme, left="layer", bottom="head")
-        # the first and the last key's names stand half outside the matrix: below the corner and the colour bar
-        self.plot.getAxis("bottom").setStyle(hideOverlappingLabels=3 * theme.text_px(-1))
         th.fix_axis_width(self.plot, theme, 15)  # "▶ token pi… 1023": the mark, 8 characters, a space, the position
+        self.keys_axis.set_extent(QFontMetrics(theme.font(-1)).horizontalAdvance("x" * 6))  # the least (_key_label_length)
         self.colorbar.setColorMap(theme.cmap())
         self._label_colorbar()
         self.colorbar.axis.setTickFont(theme.font(-1))
@@ -208,6 +208,7 @@ class AttentionPanel(QGroupBox):
             (self.plot, th.need_area(self.view, self.plot, 6 * px, 6 * px, beside=bar)),
             (self.overview, th.need_area(self.overview_view, self.overview, 4 * px, 4 * px)),
         ]
+        self._fit_key_labels(self.view.height())
         self._draw_matrix(ticks=True)
         self._draw_overview()
 
@@ -231,9 +232,7 @@ class AttentionPanel(QGroupBox):
             self._set_ticks(T)
 
     def _on_matrix_range_changed_manually(self, _mask) -> None:
-        self._zoomed = True
-        if self.history.length:
-            self._set_ticks(self.history.length)  # finer labels for the region in view
+        self._zoomed = True  # the axes name the cells of the region in view as they draw
 
     def _on_image_clicked(self, _x: float, y: float) -> None:
         row = int(y)
@@ -292,28 +291,40 @@ class AttentionPanel(QGroupBox):
         return self._rgba[:T, :T]
 
     def _set_ticks(self, T: int) -> None:
-        box = self.plot.getViewBox()
-        width, height = max(box.width(), 100), max(box.height(), 100)
-        line = self.state.theme.text_px(-1)  # a tick label's height
-        (x0, x1), (y0, y1) = box.viewRange() if self._zoomed else ((0, T), (0, T))
-        span_x, span_y = max(1.0, x1 - x0), max(1.0, y1 - y0)  # the positions in view
-        step_x = _nice_step(span_x / max(1, width / (line * 5)))
-        step_y = _nice_step(span_y / max(1, height / (line * 1.15)))  # every row once a row is a line tall
+        """Name rows and columns by token: the newest row, the selected row (▶) and the key it looks at
+        most always; every other one where it fits (the axes choose, at the size they have)."""
         pieces = self._pieces[:T]
-        finest_x, finest_y = _nice_step(span_x / (width / 4)), _nice_step(span_y / (height / 4))  # tick marks >= 4 px apart
-        # always named: the newest row and the selected one, and the key the selected row looks at most
         row = min(max(self.state.selected_position, 0), T - 1)
         weights = self.shown[row] if row < len(self.shown) else np.zeros(0)
         strongest = [int(np.nanargmax(weights))] if weights.size and np.isfinite(weights).any() else []
-        # positions on both axes: "piece 12"
-        self.plot.getAxis("bottom").setTicks(
-            _tick_levels(step_x, len(pieces), lambda i: f"{clip(pieces[i], 6)} {i}", finest=finest_x, always=strongest)
-        )
-        self.plot.getAxis("left").setTicks(
-            # the selected row is marked by its label, not over its cells (an outline hid a thin row)
-            _tick_levels(step_y, len(pieces), lambda i: f"{'▶ ' if i == row else ''}{clip(pieces[i], 8)} {i}",
-                         finest=finest_y, always=[T - 1, row])
-        )
+        self._fit_key_labels(self.view.height())  # a longer text: its rows first
+        self.rows_axis.set_cells(pieces, always=[T - 1, row], marked=row)
+        self.keys_axis.set_cells(pieces, always=strongest)
+
+    def _key_label_length(self, height: int) -> int:
+        """How long a turned key label may be in a matrix view ``height`` px tall: the rows first
+        (a line each, so that every row is named when it can be) and the key labels the rest, else
+        a quarter of the height; six characters at least, a 10-character piece and its position at most."""
+        metrics = QFontMetrics(self.state.theme.font(-1))
+        least, most = metrics.horizontalAdvance("x" * 6), metrics.horizontalAdvance("x" * 10 + " 999")
+        # the drawing area and the key labels share what the view has beyond its minimum
+        shared = height - self.view.minimumHeight() + self._needs[0][1][1] + least
+        rows = self.history.length * (metrics.height() + 1)
+        if shared - rows >= least:  # every row named, the keys take the rest
+            return min(most, shared - rows)
+        return min(most, max(least, shared // 4))  # rows named in part: a quarter for the keys
+
+    @guarded(fallback=False)
+    def eventFilter(self, watched, event) -> bool:
+        """The matrix's view resized (focus, a window size): give the key labels their share."""
+        if watched is self.view and event.type() == QEvent.Type.Resize:
+            self._fit_key_labels(event.size().height())
+        return False
+
+    def _fit_key_labels(self, height: int) -> None:
+        extent = self._key_label_length(height)
+        if extent != self.keys_axis.extent:
+            self.keys_axis.set_extent(extent)
 
     def _draw_overview(self) -> None:
         L, H = self.history.shape

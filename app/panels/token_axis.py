@@ -1,0 +1,180 @@
+"""An axis that names the cells of a token-by-token map (the attention matrix) by their tokens.
+
+Each cell (one position) gets the label "piece position" when the labels fit one per cell; where
+they do not, a subset that never collides: the cells that must be named (the newest query, the
+selected one, the strongest key), then every n-th (n = 1, 2, 5, 10, 20, ...) between them. Long
+pieces are cut with "…" to the room the axis has. The bottom axis writes its labels turned 90°,
+reading upwards and ending at the map, so one label needs only a line's height of width.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import pyqtgraph as pg
+from PySide6.QtCore import QPointF, QRectF, Qt
+from PySide6.QtGui import QFont, QFontMetricsF
+
+TICK = 4  # px: a tick mark, outside the map
+GAP = 3  # px between a tick mark and its label
+
+
+def nice_step(step: float) -> int:
+    """The smallest of 1, 2, 5, 10, 20, 50, ... that is >= ``step``."""
+    if step <= 1:
+        return 1
+    power = 10 ** math.floor(math.log10(step))
+    return next(n * power for n in (1, 2, 5, 10) if n * power >= step)
+
+
+def choose_cells(first: int, last: int, pitch: float, size: float, always: Sequence[int] = ()) -> list[int]:
+    """The cells ``first``..``last`` (inclusive) to label, sorted, when cells are ``pitch`` px apart
+    and a label takes ``size`` px along the axis: every cell when labels fit one per cell; else the
+    cells in ``always`` (first come, first served), then every n-th cell, each only where its label
+    keeps ``size`` px from every label already chosen, so no two labels overlap."""
+    if last < first:
+        return []
+    if pitch >= size:
+        return list(range(first, last + 1))
+    step = nice_step(size / max(pitch, 1e-9))
+    chosen: list[int] = []
+    for cell in [*always, *range(math.ceil(first / step) * step, last + 1, step)]:
+        if first <= cell <= last and all(abs(cell - c) * pitch >= size for c in chosen):
+            chosen.append(cell)
+    return sorted(chosen)
+
+
+class TokenAxis(pg.AxisItem):
+    """A left or bottom axis of a map with one cell per position, labelled by token (see the module).
+
+    ``set_cells`` gives the pieces, the cells that must be named and the one marked ▶; ``placed``
+    holds what the last drawing labelled: (cell, text, rectangle in this item's coordinates)."""
+
+    def __init__(self, orientation: str):
+        super().__init__(orientation, maxTickLength=TICK)
+        self.setStyle(hideOverlappingLabels=True, tickLength=TICK)
+        self.pieces: Sequence[str] = ()
+        self.always: tuple[int, ...] = ()
+        self.marked: int | None = None
+        self.placed: list[tuple[int, str, QRectF]] = []
+        self.extent = 0  # bottom: how long a label may be (its height on screen), set by set_extent
+
+    def set_cells(self, pieces: Sequence[str], always: Sequence[int] = (), marked: int | None = None) -> None:
+        """Label cell i by ``pieces[i]``; ``always``: cells named whatever the room, in order of
+        priority; ``marked``: a cell whose label starts with ▶."""
+        self.pieces, self.always, self.marked = pieces, tuple(always), marked
+        self.picture = None
+        self.update()
+
+    def set_extent(self, extent: int) -> None:
+        """Bottom axis: give its turned labels ``extent`` px (longer ones are cut), plus the tick
+        marks and the axis title under them."""
+        self.extent = max(0, int(extent))
+        self.setHeight(TICK + GAP + self.extent + int(self.label.boundingRect().height()) + 2)
+
+    def text_room(self) -> float:
+        """How long a label may be, in pixels."""
+        if self.orientation == "bottom":
+            return self.extent
+        title = self.label.boundingRect().height() if self.label.isVisible() else 0
+        return max(0.0, self.width() - TICK - GAP - title)
+
+    def label_text(self, cell: int, metrics: QFontMetricsF, room: float) -> str:
+        """"▶ piece 12", the piece cut with "…" so that the whole fits ``room`` px."""
+        prefix = "▶ " if cell == self.marked else ""
+        suffix = f" {cell}"
+        piece = self.pieces[cell] if cell < len(self.pieces) else ""
+        fixed = metrics.horizontalAdvance(prefix + suffix)
+        if metrics.horizontalAdvance(piece) > room - fixed:
+            piece = metrics.elidedText(piece, Qt.ElideRight, max(0.0, room - fixed))
+        return prefix + piece + suffix
+
+    def _allowed(self) -> QRectF:
+        """Where labels may go, in this item's coordinates: its own box, reaching a line past either
+        end (an end cell's label is centred on it), within the view that shows it."""
+        box = self.boundingRect()
+        views = self.scene().views() if self.scene() is not None else []
+        if views:
+            viewport = views[0].viewport()
+            box &= self.mapRectFromScene(QRectF(0, 0, viewport.width(), viewport.height()))
+        return box
+
+    def boundingRect(self) -> QRectF:
+        margin = QFontMetricsF(self.style["tickFont"] or QFont()).height()
+        box = self.mapRectFromParent(self.geometry())
+        if self.orientation == "bottom":
+            return box.adjusted(-margin, 0, margin, 0)
+        return box.adjusted(0, -margin, 0, margin)
+
+    def _cell_centre(self, view, cell: int) -> float:
+        """The centre of ``cell`` along this axis, in this item's coordinates."""
+        point = QPointF(cell + 0.5, 0) if self.orientation == "bottom" else QPointF(0, cell + 0.5)
+        local = self.mapFromScene(view.mapViewToScene(point))
+        return local.x() if self.orientation == "bottom" else local.y()
+
+    def generateDrawSpecs(self, p):
+        bounds = self.mapRectFromParent(self.geometry())
+        view = self.linkedView()
+        pen = self.pen()
+        if self.orientation == "bottom":
+            axis = (pen, bounds.topLeft(), bounds.topRight())
+        else:
+            axis = (pen, bounds.topRight(), bounds.bottomRight())
+        self.placed = []
+        count = len(self.pieces)
+        if view is None or count == 0 or view.width() <= 0 or view.height() <= 0:
+            return axis, [], []
+        font = self.style["tickFont"] or QFont()
+        metrics = QFontMetricsF(font)
+        line = metrics.height()
+        (x0, x1), (y0, y1) = view.viewRange()
+        lo, hi = (x0, x1) if self.orientation == "bottom" else (y0, y1)
+        first, last = max(0, math.floor(lo)), min(count, math.ceil(hi)) - 1
+        pitch = abs(self._cell_centre(view, 1) - self._cell_centre(view, 0))
+        room = self.text_room()
+        allowed = self._allowed()
+        ticks, texts = [], []
+        cells = choose_cells(first, last, pitch, line + 1, self.always)
+        for cell in sorted(cells, key=lambda c: c not in self.always):  # the must-name cells first
+            at = self._cell_centre(view, cell)
+            text = self.label_text(cell, metrics, room)
+            width = min(metrics.horizontalAdvance(text), room)
+            if self.orientation == "bottom":
+                tick = (pen, QPointF(at, bounds.top()), QPointF(at, bounds.top() + TICK))
+                rect = QRectF(at - line / 2, bounds.top() + TICK + GAP, line, width)
+                rect.moveLeft(min(max(rect.left(), allowed.left()), allowed.right() - rect.width()))
+            else:
+                tick = (pen, QPointF(bounds.right() - TICK, at), QPointF(bounds.right(), at))
+                rect = QRectF(bounds.right() - TICK - GAP - width, at - line / 2, width, line)
+                rect.moveTop(min(max(rect.top(), allowed.top()), allowed.bottom() - rect.height()))
+            # a label moved in from an end may now touch its neighbour: the first placed keeps its place
+            if all(not rect.intersects(other) for _cell, _text, other in self.placed):
+                ticks.append(tick)
+                texts.append((rect, text))
+                self.placed.append((cell, text, rect))
+        self.placed.sort(key=lambda placed: placed[0])
+        return axis, ticks, texts
+
+    def drawPicture(self, p, axisSpec, tickSpecs, textSpecs):
+        p.setRenderHint(p.RenderHint.Antialiasing, False)
+        p.setRenderHint(p.RenderHint.TextAntialiasing, True)
+        pen, p1, p2 = axisSpec
+        p.setPen(pen)
+        p.drawLine(p1, p2)
+        for pen, p1, p2 in tickSpecs:
+            p.setPen(pen)
+            p.drawLine(p1, p2)
+        if self.style["tickFont"] is not None:
+            p.setFont(self.style["tickFont"])
+        p.setPen(self.textPen())
+        for rect, text in textSpecs:
+            if self.orientation == "bottom":  # turned 90°: reads upwards and ends at the map
+                p.save()
+                p.translate(rect.center().x(), rect.top())
+                p.rotate(-90)
+                p.drawText(QRectF(-rect.height(), -rect.width() / 2, rect.height(), rect.width()),
+                           int(Qt.AlignRight | Qt.AlignVCenter), text)
+                p.restore()
+            else:
+                p.drawText(rect, int(Qt.AlignRight | Qt.AlignVCenter), text)
