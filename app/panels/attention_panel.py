@@ -32,7 +32,7 @@ from ..history import AttentionHistory, buffer_size
 from ..state import LATEST, AppState
 from .empty_note import EmptyNote
 from .steady_label import SteadyLabel
-from .token_axis import TokenAxis
+from .token_axis import TURNED_CHARS, TokenAxis
 from ..guard import guarded
 
 THUMB = 24  # overview tile size in samples
@@ -190,7 +190,7 @@ class AttentionPanel(QGroupBox):
         th.style_plot(self.plot, theme, left="query position", bottom="key position")
         th.style_plot(self.overview, theme, left="layer", bottom="head")
         th.fix_axis_width(self.plot, theme, 15)  # "▶ token pi… 1023": the mark, 8 characters, a space, the position
-        self.keys_axis.set_extent(QFontMetrics(theme.font(-1)).horizontalAdvance("x" * 6))  # the least (_key_label_length)
+        self.keys_axis.set_extent(QFontMetrics(theme.font(-1)).height())  # the least: one line (_key_label_length)
         self.colorbar.setColorMap(theme.cmap())
         self._label_colorbar()
         self.colorbar.axis.setTickFont(theme.font(-1))
@@ -304,15 +304,16 @@ class AttentionPanel(QGroupBox):
     def _key_label_length(self, height: int) -> int:
         """How long a turned key label may be in a matrix view ``height`` px tall: the rows first
         (a line each, so that every row is named when it can be) and the key labels the rest, else
-        a quarter of the height; six characters at least, a 10-character piece and its position at most."""
+        a quarter of the height; a 10-character piece and its position at most. Under five
+        characters, one line: the labels are written level."""
         metrics = QFontMetrics(self.state.theme.font(-1))
-        least, most = metrics.horizontalAdvance("x" * 6), metrics.horizontalAdvance("x" * 10 + " 999")
+        line, most = metrics.height(), metrics.horizontalAdvance("x" * 10 + " 999")
+        turned = metrics.horizontalAdvance("x" * TURNED_CHARS)
         # the drawing area and the key labels share what the view has beyond its minimum
-        shared = height - self.view.minimumHeight() + self._needs[0][1][1] + least
-        rows = self.history.length * (metrics.height() + 1)
-        if shared - rows >= least:  # every row named, the keys take the rest
-            return min(most, shared - rows)
-        return min(most, max(least, shared // 4))  # rows named in part: a quarter for the keys
+        shared = height - self.view.minimumHeight() + self._needs[0][1][1] + line
+        rows = self.history.length * (line + 1)  # + 1: the drawing area is a pixel short of its share
+        extent = shared - rows if shared - rows >= turned else shared // 4  # every row named, else a quarter
+        return min(most, extent) if extent >= turned else line
 
     @guarded(fallback=False)
     def eventFilter(self, watched, event) -> bool:

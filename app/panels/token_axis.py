@@ -4,7 +4,8 @@ Each cell (one position) gets the label "piece position" when the labels fit one
 they do not, a subset that never collides: the cells that must be named (the newest query, the
 selected one, the strongest key), then every n-th (n = 1, 2, 5, 10, 20, ...) between them. Long
 pieces are cut with "…" to the room the axis has. The bottom axis writes its labels turned 90°,
-reading upwards and ending at the map, so one label needs only a line's height of width.
+reading upwards and ending at the map, so one label needs only a line's height of width; given
+only a line's height (a small map among the other panels), it writes them level, fewer of them.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QFont, QFontMetricsF
 
-TICK = 4  # px: a tick mark, outside the map
-GAP = 3  # px between a tick mark and its label
+TICK = 3  # px: a tick mark, outside the map
+GAP = 2  # px between a tick mark and its label
+TURNED_CHARS = 5  # a bottom axis turns its labels when they may be at least this long; else one line, level
 
 
 def nice_step(step: float) -> int:
@@ -71,12 +73,22 @@ class TokenAxis(pg.AxisItem):
         """Bottom axis: give its turned labels ``extent`` px (longer ones are cut), plus the tick
         marks and the axis title under them."""
         self.extent = max(0, int(extent))
-        self.setHeight(TICK + GAP + self.extent + int(self.label.boundingRect().height()) + 2)
+        self.setHeight(TICK + GAP + self.extent + int(self.label.boundingRect().height()) - 1)
+
+    def turned(self) -> bool:
+        """Whether this bottom axis writes its labels turned 90° (else level, in one line)."""
+        metrics = QFontMetricsF(self.style["tickFont"] or QFont())
+        return self.orientation == "bottom" and self.extent >= metrics.horizontalAdvance("x" * TURNED_CHARS)
+
+    def layout_labels(self) -> list[tuple[int, str, QRectF]]:
+        """Place the labels for the current size and range, as drawing does, and return ``placed``."""
+        self.generateDrawSpecs(None)
+        return self.placed
 
     def text_room(self) -> float:
         """How long a label may be, in pixels."""
         if self.orientation == "bottom":
-            return self.extent
+            return self.extent if self.turned() else QFontMetricsF(self.style["tickFont"] or QFont()).horizontalAdvance("x" * 8 + " 99")
         title = self.label.boundingRect().height() if self.label.isVisible() else 0
         return max(0.0, self.width() - TICK - GAP - title)
 
@@ -134,15 +146,20 @@ class TokenAxis(pg.AxisItem):
         pitch = abs(self._cell_centre(view, 1) - self._cell_centre(view, 0))
         room = self.text_room()
         allowed = self._allowed()
+        turned = self.turned()
+        size = line if turned or self.orientation != "bottom" else room + metrics.horizontalAdvance("  ")
         ticks, texts = [], []
-        cells = choose_cells(first, last, pitch, line + 1, self.always)
+        cells = choose_cells(first, last, pitch, size, self.always)
         for cell in sorted(cells, key=lambda c: c not in self.always):  # the must-name cells first
             at = self._cell_centre(view, cell)
             text = self.label_text(cell, metrics, room)
             width = min(metrics.horizontalAdvance(text), room)
             if self.orientation == "bottom":
                 tick = (pen, QPointF(at, bounds.top()), QPointF(at, bounds.top() + TICK))
-                rect = QRectF(at - line / 2, bounds.top() + TICK + GAP, line, width)
+                if turned:
+                    rect = QRectF(at - line / 2, bounds.top() + TICK + GAP, line, width)
+                else:
+                    rect = QRectF(at - width / 2, bounds.top() + TICK + GAP, width, line)
                 rect.moveLeft(min(max(rect.left(), allowed.left()), allowed.right() - rect.width()))
             else:
                 tick = (pen, QPointF(bounds.right() - TICK, at), QPointF(bounds.right(), at))
@@ -151,7 +168,7 @@ class TokenAxis(pg.AxisItem):
             # a label moved in from an end may now touch its neighbour: the first placed keeps its place
             if all(not rect.intersects(other) for _cell, _text, other in self.placed):
                 ticks.append(tick)
-                texts.append((rect, text))
+                texts.append((rect, text, turned))
                 self.placed.append((cell, text, rect))
         self.placed.sort(key=lambda placed: placed[0])
         return axis, ticks, texts
@@ -168,8 +185,8 @@ class TokenAxis(pg.AxisItem):
         if self.style["tickFont"] is not None:
             p.setFont(self.style["tickFont"])
         p.setPen(self.textPen())
-        for rect, text in textSpecs:
-            if self.orientation == "bottom":  # turned 90°: reads upwards and ends at the map
+        for rect, text, turned in textSpecs:
+            if turned:  # turned 90°: reads upwards and ends at the map
                 p.save()
                 p.translate(rect.center().x(), rect.top())
                 p.rotate(-90)
@@ -177,4 +194,5 @@ class TokenAxis(pg.AxisItem):
                            int(Qt.AlignRight | Qt.AlignVCenter), text)
                 p.restore()
             else:
-                p.drawText(rect, int(Qt.AlignRight | Qt.AlignVCenter), text)
+                align = Qt.AlignHCenter if self.orientation == "bottom" else Qt.AlignRight
+                p.drawText(rect, int(align | Qt.AlignVCenter), text)
