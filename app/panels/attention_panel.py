@@ -313,7 +313,8 @@ class AttentionPanel(QGroupBox):
         shared = height - self.view.minimumHeight() + self._needs[0][1][1] + line
         rows = self.history.length * (line + 1)  # + 1: the drawing area is a pixel short of its share
         extent = shared - rows if shared - rows >= turned else shared // 4  # every row named, else a quarter
-        return min(most, extent) if extent >= turned else line
+        extent = min(most, extent, shared - self._needs[0][1][1])  # the drawing area keeps its need
+        return extent if extent >= turned else line
 
     @guarded(fallback=False)
     def eventFilter(self, watched, event) -> bool:
