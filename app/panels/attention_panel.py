@@ -92,7 +92,11 @@ class AttentionPanel(QGroupBox):
         # ---- main matrix
         self.view = pg.GraphicsLayoutWidget()
         self.rows_axis, self.keys_axis = TokenAxis("left"), TokenAxis("bottom")
-        self.plot: pg.PlotItem = self.view.addPlot(axisItems={"left": self.rows_axis, "bottom": self.keys_axis})
+        self.rows_right = TokenAxis("right")  # every second row's name when they are too close for one side
+        self.rows_right.lane = 1
+        self.plot: pg.PlotItem = self.view.addPlot(
+            axisItems={"left": self.rows_axis, "bottom": self.keys_axis, "right": self.rows_right})
+        self.plot.hideAxis("right")
         self.view.installEventFilter(self)  # a new size: the key labels take their share of it
         th.fix_plot(self.plot).invertY(True)
         self.plot.setMouseEnabled(True, True)  # long texts: zoom (wheel) and move (drag) to a region
@@ -137,7 +141,7 @@ class AttentionPanel(QGroupBox):
         side.addWidget(self.overview_caption)
         side.addWidget(self.overview_view, 1)
         plots = QHBoxLayout()
-        plots.addWidget(self.view, 4)
+        plots.addWidget(self.view, 5)
         plots.addLayout(side, 1)
         self.empty_notes = [EmptyNote(self.view), EmptyNote(self.overview_view, "")]
         layout = QVBoxLayout(self)
@@ -190,7 +194,10 @@ class AttentionPanel(QGroupBox):
         th.style_plot(self.plot, theme, left="query position", bottom="key position")
         th.style_plot(self.overview, theme, left="layer", bottom="head")
         th.fix_axis_width(self.plot, theme, 15)  # "▶ token pi… 1023": the mark, 8 characters, a space, the position
-        self.keys_axis.set_extent(QFontMetrics(theme.font(-1)).height())  # the least: one line (_key_label_length)
+        th.fix_axis_width(self.plot, theme, 10, name="right")  # no title on this side
+        self.keys_axis.set_extent(QFontMetrics(theme.font(-1)).height())  # the least: one line (_label_room)
+        self.rows_axis.lanes = self.rows_right.lanes = 1  # the least: rows named from one side
+        self.plot.hideAxis("right")
         self.colorbar.setColorMap(theme.cmap())
         self._label_colorbar()
         self.colorbar.axis.setTickFont(theme.font(-1))
@@ -208,7 +215,7 @@ class AttentionPanel(QGroupBox):
             (self.plot, th.need_area(self.view, self.plot, 6 * px, 6 * px, beside=bar)),
             (self.overview, th.need_area(self.overview_view, self.overview, 4 * px, 4 * px)),
         ]
-        self._fit_key_labels(self.view.height())
+        self._fit_labels(self.view.width(), self.view.height())
         self._draw_matrix(ticks=True)
         self._draw_overview()
 
@@ -297,36 +304,51 @@ class AttentionPanel(QGroupBox):
         row = min(max(self.state.selected_position, 0), T - 1)
         weights = self.shown[row] if row < len(self.shown) else np.zeros(0)
         strongest = [int(np.nanargmax(weights))] if weights.size and np.isfinite(weights).any() else []
-        self._fit_key_labels(self.view.height())  # a longer text: its rows first
+        self._fit_labels(self.view.width(), self.view.height())  # a longer text: its rows first
         self.rows_axis.set_cells(pieces, always=[T - 1, row], marked=row)
+        self.rows_right.set_cells(pieces, marked=row)
         self.keys_axis.set_cells(pieces, always=strongest)
 
-    def _key_label_length(self, height: int) -> int:
-        """How long a turned key label may be in a matrix view ``height`` px tall: the rows first
-        (a line each, so that every row is named when it can be) and the key labels the rest, else
-        a quarter of the height; a 10-character piece and its position at most. Under five
-        characters, one line: the labels are written level."""
+    def _label_room(self, width: int, height: int) -> tuple[int, int]:
+        """(how long a turned key label may be, 1 or 2 sides naming rows) in a matrix view ``width`` x
+        ``height`` px: the rows first, a line each, from one side when that names every row, else
+        from both sides if the map stays wide enough to name every key; the key labels take the rest
+        of the height, else a quarter of it; a 10-character piece and its position at most. Under
+        five characters, one line: the key labels are written level."""
         metrics = QFontMetrics(self.state.theme.font(-1))
         line, most = metrics.height(), metrics.horizontalAdvance("x" * 10 + " 999")
         turned = metrics.horizontalAdvance("x" * TURNED_CHARS)
+        need_w, need_h = self._needs[0][1]
         # the drawing area and the key labels share what the view has beyond its minimum
-        shared = height - self.view.minimumHeight() + self._needs[0][1][1] + line
+        shared = height - self.view.minimumHeight() + need_h + line
+        wide = width - self.view.minimumWidth() + need_w  # the drawing area's width, one side naming rows
         rows = self.history.length * (line + 1)  # + 1: the drawing area is a pixel short of its share
-        extent = shared - rows if shared - rows >= turned else shared // 4  # every row named, else a quarter
-        extent = min(most, extent, shared - self._needs[0][1][1])  # the drawing area keeps its need
-        return extent if extent >= turned else line
+        lanes = 1
+        if shared - rows >= turned:  # every row named from one side, the keys take the rest
+            extent = shared - rows
+        elif shared - rows // 2 >= turned and wide - self.rows_right.fixedWidth > self.history.length * line:  # both sides, every key
+            extent, lanes = shared - rows // 2, 2
+        else:  # rows named in part: a quarter of the height for the keys
+            extent = shared // 4
+        extent = min(most, extent, shared - need_h)  # the drawing area keeps its need
+        return (extent if extent >= turned else line), lanes
 
     @guarded(fallback=False)
     def eventFilter(self, watched, event) -> bool:
-        """The matrix's view resized (focus, a window size): give the key labels their share."""
+        """The matrix's view resized (focus, a window size): the labels take their share."""
         if watched is self.view and event.type() == QEvent.Type.Resize:
-            self._fit_key_labels(event.size().height())
+            self._fit_labels(event.size().width(), event.size().height())
         return False
 
-    def _fit_key_labels(self, height: int) -> None:
-        extent = self._key_label_length(height)
+    def _fit_labels(self, width: int, height: int) -> None:
+        extent, lanes = self._label_room(width, height)
         if extent != self.keys_axis.extent:
             self.keys_axis.set_extent(extent)
+        if lanes != self.rows_axis.lanes:
+            self.rows_axis.lanes = self.rows_right.lanes = lanes
+            self.plot.showAxis("right", lanes == 2)
+            self.rows_axis.picture = None
+            self.rows_axis.update()
 
     def _draw_overview(self) -> None:
         L, H = self.history.shape

@@ -6,6 +6,8 @@ selected one, the strongest key), then every n-th (n = 1, 2, 5, 10, 20, ...) bet
 pieces are cut with "…" to the room the axis has. The bottom axis writes its labels turned 90°,
 reading upwards and ending at the map, so one label needs only a line's height of width; given
 only a line's height (a small map among the other panels), it writes them level, fewer of them.
+Rows too close for a label each can be named from both sides: every second row on the left, the
+others on the right.
 """
 
 from __future__ import annotations
@@ -30,15 +32,25 @@ def nice_step(step: float) -> int:
     return next(n * power for n in (1, 2, 5, 10) if n * power >= step)
 
 
-def choose_cells(first: int, last: int, pitch: float, size: float, always: Sequence[int] = ()) -> list[int]:
+def choose_cells(first: int, last: int, pitch: float, size: float, always: Sequence[int] = (), *,
+                 lanes: int = 1, lane: int = 0, anchor: int = 0) -> list[int]:
     """The cells ``first``..``last`` (inclusive) to label, sorted, when cells are ``pitch`` px apart
     and a label takes ``size`` px along the axis: every cell when labels fit one per cell; else the
     cells in ``always`` (first come, first served), then every n-th cell, each only where its label
-    keeps ``size`` px from every label already chosen, so no two labels overlap."""
+    keeps ``size`` px from every label already chosen, so no two labels overlap.
+
+    With two ``lanes`` (labels on both sides of the map), ``lane`` 0 takes every cell and lane 1
+    none while they fit one per cell; when they fit one per two cells, lane 0 takes every second
+    cell counted from ``anchor`` and lane 1 the others, so that every cell is named; else lane 0
+    takes the subset above and lane 1 none."""
     if last < first:
         return []
     if pitch >= size:
-        return list(range(first, last + 1))
+        return list(range(first, last + 1)) if lane == 0 else []
+    if lanes == 2 and 2 * pitch >= size:
+        return [c for c in range(first, last + 1) if (anchor - c) % 2 == lane]
+    if lane:
+        return []
     step = nice_step(size / max(pitch, 1e-9))
     chosen: list[int] = []
     for cell in [*always, *range(math.ceil(first / step) * step, last + 1, step)]:
@@ -48,7 +60,7 @@ def choose_cells(first: int, last: int, pitch: float, size: float, always: Seque
 
 
 class TokenAxis(pg.AxisItem):
-    """A left or bottom axis of a map with one cell per position, labelled by token (see the module).
+    """A left, right or bottom axis of a map with one cell per position, labelled by token (see the module).
 
     ``set_cells`` gives the pieces, the cells that must be named and the one marked ▶; ``placed``
     holds what the last drawing labelled: (cell, text, rectangle in this item's coordinates)."""
@@ -61,6 +73,7 @@ class TokenAxis(pg.AxisItem):
         self.marked: int | None = None
         self.placed: list[tuple[int, str, QRectF]] = []
         self.extent = 0  # bottom: how long a label may be (its height on screen), set by set_extent
+        self.lanes, self.lane = 1, 0  # rows named from both sides: 2 lanes, this axis's one (choose_cells)
 
     def set_cells(self, pieces: Sequence[str], always: Sequence[int] = (), marked: int | None = None) -> None:
         """Label cell i by ``pieces[i]``; ``always``: cells named whatever the room, in order of
@@ -93,8 +106,8 @@ class TokenAxis(pg.AxisItem):
         return max(0.0, self.width() - TICK - GAP - title)
 
     def label_text(self, cell: int, metrics: QFontMetricsF, room: float) -> str:
-        """"▶ piece 12", the piece cut with "…" so that the whole fits ``room`` px."""
-        prefix = "▶ " if cell == self.marked else ""
+        """"▶ piece 12" ("◀ piece 12" on the right), the piece cut with "…" so that the whole fits ``room`` px."""
+        prefix = ("◀ " if self.orientation == "right" else "▶ ") if cell == self.marked else ""
         suffix = f" {cell}"
         piece = self.pieces[cell] if cell < len(self.pieces) else ""
         fixed = metrics.horizontalAdvance(prefix + suffix)
@@ -131,11 +144,13 @@ class TokenAxis(pg.AxisItem):
         pen = self.pen()
         if self.orientation == "bottom":
             axis = (pen, bounds.topLeft(), bounds.topRight())
+        elif self.orientation == "right":
+            axis = (pen, bounds.topLeft(), bounds.bottomLeft())
         else:
             axis = (pen, bounds.topRight(), bounds.bottomRight())
         self.placed = []
         count = len(self.pieces)
-        if view is None or count == 0 or view.width() <= 0 or view.height() <= 0:
+        if view is None or count == 0 or not self.isVisible() or view.width() <= 0 or view.height() <= 0:
             return axis, [], []
         font = self.style["tickFont"] or QFont()
         metrics = QFontMetricsF(font)
@@ -149,7 +164,7 @@ class TokenAxis(pg.AxisItem):
         turned = self.turned()
         size = line if turned or self.orientation != "bottom" else room + metrics.horizontalAdvance("  ")
         ticks, texts = [], []
-        cells = choose_cells(first, last, pitch, size, self.always)
+        cells = choose_cells(first, last, pitch, size, self.always, lanes=self.lanes, lane=self.lane, anchor=count - 1)
         for cell in sorted(cells, key=lambda c: c not in self.always):  # the must-name cells first
             at = self._cell_centre(view, cell)
             text = self.label_text(cell, metrics, room)
@@ -161,6 +176,10 @@ class TokenAxis(pg.AxisItem):
                 else:
                     rect = QRectF(at - width / 2, bounds.top() + TICK + GAP, width, line)
                 rect.moveLeft(min(max(rect.left(), allowed.left()), allowed.right() - rect.width()))
+            elif self.orientation == "right":
+                tick = (pen, QPointF(bounds.left(), at), QPointF(bounds.left() + TICK, at))
+                rect = QRectF(bounds.left() + TICK + GAP, at - line / 2, width, line)
+                rect.moveTop(min(max(rect.top(), allowed.top()), allowed.bottom() - rect.height()))
             else:
                 tick = (pen, QPointF(bounds.right() - TICK, at), QPointF(bounds.right(), at))
                 rect = QRectF(bounds.right() - TICK - GAP - width, at - line / 2, width, line)
@@ -194,5 +213,5 @@ class TokenAxis(pg.AxisItem):
                            int(Qt.AlignRight | Qt.AlignVCenter), text)
                 p.restore()
             else:
-                align = Qt.AlignHCenter if self.orientation == "bottom" else Qt.AlignRight
+                align = {"bottom": Qt.AlignHCenter, "right": Qt.AlignLeft}.get(self.orientation, Qt.AlignRight)
                 p.drawText(rect, int(align | Qt.AlignVCenter), text)

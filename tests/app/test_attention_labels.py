@@ -46,8 +46,8 @@ def _settle(window, qtbot) -> None:
 def _labels(panel) -> dict[str, list[tuple[int, str, QRectF]]]:
     """Each axis's labels as placed at its size now, their rectangles in the view's pixels."""
     out = {}
-    for name, axis in (("rows", panel.rows_axis), ("keys", panel.keys_axis)):
-        out[name] = [(cell, text, axis.mapRectToScene(rect)) for cell, text, rect in axis.layout_labels()]
+    for name, axes in (("rows", (panel.rows_axis, panel.rows_right)), ("keys", (panel.keys_axis,))):
+        out[name] = sorted((cell, text, axis.mapRectToScene(rect)) for axis in axes for cell, text, rect in axis.layout_labels())
     return out
 
 
@@ -83,18 +83,18 @@ def test_focused_every_row_and_key_is_named_without_collisions(window, qtbot, pr
     assert [c for c, _t, _r in placed["keys"]] == list(range(T))
     pieces = window.state.result.trace.pieces
     for cell, text, _rect in placed["rows"] + placed["keys"]:
-        shown = text.removeprefix("▶ ").rsplit(" ", 1)
+        shown = text.removeprefix("▶ ").removeprefix("◀ ").rsplit(" ", 1)
         assert shown[1] == str(cell)  # "piece position"
         assert shown[0] == pieces[cell] or (shown[0].endswith("…") and pieces[cell].startswith(shown[0][:-1]))
     assert any("␣" in text for _c, text, _r in placed["keys"])  # spaces shown as the chips show them
-    assert [text.startswith("▶ ") for _c, text, _r in placed["rows"]] == [c == T - 1 for c in range(T)]
+    assert [text[:2] in ("▶ ", "◀ ") for _c, text, _r in placed["rows"]] == [c == T - 1 for c in range(T)]
     assert _label_problems(panel) == []
     floor = 18 if projector else 11
     for axis in (panel.rows_axis, panel.keys_axis):
         assert axis.style["tickFont"].pixelSize() >= floor
 
 
-def test_thirty_positions_focused_on_a_projector_names_every_key_and_a_readable_subset_of_rows(window, qtbot):
+def test_thirty_positions_focused_on_a_projector_names_every_row_from_both_sides_and_every_key(window, qtbot):
     window.state.set_projector(True)
     window.resize(1280, 720)
     _prompt(qtbot, window, THIRTY, 4)
@@ -105,8 +105,8 @@ def test_thirty_positions_focused_on_a_projector_names_every_key_and_a_readable_
     assert 25 <= T <= 32
     placed = _labels(panel)
     assert [c for c, _t, _r in placed["keys"]] == list(range(T))
-    rows = [c for c, _t, _r in placed["rows"]]
-    assert T - 1 in rows and len(rows) >= T // 2  # every second row at least, and the newest
+    assert [c for c, _t, _r in placed["rows"]] == list(range(T))  # named from both sides
+    assert panel.rows_right.isVisible() and len(panel.rows_right.placed) == T // 2
     assert _label_problems(panel) == []
 
 
