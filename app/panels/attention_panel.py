@@ -32,10 +32,11 @@ from ..history import AttentionHistory, buffer_size
 from ..state import LATEST, AppState
 from .empty_note import EmptyNote
 from .steady_label import SteadyLabel
-from .token_axis import TURNED_CHARS, TokenAxis
+from .token_axis import TokenAxis
 from ..guard import guarded
 
 THUMB = 24  # overview tile size in samples
+TURNED_CHARS = 7  # key labels are turned when they may be this long ("␣mat 25"), else written level
 GAP = 3
 
 
@@ -313,11 +314,14 @@ class AttentionPanel(QGroupBox):
         """(how long a turned key label may be, 1 or 2 sides naming rows) in a matrix view ``width`` x
         ``height`` px: the rows first, a line each, from one side when that names every row, else
         from both sides if the map stays wide enough to name every key; the key labels take the rest
-        of the height, else a quarter of it; a 10-character piece and its position at most. Under
-        five characters, one line: the key labels are written level."""
+        of the height, else a quarter of it; a 10-character piece and its position (or the longest label) at most. Under
+        TURNED_CHARS characters, one line: the key labels are written level."""
         metrics = QFontMetrics(self.state.theme.font(-1))
         line, most = metrics.height(), metrics.horizontalAdvance("x" * 10 + " 999")
-        turned = metrics.horizontalAdvance("x" * TURNED_CHARS)
+        if self.history.length <= 256:  # no longer than the longest label: the rest goes to the map
+            most = min(most, max((metrics.horizontalAdvance(f"{piece} {i}") for i, piece in
+                                  enumerate(self._pieces[: self.history.length])), default=0) + 2)
+        turned = min(metrics.horizontalAdvance("x" * TURNED_CHARS), most)
         need_w, need_h = self._needs[0][1]
         # the drawing area and the key labels share what the view has beyond its minimum
         shared = height - self.view.minimumHeight() + need_h + line
@@ -331,7 +335,7 @@ class AttentionPanel(QGroupBox):
         else:  # rows named in part: a quarter of the height for the keys
             extent = shared // 4
         extent = min(most, extent, shared - need_h)  # the drawing area keeps its need
-        return (extent if extent >= turned else line), lanes
+        return (extent if extent >= turned and extent > line + 1 else line), lanes
 
     @guarded(fallback=False)
     def eventFilter(self, watched, event) -> bool:

@@ -21,7 +21,6 @@ from PySide6.QtGui import QFont, QFontMetricsF
 
 TICK = 3  # px: a tick mark, outside the map
 GAP = 2  # px between a tick mark and its label
-TURNED_CHARS = 5  # a bottom axis turns its labels when they may be at least this long; else one line, level
 
 
 def nice_step(step: float) -> int:
@@ -89,9 +88,10 @@ class TokenAxis(pg.AxisItem):
         self.setHeight(TICK + GAP + self.extent + int(self.label.boundingRect().height()) - 1)
 
     def turned(self) -> bool:
-        """Whether this bottom axis writes its labels turned 90° (else level, in one line)."""
-        metrics = QFontMetricsF(self.style["tickFont"] or QFont())
-        return self.orientation == "bottom" and self.extent >= metrics.horizontalAdvance("x" * TURNED_CHARS)
+        """Whether this bottom axis writes its labels turned 90°: given more than a line's height
+        (else level, in one line)."""
+        line = QFontMetricsF(self.style["tickFont"] or QFont()).height()
+        return self.orientation == "bottom" and self.extent > line + 1
 
     def layout_labels(self) -> list[tuple[int, str, QRectF]]:
         """Place the labels for the current size and range, as drawing does, and return ``placed``."""
