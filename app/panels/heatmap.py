@@ -18,7 +18,8 @@ DIVERGING = "CET-CBD1"
 
 class Frame(QGraphicsRectItem):
     """A rectangle around cells whose line is drawn wholly outside them, in screen pixels: at any
-    zoom its pen never covers the cells it frames (a 2 px outline hid a row 1 px tall)."""
+    zoom its pen never covers the cells it frames (a 2 px outline hid a row 1 px tall), except
+    where the cells touch the plot's edge: that side is drawn just inside, so it still shows."""
 
     def outside(self, painter: QPainter) -> QRectF:
         """The rectangle the pen's centre line follows, in screen pixels: the cells' own, grown by
@@ -42,6 +43,9 @@ class Frame(QGraphicsRectItem):
         if self.rect().isEmpty():
             return
         box = self.outside(painter)
+        if painter.hasClipping():  # the plot's edge: the side there moves in, on the row's last pixels
+            half = self.pen().widthF() / 2
+            box &= painter.transform().mapRect(painter.clipBoundingRect()).adjusted(half, half, -half, -half)
         painter.save()
         painter.resetTransform()
         painter.setPen(self.pen())
