@@ -312,9 +312,9 @@ class AttentionPanel(QGroupBox):
 
     def _label_room(self, width: int, height: int) -> tuple[int, int]:
         """(how long a turned key label may be, 1 or 2 sides naming rows) in a matrix view ``width`` x
-        ``height`` px: the rows first, a line each, from one side when that names every row, else
-        from both sides if the map stays wide enough to name every key; the key labels take the rest
-        of the height, else a quarter of it; a 10-character piece and its position (or the longest label) at most. Under
+        ``height`` px: the rows first, a line each, from one side when that names every row, else a
+        line per two rows (from both sides if the map stays wide enough to name every key: every row
+        named, else every second); the key labels take the rest of the height, else a quarter of it; a 10-character piece and its position (or the longest label) at most. Under
         TURNED_CHARS characters, one line: the key labels are written level."""
         metrics = QFontMetrics(self.state.theme.font(-1))
         line, most = metrics.height(), metrics.horizontalAdvance("x" * 10 + " 999")
@@ -330,8 +330,9 @@ class AttentionPanel(QGroupBox):
         lanes = 1
         if shared - rows >= turned:  # every row named from one side, the keys take the rest
             extent = shared - rows
-        elif shared - rows // 2 >= turned and wide - self.rows_right.fixedWidth > self.history.length * line:  # both sides, every key
-            extent, lanes = shared - rows // 2, 2
+        elif shared - rows // 2 >= turned:  # a label per two rows: from both sides if every key stays named
+            extent = shared - rows // 2
+            lanes = 2 if wide - self.rows_right.fixedWidth > self.history.length * line else 1
         else:  # rows named in part: a quarter of the height for the keys
             extent = shared // 4
         extent = min(most, extent, shared - need_h)  # the drawing area keeps its need

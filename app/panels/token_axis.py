@@ -116,9 +116,10 @@ class TokenAxis(pg.AxisItem):
         return prefix + piece + suffix
 
     def _allowed(self) -> QRectF:
-        """Where labels may go, in this item's coordinates: its own box, reaching a line past either
-        end (an end cell's label is centred on it), within the view that shows it."""
-        box = self.boundingRect()
+        """Where labels may go, in this item's coordinates: a row axis's box reaching a line past
+        either end (an end row's label is centred on it, and the corners under the map are empty),
+        the key axis's own box (its end labels would meet the rows' there), within the view."""
+        box = self.mapRectFromParent(self.geometry()) if self.orientation == "bottom" else self.boundingRect()
         views = self.scene().views() if self.scene() is not None else []
         if views:
             viewport = views[0].viewport()

@@ -178,3 +178,27 @@ def test_the_frame_of_the_newest_row_leaves_its_cells_visible(qtbot):
     above = [grabbed.pixelColor(x, yy).getRgb()[:3] for x in range(int(cells.left()) + 2, int(cells.right()) - 1)
              for yy in range(int(cells.top()) - 5, int(cells.top()))]
     assert any(r > 200 and g < 80 for r, g, _b in above)  # the frame is there, just above
+
+
+FORTY = ("In a quiet village by the sea, an old fisherman told the children long stories about the storms he had "
+         "seen, the ships that never came back home, and the lights that moved on the water at night")
+
+
+@pytest.mark.parametrize("projector, size", [(False, (1366, 768)), (True, (1280, 720))], ids=["1366x768", "projector-1280x720"])
+def test_above_32_positions_a_readable_subset_without_collisions(window, qtbot, projector, size):
+    window.state.set_projector(projector)
+    window.resize(*size)
+    _prompt(qtbot, window, FORTY, 1)
+    panel = window.attention
+    T = panel.history.length
+    assert T > 32
+    for focused in (False, True):
+        if focused:
+            window.focus.toggle(panel)
+        _settle(window, qtbot)
+        placed = _labels(panel)
+        rows = [c for c, _t, _r in placed["rows"]]
+        keys = [c for c, _t, _r in placed["keys"]]
+        assert T - 1 in rows and int(np.nanargmax(panel.shown[T - 1])) in keys
+        assert len(rows) >= 4 and len(keys) >= (T // 4 if focused else 1)  # a subset, more when focused
+        assert _label_problems(panel) == [], focused
