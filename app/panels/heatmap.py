@@ -12,6 +12,7 @@ from PySide6.QtGui import QPainter
 from PySide6.QtWidgets import QGraphicsRectItem
 
 from .. import theme as th
+from ..guard import guarded
 
 DIVERGING = "CET-CBD1"
 
@@ -27,6 +28,7 @@ class Frame(QGraphicsRectItem):
         grow = self.pen().widthF() / 2 + 1
         return painter.transform().mapRect(self.rect()).adjusted(-grow, -grow, grow, grow)
 
+    @guarded(fallback=lambda self: QGraphicsRectItem.boundingRect(self))
     def boundingRect(self) -> QRectF:
         rect = self.rect()
         if rect.isEmpty():
@@ -39,6 +41,7 @@ class Frame(QGraphicsRectItem):
         grow = self.pen().widthF() + 2
         return rect.adjusted(-grow / sx, -grow / sy, grow / sx, grow / sy)
 
+    @guarded
     def paint(self, painter: QPainter, option, widget=None) -> None:
         if self.rect().isEmpty():
             return

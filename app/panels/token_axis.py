@@ -19,6 +19,8 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QFont, QFontMetricsF
 
+from ..guard import guarded
+
 TICK = 3  # px: a tick mark, outside the map
 GAP = 2  # px between a tick mark and its label
 
@@ -126,6 +128,7 @@ class TokenAxis(pg.AxisItem):
             box &= self.mapRectFromScene(QRectF(0, 0, viewport.width(), viewport.height()))
         return box
 
+    @guarded(fallback=lambda self: pg.AxisItem.boundingRect(self))
     def boundingRect(self) -> QRectF:
         margin = QFontMetricsF(self.style["tickFont"] or QFont()).height()
         box = self.mapRectFromParent(self.geometry())
@@ -139,6 +142,7 @@ class TokenAxis(pg.AxisItem):
         local = self.mapFromScene(view.mapViewToScene(point))
         return local.x() if self.orientation == "bottom" else local.y()
 
+    @guarded  # called from paint: nothing drawn rather than a crash
     def generateDrawSpecs(self, p):
         bounds = self.mapRectFromParent(self.geometry())
         view = self.linkedView()
@@ -193,6 +197,7 @@ class TokenAxis(pg.AxisItem):
         self.placed.sort(key=lambda placed: placed[0])
         return axis, ticks, texts
 
+    @guarded
     def drawPicture(self, p, axisSpec, tickSpecs, textSpecs):
         p.setRenderHint(p.RenderHint.Antialiasing, False)
         p.setRenderHint(p.RenderHint.TextAntialiasing, True)
