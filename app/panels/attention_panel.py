@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, Qt, Signal
+from PySide6.QtCore import QEvent, QRectF, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFontMetrics
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -27,16 +27,16 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.tokens import clip
-
 from .. import theme as th
 from ..history import AttentionHistory, buffer_size
 from ..state import LATEST, AppState
 from .empty_note import EmptyNote
 from .steady_label import SteadyLabel
+from .token_axis import TokenAxis
 from ..guard import guarded
 
 THUMB = 24  # overview tile size in samples
+TURNED_CHARS = 7  # key labels are turned when they may be this long ("␣mat 25"), else written level
 GAP = 3
 
 
@@ -92,7 +92,13 @@ class AttentionPanel(QGroupBox):
 
         # ---- main matrix
         self.view = pg.GraphicsLayoutWidget()
-        self.plot: pg.PlotItem = self.view.addPlot()
+        self.rows_axis, self.keys_axis = TokenAxis("left"), TokenAxis("bottom")
+        self.rows_right = TokenAxis("right")  # every second row's name when they are too close for one side
+        self.rows_right.lane = 1
+        self.plot: pg.PlotItem = self.view.addPlot(
+            axisItems={"left": self.rows_axis, "bottom": self.keys_axis, "right": self.rows_right})
+        self.plot.hideAxis("right")
+        self.view.installEventFilter(self)  # a new size: the key labels take their share of it
         th.fix_plot(self.plot).invertY(True)
         self.plot.setMouseEnabled(True, True)  # long texts: zoom (wheel) and move (drag) to a region
         self.plot.getViewBox().sigRangeChangedManually.connect(self._on_matrix_range_changed_manually)
@@ -136,7 +142,7 @@ class AttentionPanel(QGroupBox):
         side.addWidget(self.overview_caption)
         side.addWidget(self.overview_view, 1)
         plots = QHBoxLayout()
-        plots.addWidget(self.view, 4)
+        plots.addWidget(self.view, 5)
         plots.addLayout(side, 1)
         self.empty_notes = [EmptyNote(self.view), EmptyNote(self.overview_view, "")]
         layout = QVBoxLayout(self)
@@ -188,9 +194,11 @@ class AttentionPanel(QGroupBox):
     def _on_state_theme(self, theme: th.Theme) -> None:
         th.style_plot(self.plot, theme, left="query position", bottom="key position")
         th.style_plot(self.overview, theme, left="layer", bottom="head")
-        # the first and the last key's names stand half outside the matrix: below the corner and the colour bar
-        self.plot.getAxis("bottom").setStyle(hideOverlappingLabels=3 * theme.text_px(-1))
         th.fix_axis_width(self.plot, theme, 15)  # "▶ token pi… 1023": the mark, 8 characters, a space, the position
+        th.fix_axis_width(self.plot, theme, 10, name="right")  # no title on this side
+        self.keys_axis.set_extent(QFontMetrics(theme.font(-1)).height())  # the least: one line (_label_room)
+        self.rows_axis.lanes = self.rows_right.lanes = 1  # the least: rows named from one side
+        self.plot.hideAxis("right")
         self.colorbar.setColorMap(theme.cmap())
         self._label_colorbar()
         self.colorbar.axis.setTickFont(theme.font(-1))
@@ -208,6 +216,7 @@ class AttentionPanel(QGroupBox):
             (self.plot, th.need_area(self.view, self.plot, 6 * px, 6 * px, beside=bar)),
             (self.overview, th.need_area(self.overview_view, self.overview, 4 * px, 4 * px)),
         ]
+        self._fit_labels(self.view.width(), self.view.height())
         self._draw_matrix(ticks=True)
         self._draw_overview()
 
@@ -231,9 +240,7 @@ class AttentionPanel(QGroupBox):
             self._set_ticks(T)
 
     def _on_matrix_range_changed_manually(self, _mask) -> None:
-        self._zoomed = True
-        if self.history.length:
-            self._set_ticks(self.history.length)  # finer labels for the region in view
+        self._zoomed = True  # the axes name the cells of the region in view as they draw
 
     def _on_image_clicked(self, _x: float, y: float) -> None:
         row = int(y)
@@ -292,28 +299,61 @@ class AttentionPanel(QGroupBox):
         return self._rgba[:T, :T]
 
     def _set_ticks(self, T: int) -> None:
-        box = self.plot.getViewBox()
-        width, height = max(box.width(), 100), max(box.height(), 100)
-        line = self.state.theme.text_px(-1)  # a tick label's height
-        (x0, x1), (y0, y1) = box.viewRange() if self._zoomed else ((0, T), (0, T))
-        span_x, span_y = max(1.0, x1 - x0), max(1.0, y1 - y0)  # the positions in view
-        step_x = _nice_step(span_x / max(1, width / (line * 5)))
-        step_y = _nice_step(span_y / max(1, height / (line * 1.15)))  # every row once a row is a line tall
+        """Name rows and columns by token: the newest row, the selected row (▶) and the key it looks at
+        most always; every other one where it fits (the axes choose, at the size they have)."""
         pieces = self._pieces[:T]
-        finest_x, finest_y = _nice_step(span_x / (width / 4)), _nice_step(span_y / (height / 4))  # tick marks >= 4 px apart
-        # always named: the newest row and the selected one, and the key the selected row looks at most
         row = min(max(self.state.selected_position, 0), T - 1)
         weights = self.shown[row] if row < len(self.shown) else np.zeros(0)
         strongest = [int(np.nanargmax(weights))] if weights.size and np.isfinite(weights).any() else []
-        # positions on both axes: "piece 12"
-        self.plot.getAxis("bottom").setTicks(
-            _tick_levels(step_x, len(pieces), lambda i: f"{clip(pieces[i], 6)} {i}", finest=finest_x, always=strongest)
-        )
-        self.plot.getAxis("left").setTicks(
-            # the selected row is marked by its label, not over its cells (an outline hid a thin row)
-            _tick_levels(step_y, len(pieces), lambda i: f"{'▶ ' if i == row else ''}{clip(pieces[i], 8)} {i}",
-                         finest=finest_y, always=[T - 1, row])
-        )
+        self._fit_labels(self.view.width(), self.view.height())  # a longer text: its rows first
+        self.rows_axis.set_cells(pieces, always=[T - 1, row], marked=row)
+        self.rows_right.set_cells(pieces, marked=row)
+        self.keys_axis.set_cells(pieces, always=strongest)
+
+    def _label_room(self, width: int, height: int) -> tuple[int, int]:
+        """(how long a turned key label may be, 1 or 2 sides naming rows) in a matrix view ``width`` x
+        ``height`` px: the rows first, a line each, from one side when that names every row, else a
+        line per two rows (from both sides if the map stays wide enough to name every key: every row
+        named, else every second); the key labels take the rest of the height, else a quarter of it; a 10-character piece and its position (or the longest label) at most. Under
+        TURNED_CHARS characters, one line: the key labels are written level."""
+        metrics = QFontMetrics(self.state.theme.font(-1))
+        line, most = metrics.height(), metrics.horizontalAdvance("x" * 10 + " 999")
+        if self.history.length <= 256:  # no longer than the longest label: the rest goes to the map
+            most = min(most, max((metrics.horizontalAdvance(f"{piece} {i}") for i, piece in
+                                  enumerate(self._pieces[: self.history.length])), default=0) + 2)
+        turned = min(metrics.horizontalAdvance("x" * TURNED_CHARS), most)
+        need_w, need_h = self._needs[0][1]
+        # the drawing area and the key labels share what the view has beyond its minimum
+        shared = height - self.view.minimumHeight() + need_h + line
+        wide = width - self.view.minimumWidth() + need_w  # the drawing area's width, one side naming rows
+        rows = self.history.length * (line + 1)  # + 1: the drawing area is a pixel short of its share
+        lanes = 1
+        if shared - rows >= turned:  # every row named from one side, the keys take the rest
+            extent = shared - rows
+        elif shared - rows // 2 >= turned:  # a label per two rows: from both sides if every key stays named
+            extent = shared - rows // 2
+            lanes = 2 if wide - self.rows_right.fixedWidth > self.history.length * line else 1
+        else:  # rows named in part: a quarter of the height for the keys
+            extent = shared // 4
+        extent = min(most, extent, shared - need_h)  # the drawing area keeps its need
+        return (extent if extent >= turned and extent > line + 1 else line), lanes
+
+    @guarded(fallback=False)
+    def eventFilter(self, watched, event) -> bool:
+        """The matrix's view resized (focus, a window size): the labels take their share."""
+        if watched is self.view and event.type() == QEvent.Type.Resize:
+            self._fit_labels(event.size().width(), event.size().height())
+        return False
+
+    def _fit_labels(self, width: int, height: int) -> None:
+        extent, lanes = self._label_room(width, height)
+        if extent != self.keys_axis.extent:
+            self.keys_axis.set_extent(extent)
+        if lanes != self.rows_axis.lanes:
+            self.rows_axis.lanes = self.rows_right.lanes = lanes
+            self.plot.showAxis("right", lanes == 2)
+            self.rows_axis.picture = None
+            self.rows_axis.update()
 
     def _draw_overview(self) -> None:
         L, H = self.history.shape

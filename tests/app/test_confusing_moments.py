@@ -166,8 +166,9 @@ def test_attention_at_length_zooms_to_a_region_and_can_show_small_weights(window
     run(qtbot, window, window.step, p.Step)
     (x0, x1), _ = vb.viewRange()
     assert (round(x0), round(x1)) == (2, 6)  # a step keeps the region the person zoomed to
-    labels = [text for level in panel.plot.getAxis("bottom")._tickLevels for _, text in level]
+    labels = [text for _cell, text, _rect in panel.keys_axis.layout_labels()]
     assert any(text.endswith(" 3") for text in labels)  # position numbers on the bottom axis too
+    assert {cell for cell, _text, _rect in panel.keys_axis.placed} <= {2, 3, 4, 5}  # the region in view
     panel.fit_button.click()
     (x0, x1), _ = vb.viewRange()
     assert (x0, x1) == (0, panel.history.length)
