@@ -251,8 +251,8 @@ class MainWindow(QMainWindow):
         self._sync_actions()
 
     def _on_painter_result_applied(self, result: SessionResult) -> None:
-        if isinstance(result.request, p.Load):  # a model's own axis titles: the panels may need other room
-            self.stages.relayout()
+        # a model's own axis titles, more positions to name: the panels may need other room (0.3 ms)
+        self.stages.relayout()
 
     def _on_controller_failed(self, reply: p.Failed) -> None:
         refusal = self.gate.fail(reply)

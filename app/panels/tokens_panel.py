@@ -60,7 +60,7 @@ def _is_variation_selector(ch: str) -> bool:
 
 
 EDITOR_LINES = 3  # the prompt editor shows at least this many lines (a scroll bar beyond)
-CHIP_SHARE = 0.12  # the most of the window's height the rows of chips take (a scroll bar beyond)
+CHIP_SHARE = 0.09  # the most of the window's height the rows of chips take (a scroll bar beyond)
 
 
 @dataclass(frozen=True)

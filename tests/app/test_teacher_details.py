@@ -95,3 +95,20 @@ def test_a_long_prompt_in_projector_mode_shows_three_lines_and_reaches_its_first
     scroll.ensureVisible(first.center().x(), first.center().y())
     qtbot.wait(10)
     assert scroll.viewport().rect().contains(window.tokens.strip.mapTo(scroll.viewport(), first.center()))
+
+
+@pytest.mark.parametrize(("size", "projector"), [((1024, 768), False), ((1366, 768), False), ((1280, 720), True)])
+def test_the_chips_of_a_longer_prompt_never_squeeze_the_panels_below_them(window, qtbot, size, projector):
+    """Sixteen tokens wrap into a second row of chips beside the editor: the rows the chips take must
+    leave every panel under them the height it needs (else its text runs over its plot)."""
+    window.state.set_projector(projector)
+    window.resize(*size)
+    window.tokens.editor.setPlainText("The quick brown fox jumps over the lazy dog because it")
+    run(qtbot, window, window.tokens._debounce.start, p.SetPrompt, timeout=60_000)
+    for _ in range(5):
+        run(qtbot, window, window.step, p.Step)
+    qtbot.wait(50)
+    assert window.height() <= size[1]
+    for panel in window.stages.panels():
+        if panel.isVisible():
+            assert panel.height() >= panel.minimumSizeHint().height(), type(panel).__name__
