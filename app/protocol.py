@@ -212,7 +212,7 @@ class Refresh(Request):
 REQUESTS = (Load, SetPrompt, SetChat, SetStops, Step, Play, Back, Choose, Resample, Reset, SetCache, Inspect, Switch,
             SaveSession, OpenSession, Refresh)
 RESTARTS = (Load, SetPrompt, SetChat, Reset, OpenSession)  # after one of these, results of older requests are stale
-KEPT_ON_RESTART = (Load, SaveSession)  # still run after a restart (a save's result is stale, its message is not)
+KEPT_ON_RESTART = (Load, SaveSession, SetStops)  # still run after a restart (a save's result is stale, its message is not; stop sequences are the person's)
 COALESCING = (Step, Resample, Choose, Inspect, Switch)  # a newer one replaces an older one still waiting
 
 CONTROLS = ("play_generation", "latest_barrier", "cancel_load")

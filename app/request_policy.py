@@ -6,8 +6,8 @@ lists (tests/app/test_request_policy.py, no QApplication).
 - **One in flight.** Only one request runs at a time; the others wait here, in order.
 - **Coalescing.** A new Step, Resample, Choose, Inspect or Switch replaces one of its kind still
   waiting last (a held-down Step key queues one step, not hundreds).
-- **Stale results.** A restart (Load, SetPrompt, Reset, OpenSession) drops everything waiting but a
-  Load or a Save and raises the barrier: a result of an older request is stale. So does an
+- **Stale results.** A restart (Load, SetPrompt, SetChat, Reset, OpenSession) drops everything waiting but a
+  Load, a Save or new stop sequences, and raises the barrier: a result of an older request is stale. So does an
   engine's death, for everything it held.
 - **Saves.** A waiting Save survives a restart. The engine answers a Save at once (the file is
   written on a thread of its own) and again with ``SaveWritten`` when the file is: until then the

@@ -316,7 +316,10 @@ class TokensPanel(QGroupBox):
         self.editor.textChanged.connect(self._on_editor_text_changed)
         self.system_edit.textChanged.connect(self._on_editor_text_changed)
         self.chat_box.toggled.connect(self._on_chat_box_toggled)
-        self.stops_edit.editingFinished.connect(self._on_stops_edit_editing_finished)
+        self._stops_wait = QTimer(self, singleShot=True, interval=450)  # typed stops go out as the prompt does:
+        self._stops_wait.timeout.connect(self._send_stops)  # a toolbar click takes no focus, so no editingFinished
+        self.stops_edit.textEdited.connect(self._stops_wait.start)
+        self.stops_edit.editingFinished.connect(self._send_stops)
         self.strip.positionClicked.connect(state.set_position)
         state.subscribe(self._on_state_result)
         state.positionChanged.connect(self._on_state_position)
@@ -346,8 +349,9 @@ class TokensPanel(QGroupBox):
         self._debounce.start()
 
     def chat_turn(self) -> ChatTurn | None:
-        """The chat turn the editors hold, or None when "Chat turn" is off."""
-        if not self.chat_box.isChecked():
+        """The chat turn the editors hold, or None when "Chat turn" is off (or shown off: a session
+        opened to view only shows its turn, and the loaded model may have no template)."""
+        if not (self.chat_box.isChecked() and self.chat_box.isEnabled()):
             return None
         return ChatTurn(self.system_edit.text(), self.editor.toPlainText())
 
@@ -390,7 +394,8 @@ class TokensPanel(QGroupBox):
         self._debounce.stop()
         self._on_debounce_timeout()  # at once: the chips change to the template's tokens, or back
 
-    def _on_stops_edit_editing_finished(self) -> None:
+    def _send_stops(self) -> None:
+        self._stops_wait.stop()
         sequences = stop_text.parse(self.stops_edit.text())
         if sequences != self._stops_sent:
             self._stops_sent = sequences
@@ -401,6 +406,11 @@ class TokensPanel(QGroupBox):
             return
         self._chat_why_not = why_not
         self.chat_box.setEnabled(enabled)
+        if not enabled and self.chat_box.isChecked():  # greyed out it could not be unticked: the text is a plain prompt
+            self.chat_box.blockSignals(True)
+            self.chat_box.setChecked(False)
+            self.chat_box.blockSignals(False)
+            self._show_chat_mode(False)
         self.chat_box.setToolTip(
             "Write a system message and a user message; the model's own chat template turns them into tokens "
             "(its special tokens are the purple chips), and generation stops at the end of the assistant's turn"

@@ -123,3 +123,30 @@ def test_stop_text_reads_what_a_person_types():
 def test_the_command_line_takes_chat_system_and_stops():
     args = parse_args(["--chat", "--system", "Be brief.", "--prompt", "Hi", "--stop", "Paris", "--stop", "\n"])
     assert (args.chat, args.system, args.prompt, args.stop) == (True, "Be brief.", "Hi", ["Paris", "\n"])
+
+
+def test_a_model_without_a_template_unticks_chat_and_the_prompt_runs_plain(chat_window, qtbot, demo_model):
+    """Chat turn cannot stay ticked on a model that has no template (greyed out, it could not be
+    unticked), also when the person types while that model loads: the edit then runs as a plain
+    prompt."""
+    window, _ = chat_window
+    tokens = window.tokens
+    tokens._debounce.setInterval(60_000)  # the edit waits until the load has been drawn
+    with qtbot.waitSignal(window.resultApplied, timeout=60_000, check_params_cb=lambda r: isinstance(r.request, p.Load)):
+        window.load_model(None, loaded=demo_model)
+        qtbot.keyClicks(tokens.editor, " Answer")
+    assert not tokens.chat_box.isEnabled() and not tokens.chat_box.isChecked()
+    assert tokens.chat_turn() is None and not tokens.system_edit.isVisible()
+    tokens._debounce.setInterval(1)
+    result = run(qtbot, window, tokens._debounce.start, p.SetPrompt, timeout=60_000)
+    assert result.chat is None and result.prompt_text == tokens.editor.toPlainText()
+    assert run(qtbot, window, window.step, p.Step).trace is not None
+
+
+def test_stop_sequences_typed_go_out_without_enter(chat_window, qtbot):
+    """Clicking Step in the toolbar takes no focus from "stop at…": the typed sequences are sent after
+    the same short wait as the prompt, not only on Enter."""
+    window, _ = chat_window
+    window.tokens.stops_edit.setFocus()
+    result = run(qtbot, window, lambda: qtbot.keyClicks(window.tokens.stops_edit, "Paris"), p.SetStops, timeout=5_000)
+    assert result.stop_sequences == ("Paris",) and window.controller.engine.host.session.stop_sequences == ("Paris",)

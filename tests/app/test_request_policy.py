@@ -184,3 +184,15 @@ def test_a_refused_prompt_with_the_engines_session_shown_needs_no_refresh(policy
     edit = ask(policy, p.SetPrompt(text="too long"))
     assert policy.settle(done(step)) is Verdict.DROP  # a step the window never drew
     assert policy.settle(p.PromptTooLong(edit.generation, edit, "Too long.")) is Verdict.REFRESH
+
+
+@pytest.mark.parametrize("restart", [p.SetPrompt(), p.SetChat(), p.Reset(), p.Load()])
+def test_stop_sequences_waiting_survive_a_restart(policy, sent, restart):
+    """Stop sequences typed while a step runs are the person's: a new prompt, turn, Reset or model
+    after them must not drop them (the engine would keep the old ones while the window shows these)."""
+    ask(policy, p.Step())
+    stops = ask(policy, p.SetStops(sequences=("\n",)))
+    ask(policy, restart)
+    assert stops in policy.waiting
+    policy.settle(done(sent[0]))
+    assert sent[1] is stops
