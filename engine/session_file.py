@@ -406,6 +406,9 @@ def _check(name: str, d: dict, meta: dict) -> None:
         if not (isinstance(config["family"], str) and all(type(config[k]) is int and config[k] >= 0
                                                           for k in ("n_kv_heads", "d_head", "n_active_params"))):
             raise ValueError("the model's family, key/value heads, head width or active parameters have the wrong type")
+        kv, heads = config["n_kv_heads"], config["n_head"]
+        if kv and not (type(heads) is int and 0 < kv <= heads and heads % kv == 0):
+            raise ValueError(f"{kv} key/value heads cannot serve {heads} query heads (each serves the same number)")
         if set(config) != _CONFIG_KEYS:
             raise ValueError(f"'config' should hold {', '.join(sorted(_CONFIG_KEYS))}")
         if not isinstance(tok["chat_template"], bool) or not all(type(i) is int and 0 <= i < V for i in tok["special_ids"]):

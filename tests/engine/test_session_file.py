@@ -236,6 +236,10 @@ REFUSALS = {
     "settings index": (lambda a: {"node_settings": changed(a["node_settings"], 0, 99)}, "outside the settings table"),
     "chosen_by unknown": (lambda a: {"node_chosen_by": changed(a["node_chosen_by"], 0, "magic")}, "'node_chosen_by' should hold"),
     "token table gap": (lambda a: {"token_bytes_len": a["token_bytes_len"] + 1}, "token table is inconsistent"),
+    "kv heads do not divide heads": (lambda a: {"meta": meta_with(a, config=json.loads(str(a["meta"]))["config"] | {"n_kv_heads": 3})},
+                                     "3 key/value heads cannot serve 4 query heads"),
+    "more kv heads than heads": (lambda a: {"meta": meta_with(a, config=json.loads(str(a["meta"]))["config"] | {"n_kv_heads": 8})},
+                                 "8 key/value heads cannot serve 4 query heads"),
     "pass unused": (lambda a: {"node_pass": changed(a["node_pass"], a["node_pass"] == a["node_pass"].max(), 0)}, "'node_pass' does not use"),
 }
 
