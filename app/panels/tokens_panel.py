@@ -384,6 +384,13 @@ class TokensPanel(QGroupBox):
             self._prompt_text, self._chat_sent = text, None
             self.promptEdited.emit(text)
 
+    def _typed_since(self, result) -> bool:
+        """A model's load drawn while the editor holds text (not blank) that is neither what the load
+        was sent with nor what it ran: the person typed it after the load was sent."""
+        text = self.editor.toPlainText()
+        return (isinstance(result.request, p.Load) and bool(text.strip()) and self.chat_turn() is None
+                and text not in (result.request.prompt, result.prompt_text))
+
     def _show_chat_mode(self, on: bool) -> None:
         self.system_edit.setVisible(on)
         self.editor.setPlaceholderText("The user's message; the model's chat template adds the rest." if on
@@ -451,6 +458,9 @@ class TokensPanel(QGroupBox):
             self.set_stops(result.stop_sequences)
         if self._debounce.isActive():
             pass  # an edit not sent yet: the editor keeps it and its cursor; it is sent when the wait ends
+        elif self._typed_since(result):  # the person's text stays; sent again, it runs or is refused as typed
+            self._prompt_text = ""
+            self._debounce.start()
         elif isinstance(result.request, (p.Load, p.OpenSession)):
             self.set_chat(result.chat)
             if result.chat is None:

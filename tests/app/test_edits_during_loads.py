@@ -99,3 +99,18 @@ def test_an_emptied_editor_gets_back_the_prompt_that_ran_when_the_engine_is_repl
         window.controller.engine.died.emit(-9)
     assert window.tokens.editor.toPlainText() == "A dog ran" == engine_prompt(window)
     assert window.commands.step_action.isEnabled()
+
+
+def test_a_load_drawn_after_the_wait_never_overwrites_text_typed_since_it_was_sent(window, qtbot, demo_model):
+    """However the timing falls (the editor's wait already over when the load is drawn), text typed
+    after a load was sent stays in the editor, and it is what the engine runs (or refuses)."""
+    editor = window.tokens.editor
+    hold_edits(window)
+    window.load_model(None, loaded=demo_model)  # sent with the editor's text, PROMPT
+    type_at_end(qtbot, editor, " mat")
+    window.tokens._debounce.stop()  # the wait is over, as if the load were drawn after it
+    with qtbot.waitSignal(window.resultApplied, timeout=60_000, check_params_cb=is_load):
+        pass
+    assert editor.toPlainText() == PROMPT + " mat"
+    send_edits(window, qtbot)
+    assert engine_prompt(window) == PROMPT + " mat"
