@@ -120,6 +120,16 @@ def make_result(
     )
 
 
+def _begin(session: Session, chat: ChatTurn | None, text: str) -> tuple[int, int]:
+    """Start ``session`` on ``text``: the user's message of ``chat`` through the model's chat template
+    when the model has one, else the plain text cut to fit. Returns the tokens kept and the whole
+    text's."""
+    if chat is not None and session.loaded.info.chat_template:
+        n = len(session.set_chat(ChatTurn(chat.system, text)))
+        return n, n
+    return len(session.set_prompt(text, truncate=True)), len(session.loaded.tokenizer.encode(text))
+
+
 class SessionHost:
     """Owns the Session and runs each request (``app.protocol``) on the one thread that calls ``handle``.
 
@@ -225,11 +235,7 @@ class SessionHost:
                 raise
             fallback, why, loaded = str(source), str(exc), load_model(None)
         session = Session(loaded, request.settings, use_cache=request.use_cache, stop_sequences=request.stop_sequences)
-        prompt = request.prompt or self._prompt_text() or DEFAULT_PROMPT
-        if request.chat is not None and loaded.info.chat_template:
-            kept = whole = len(session.set_chat(ChatTurn(request.chat.system, prompt)))
-        else:
-            kept, whole = len(session.set_prompt(prompt, truncate=True)), len(loaded.tokenizer.encode(prompt))
+        kept, whole = _begin(session, request.chat, request.prompt or self._prompt_text() or DEFAULT_PROMPT)
         self.session, self.loaded, self._points = session, loaded, PointCache()  # only now: a failed load keeps the old one
         facts = Facts(seconds=perf_counter() - t0, fallback=fallback, why=why, kept=kept, whole=whole)
         return self._result(request, facts)
@@ -253,12 +259,10 @@ class SessionHost:
         from a file to view only (a new prompt or a Reset starts over with a model that can step)."""
         session = self._need_session()
         if session.loaded.model is None and self.loaded is not None:
-            chat, text = session.chat, self._prompt_text() or DEFAULT_PROMPT  # the file's prompt
+            chat = session.chat  # the file's turn, or its prompt
+            text = chat.user if chat is not None else self._prompt_text() or DEFAULT_PROMPT
             session = Session(self.loaded, session.settings, use_cache=session.use_cache, stop_sequences=session.stop_sequences)
-            if chat is not None and self.loaded.info.chat_template:
-                session.set_chat(chat)
-            else:
-                session.set_prompt(text, truncate=True)
+            _begin(session, chat, text)
             self.session, self._points = session, PointCache()
         return session
 

@@ -43,6 +43,16 @@ def _settle(window, qtbot) -> None:
     window.attention.view.repaint()
 
 
+def _focused_map(window, qtbot, text: str, projector: bool, size: tuple[int, int]):
+    """The attention panel focused at ``size`` (``projector`` mode or not) after ``text`` and four steps."""
+    window.state.set_projector(projector)
+    window.resize(*size)
+    _prompt(qtbot, window, text, 4)
+    window.focus.toggle(window.attention)
+    _settle(window, qtbot)
+    return window.attention
+
+
 def _labels(panel) -> dict[str, list[tuple[int, str, QRectF]]]:
     """Each axis's labels as placed at its size now, their rectangles in the view's pixels."""
     out = {}
@@ -70,12 +80,7 @@ def _label_problems(panel) -> list[str]:
 @pytest.mark.parametrize("projector, size", [(False, (1366, 768)), (False, (1024, 768)), (True, (1280, 720))],
                          ids=["1366x768", "1024x768", "projector-1280x720"])
 def test_focused_every_row_and_key_is_named_without_collisions(window, qtbot, projector, size):
-    window.state.set_projector(projector)
-    window.resize(*size)
-    _prompt(qtbot, window, TWELVE, 4)
-    panel = window.attention
-    window.focus.toggle(panel)
-    _settle(window, qtbot)
+    panel = _focused_map(window, qtbot, TWELVE, projector, size)
     T = panel.history.length
     assert 12 <= T <= 32
     placed = _labels(panel)
@@ -95,12 +100,7 @@ def test_focused_every_row_and_key_is_named_without_collisions(window, qtbot, pr
 
 
 def test_thirty_positions_focused_on_a_projector_names_every_row_from_both_sides_and_every_key(window, qtbot):
-    window.state.set_projector(True)
-    window.resize(1280, 720)
-    _prompt(qtbot, window, THIRTY, 4)
-    panel = window.attention
-    window.focus.toggle(panel)
-    _settle(window, qtbot)
+    panel = _focused_map(window, qtbot, THIRTY, True, (1280, 720))
     T = panel.history.length
     assert 25 <= T <= 32
     placed = _labels(panel)
