@@ -107,7 +107,7 @@ class BranchesPanel(QWidget):
         self.steps_table.verticalHeader().setVisible(False)
         self.steps_table.setEditTriggers(QTableWidget.NoEditTriggers)
         self.steps_table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeToContents)
-        self.plot_view = pg.PlotWidget()
+        self.plot_view = th.plot_widget()
         self.plot_view.setMinimumHeight(160)
         plot = self.plot_view.getPlotItem()
         th.fix_plot(plot)

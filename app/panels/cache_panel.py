@@ -53,7 +53,7 @@ class CachePanel(QWidget):
         self.keys_caption, self.values_caption, self.query_caption = SteadyLabel(), SteadyLabel(), SteadyLabel()
         self.query_view.setFixedHeight(120)
         self.query_view.getPlotItem().hideAxis("left")  # one row: no position axis
-        self.time_view = pg.PlotWidget()
+        self.time_view = th.plot_widget()
         self.time_view.setMinimumHeight(170)  # readable beside heat maps that take what is left
         tp = self.time_view.getPlotItem()
         th.fix_plot(tp)

@@ -87,7 +87,7 @@ class EmbeddingsPanel(QGroupBox):
         row.addWidget(self.basis)
         self._context_basis: np.ndarray | None = None  # float64 [d, 2]: the last fit, for its signs
 
-        self.view = pg.PlotWidget()
+        self.view = th.plot_widget()
         self.plot: pg.PlotItem = self.view.getPlotItem()
         self.plot.setMenuEnabled(False)
         self.plot.hideButtons()

@@ -60,7 +60,7 @@ class Frame(QGraphicsRectItem):
 def heatmap_view() -> tuple[pg.PlotWidget, pg.ImageItem]:
     """A fixed plot (zoom and pan allowed: long contexts) holding one image; ``image.outline`` is a
     rectangle to frame rows with (empty at first)."""
-    view = pg.PlotWidget()
+    view = th.plot_widget()
     plot = view.getPlotItem()
     th.fix_plot(plot)
     plot.setMouseEnabled(x=True, y=True)

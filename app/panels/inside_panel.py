@@ -62,7 +62,7 @@ class CaptionedPlot(QWidget):
         self.title = title
         self.caption = QLabel(title)
         self.caption.setWordWrap(True)
-        self.view = pg.PlotWidget()
+        self.view = th.plot_widget()
         self.view.setFixedHeight(height)
         self.plot = self.view.getPlotItem()
         th.fix_plot(self.plot)
@@ -215,7 +215,7 @@ class InsidePanel(QWidget):
                                  self.mlp_up, self.router, self.experts_text])
         # 3. the residual stream across layers
         self.stream_box = QGroupBox("3 · The residual stream through every block")
-        self.stream_view = pg.PlotWidget()
+        self.stream_view = th.plot_widget()
         self.stream_view.setFixedHeight(210)
         sp = self.stream_view.getPlotItem()
         th.fix_plot(sp)

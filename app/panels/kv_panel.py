@@ -64,7 +64,7 @@ class KVPanel(QGroupBox):
         # one view per plot: the window paints one view per event-loop turn, and the three together
         # were the longest turn of a step
         self.layer_view, self.growth_view, self.time_view = views = [
-            pg.PlotWidget(axisItems={"bottom": IntegerAxis("bottom")}, title=title)
+            th.plot_widget(axisItems={"bottom": IntegerAxis("bottom")}, title=title)
             for title in (
                 "positions cached, per layer",
                 "cache size",

@@ -74,7 +74,7 @@ class LogitsPanel(QGroupBox):
         self.legend.setToolTip("Click a bar to choose that token instead")
 
         # one view per plot: the window paints one view per event-loop turn
-        self.logit_view, self.prob_view = pg.PlotWidget(), pg.PlotWidget()
+        self.logit_view, self.prob_view = th.plot_widget(), th.plot_widget()
         self.logit_plot: pg.PlotItem = self.logit_view.getPlotItem()
         self.prob_plot: pg.PlotItem = self.prob_view.getPlotItem()
         plots = QHBoxLayout()

@@ -46,7 +46,7 @@ class StagesPanel(QWidget):
         self.rest.setWordWrap(True)
         self.draw_caption = QLabel()
         self.draw_caption.setWordWrap(True)
-        self.draw_view = pg.PlotWidget()
+        self.draw_view = th.plot_widget()
         self.draw_view.setFixedHeight(130)
         plot = self.draw_view.getPlotItem()
         th.fix_plot(plot)

@@ -16,6 +16,30 @@ def run(qtbot, window, action, request: type | None = None, timeout: int = 20_00
     return blocker.args[0]
 
 
+def run_outside_a_test(window, action, request: type, timeout: int = 30_000):
+    """``run`` for a module-scoped fixture (no qtbot there): do ``action()``, wait in an event loop
+    for the window to draw the result of a ``request``, and return that SessionResult."""
+    from PySide6.QtCore import QEventLoop, QTimer
+
+    loop, results = QEventLoop(), []
+
+    def on_applied(result):
+        if isinstance(result.request, request):
+            results.append(result)
+            loop.quit()
+
+    window.resultApplied.connect(on_applied)
+    QTimer.singleShot(timeout, loop.quit)
+    try:
+        action()
+        if not results:
+            loop.exec()
+    finally:
+        window.resultApplied.disconnect(on_applied)
+    assert results, f"no {request.__name__} result drawn within {timeout / 1000:g} s"
+    return results[0]
+
+
 def assert_image_shows(panel, weights) -> None:
     """The attention panel's image is ``weights`` through the theme's colour map, masked cells
     (NaN) transparent so that the hatching behind them shows."""

@@ -13,7 +13,7 @@ from engine.random_model import TINY, write_random_model
 
 from app import protocol as p
 
-from .helpers import run
+from .helpers import run_outside_a_test
 from .test_inside_view import show_inside
 
 FAMILIES = {"llama": "Llama", "qwen2": "Qwen2", "qwen3": "Qwen3", "granitemoe": "GraniteMoe", "mixtral": "Mixtral"}
@@ -26,14 +26,21 @@ def loaded(request, tmp_path_factory):
     return load_model(str(folder))
 
 
+@pytest.fixture(scope="module")
+def stepped_window(module_window, loaded):
+    """A window on the family's model after the prefill and one decode step, with the step's
+    SessionResult: one for the module's tests of this family, which only look at it."""
+    window = module_window()
+    run_outside_a_test(window, lambda: window.load_model(None, loaded=loaded, prompt="The cat sat on the mat"), p.Load)
+    run_outside_a_test(window, window.step, p.Step)
+    return window, run_outside_a_test(window, window.step, p.Step)
+
+
 @pytest.fixture
-def stepped(make_window, qtbot, loaded):
-    """A window on the family's model after the prefill and one decode step, with the step's SessionResult."""
-    window = make_window()
-    with qtbot.waitSignal(window.resultApplied, timeout=30_000):
-        window.load_model(None, loaded=loaded, prompt="The cat sat on the mat")
-    run(qtbot, window, window.step, p.Step)
-    return window, run(qtbot, window, window.step, p.Step)
+def stepped(stepped_window):
+    """The family's window with the Overview in front (the views a test opens ask for their data)."""
+    stepped_window[0].show_view("overview")
+    return stepped_window
 
 
 def test_inside_shows_rmsnorm_rope_grouped_heads_and_the_mlp_or_the_experts(stepped, qtbot):
@@ -93,6 +100,7 @@ def test_the_kv_views_show_grouped_heads_against_full_heads(stepped, qtbot):
 def test_the_embeddings_view_has_no_position_vector_to_show(stepped, qtbot):
     window, result = stepped
     panel = window.embeddings
+    panel.slider.setValue(0)  # the embeddings' depth, where a part can be chosen
     panel.part.setCurrentIndex(POSITION)
     assert "There is no position vector to show" in panel.caption.text()
     assert not any(label.isVisible() for label in panel.labels)
