@@ -164,6 +164,29 @@ class InsidePanel(QWidget):
         self._busy_timer = QTimer(self, singleShot=True, interval=BUSY_AFTER_MS)
         self._busy_timer.timeout.connect(lambda: self.busy.setText("computing the path in the model's process…"))
 
+        self.scroll = QScrollArea()
+        self.scroll.setWidgetResizable(True)
+        self._built = False  # the sections are built the first time the view is shown (half a window's build)
+        top = QHBoxLayout()
+        top.addWidget(self.header, 1)
+        top.addWidget(self.busy)
+        top.addWidget(QLabel("step"))
+        top.addWidget(self.step_spin)
+        layout = QVBoxLayout(self)
+        layout.addLayout(top)
+        layout.addWidget(self.scroll, 1)
+
+        state.subscribe(self._on_state_result)
+        state.layerChanged.connect(self._on_state_selection)
+        state.headChanged.connect(self._on_state_selection)
+        state.positionChanged.connect(self._on_state_selection)
+        state.subscribe_theme(self._on_state_theme)
+
+    def _build(self) -> None:
+        """Build the sections (once, when the view is first shown: a window that never opens it does not pay for them)."""
+        if self._built:
+            return
+        self._built = True
         body = QWidget()
         column = QVBoxLayout(body)
         # 1. token and position
@@ -249,24 +272,9 @@ class InsidePanel(QWidget):
         for box in (self.embed_box, self.block_box, self.family_box, self.stream_box, self.lens_box, self.head_box, self.size_box):
             column.addWidget(box)
         column.addStretch(1)
-        self.scroll = QScrollArea()
         self.scroll.setWidget(body)
-        self.scroll.setWidgetResizable(True)
-        top = QHBoxLayout()
-        top.addWidget(self.header, 1)
-        top.addWidget(self.busy)
-        top.addWidget(QLabel("step"))
-        top.addWidget(self.step_spin)
-        layout = QVBoxLayout(self)
-        layout.addLayout(top)
-        layout.addWidget(self.scroll, 1)
         self._boxes_hidden(True)
-
-        state.subscribe(self._on_state_result)
-        state.layerChanged.connect(self._on_state_selection)
-        state.headChanged.connect(self._on_state_selection)
-        state.positionChanged.connect(self._on_state_selection)
-        state.subscribe_theme(self._on_state_theme)
+        self._on_state_theme(self.state.theme)
 
     def plot_views(self) -> list[pg.GraphicsView]:
         """Not painted by the step's turns: this view changes only when its answer arrives."""
@@ -297,13 +305,15 @@ class InsidePanel(QWidget):
 
     @guarded
     def showEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        self._build()
         super().showEvent(event)
         QTimer.singleShot(0, self.refresh)
 
     def _on_state_result(self, result) -> None:
         if result.trace is None:
             self._asked, self.trace = None, None
-            self._boxes_hidden(True)
+            if self._built:
+                self._boxes_hidden(True)
             self.header.setText("Step once: this view shows what happens inside the model for one token of a step.")
             return
         if isinstance(result.request, (p.Load, p.SetPrompt, p.SetChat, p.Reset)):
@@ -327,6 +337,7 @@ class InsidePanel(QWidget):
     # ------------------------------------------------------------ drawing
     def show_inside(self, trace, pieces: dict[int, str]) -> None:
         """Draw ``trace`` (an InsideTrace); ``pieces`` gives the readable text of the ids it names."""
+        self._build()
         self._busy_timer.stop()
         self.busy.setText("")
         self.trace, self.pieces = trace, dict(pieces)
