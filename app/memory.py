@@ -3,9 +3,9 @@
 A picture of the window at 2x is a 16 MiB QImage, and its PNG is encoded on another thread. glibc
 raises its mmap threshold each time such a mapped buffer is freed (up to 32 MiB), so from the
 second picture on those buffers come from the heap, where what is freed stays mapped to the process:
-its resident size climbed 150 → 210 MiB in a minute of exports, 160 → 320 MiB in the issue's six
-minutes of random use (issue 26), in steps, flat while idle. A fixed threshold keeps every buffer
-of 1 MiB or more in its own mapping, returned whole when freed (measured: flat at 165 MiB).
+its resident size climbed 150 → 210 MiB in a minute of exports, 160 → 320 MiB in six minutes of
+random use, in steps, flat while idle. A fixed threshold keeps every buffer of 1 MiB or more in its
+own mapping, returned whole when freed (measured: flat at 165 MiB).
 """
 
 from __future__ import annotations

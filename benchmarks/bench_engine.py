@@ -61,7 +61,7 @@ FULL = dict(decode_contexts=(128, 1000), decode_repeats=21, prefill_len=512, pre
 QUICK = dict(decode_contexts=(128, 1000), decode_repeats=5, prefill_len=512, prefill_repeats=2,
              cache_positions=(16, 128, 512), uncached_repeats=1, play_steps=30, memory_steps=30,
              inside_context=1000, inside_repeats=1, sampling_repeats=11)
-# StepRecord arrays before issue 12, and what it added (the newest position's attention and MLP outputs)
+# StepRecord arrays before the Inside view, and what it added (the newest position's attention and MLP outputs)
 HISTORY_BEFORE = ("input_ids", "token_embed", "pos_embed", "attn", "resid", "final_hidden", "logits")
 HISTORY_ADDED = ("attn_out", "mlp_out")
 # The sampling view's settings changes: the app's defaults, the window's start (top-k 50), everything on.
@@ -326,7 +326,7 @@ def measure_play(loaded, bare: Bare, steps: int) -> dict[str, float]:
 
 
 def measure_added_recording(loaded, bare: Bare, context: int, repeats: int) -> dict[str, float]:
-    """A decode step recording everything ("now") vs the same step without issue 12's additions
+    """A decode step recording everything ("now") vs the same step without the Inside view's additions
     (attn_out and mlp_out of the newest position: "before") vs the bare model, interleaved. "before"
     runs with STEP_HOOKS patched for the duration of its step (zeros fill the two record fields).
     Times are this thread's CPU time (torch runs on it with one thread): unlike wall time they do
@@ -467,7 +467,7 @@ def measure_projection_fit(loaded) -> dict[str, float]:
 
     weight = loaded.model.get_input_embeddings().weight.detach().float().numpy()
 
-    def former(x):  # the fit before issue 11, kept here only to measure it
+    def former(x):  # the fit before the chunked one (a float64 covariance), kept here only to measure it
         x = np.asarray(x, dtype=np.float64)
         centered = x - x.mean(axis=0)
         cov = centered.T @ centered / max(len(x) - 1, 1)
@@ -588,10 +588,10 @@ def report_tail(cache_rows, sampling_rows) -> str:
 
 
 def inside_report(decode, figs, memory, context: int) -> str:
-    """The issue-12 figures: decode overhead with the new recordings, history per step, Inside and lens."""
+    """The Inside figures: decode overhead with the new recordings, history per step, Inside and lens."""
     m, f = memory, figs
     lines = [
-        "| Measure (issue 12) | Measured | Target |",
+        "| Measure (Inside view) | Measured | Target |",
         "|---|---|---|",
     ]
     for ctx in sorted(decode):
@@ -604,12 +604,12 @@ def inside_report(decode, figs, memory, context: int) -> str:
     a = f["added"]
     ctx = min(decode)
     r = a["now"] / a["bare"]
-    lines.append(f"| The same step, {ctx:,} tokens, in thread CPU time: now vs without issue 12's two recordings "
+    lines.append(f"| The same step, {ctx:,} tokens, in thread CPU time: now vs without the Inside view's two recordings "
                  f"vs bare (interleaved) | {a['now']:.1f} vs {a['before']:.1f} vs {a['bare']:.1f} ms: "
                  f"{a['now'] / a['before']:.3f}x before, {r:.2f}x bare | <= 1.15x {'met' if r <= 1.15 else 'MISSED'} |")
     added = m["added_per_decode_step"]
     before = (m["history_bytes"] - m["added_bytes"]) / m["steps"]
-    lines.append(f"| History per decode step: added by issue 12 (attn_out + mlp_out, float16 [12, 768] each) | "
+    lines.append(f"| History per decode step: added for the Inside view (attn_out + mlp_out, float16 [12, 768] each) | "
                  f"{added:,} B ({added / 1024:.0f} KiB); average per step over {m['steps']:,} steps "
                  f"{before / 1024:,.0f} KiB before, {m['history_per_step'] / 1024:,.0f} KiB after | <= 64 KB "
                  f"{'met' if added <= 64_000 else 'MISSED'} |")
@@ -712,7 +712,7 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="short run (under a minute): fewer repeats and steps")
     p.add_argument("--threads", type=int, default=0, help=f"torch threads (default: cores - 1 = {app_threads()}, as the app)")
     p.add_argument("--only", choices=("cache", "sampling", "inside", "fit", "file", "families"),
-                   help="run one section and print its table: the KV cache comparison, sampling, or the Inside figures (issue 12)")
+                   help="run one section and print its table: the KV cache comparison, sampling, or the Inside figures")
     p.add_argument("--memory-child", metavar="FOLDER", help=argparse.SUPPRESS)
     p.add_argument("--steps", type=int, default=0, help=argparse.SUPPRESS)
     args = p.parse_args(argv)

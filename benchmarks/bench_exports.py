@@ -1,4 +1,4 @@
-"""What do the exports cost the window's event loop? (issue 26)
+"""What do the exports cost the window's event loop?
 
 1. The history table of a 1,000-step session at GPT-2's vocabulary (50,257 logits a step): the
    longest gap between ticks of a 5 ms QTimer on the GUI thread from the click to the file being
@@ -16,7 +16,7 @@
 
     python benchmarks/bench_exports.py [--size 1366x768] [--steps 1000] [--only png|history]
 
-Target (issue 26): each under 250 ms. A script, not a test: the figures depend on the machine and on
+Target: each under 250 ms. A script, not a test: the figures depend on the machine and on
 its load, which is printed with them (the development machine's 2 cores are shared). ``Code:`` says
 which tree was measured: to compare two versions, run each one's copy of this script in turn.
 """

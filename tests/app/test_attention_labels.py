@@ -1,4 +1,4 @@
-"""The attention map read from the back of the room (issue 22): every query row and key column
+"""The attention map read from the back of the room: every query row and key column
 named by its token when the labels fit (always at up to 32 positions once the map is focused), a
 subset that never collides otherwise, labels inside the widget and off the map, the map growing
 with focus, and the heat maps' outline drawn outside the rows it frames."""

@@ -1,4 +1,4 @@
-"""A seeded random run of the real window with the engine in its child process (issue 17).
+"""A seeded random run of the real window with the engine in its child process.
 
 About two minutes of steps, Back, Play at both speeds, hostile prompts, sampling extremes, damaged
 models, projector toggles, resizes, branches and the engine process killed, with the invariants
@@ -7,13 +7,13 @@ equal the engine's once settled, memory stays bounded, every kill is recovered, 
 process is left at exit (the app conftest's fixture). ``NEXTTOKEN_CHAOS_SECONDS`` (default 120)
 makes a longer run, ``NEXTTOKEN_CHAOS_SEED`` replays one; the seed is printed on failure.
 
-Issue 26 added the actions that found its defects: typing during loads and reloads, kills with a
-prompt edit pending, exports of a panel while another is focused, Show top in projector mode and
-foreign ``.npz`` files. At every settled point the run checks the typed text against the editor
-(defect 1), the drawn session against the engine's (defect 2), the window's height against the
-size asked for (defect 4), and that no status line says "Unexpected error" (defect 5). These are
-collected and reported together at the end, each named with its defect, so a run on a branch
-without one of the fixes says which.
+Among the actions are those that found the defects listed under "Nothing typed, saved or exported
+is lost or shown wrong" in docs/RELIABILITY.md: typing during loads and reloads, kills with a prompt
+edit pending, exports of a panel while another is focused, Show top in projector mode and foreign
+``.npz`` files. At every settled point the run checks the typed text against the editor, the drawn
+session against the engine's, the window's height against the size asked for, and that no status
+line says "Unexpected error". These are collected and reported together at the end, each named with
+the defect it guards against, so a run on a branch without one of the fixes says which.
 """
 
 from __future__ import annotations
@@ -43,12 +43,12 @@ SEED = int(os.environ.get("NEXTTOKEN_CHAOS_SEED", "20261130"))
 KILL_EVERY_S = 25  # at most one engine kill this often: each restart imports torch again (seconds)
 DEMO = str(Path(__file__).resolve().parents[2] / "resources" / "models" / "gpt2-tiny-demo")
 SIZES = [(1024, 768), (1280, 720), (1366, 768), (1600, 900)]
-CHECKS = {  # what each issue-26 check found, in words for the report
-    "typed": "typed text lost (issue 26 defect 1: typed text kept during loads)",
-    "drawn": "the drawn session differs from the engine's (issue 26 defect 2)",
-    "height": "the window taller than the size asked for (issue 26 defect 4)",
-    "unexpected": "'Unexpected error' on the status line (issue 26 defect 5, a foreign .npz)",
-    "picture": "a picture reported as saved that is degenerate (issue 26 defect 3)",
+CHECKS = {  # what each settled-point check found, in words for the report
+    "typed": "typed text lost (text typed during a load must be kept)",
+    "drawn": "the drawn session differs from the engine's (after a reload that refused an edit)",
+    "height": "the window taller than the size asked for (Show top in projector mode)",
+    "unexpected": "'Unexpected error' on the status line (a foreign .npz)",
+    "picture": "a picture reported as saved that is degenerate (a panel exported while another is focused)",
 }
 HOSTILE_PROMPTS = ["", " ", "\n\n", "🐈" * 40, "<|endoftext|>", "a" * 3000, "naïve café", "\x00\x01", "The cat sat on the"]
 
@@ -223,7 +223,7 @@ def test_random_actions_on_the_real_window(make_window, qtbot, tmp_path):
         assert max(gaps) < 2.0, "the event loop stopped answering"
         assert grown < 400 * 2**20
         assert window.state.result is not None and window.state.result.info.is_demo  # recovered, model loaded
-        assert not broken, "issue 26 checks failed: " + "; ".join(f"{CHECKS[k]}: {n} time(s)" for k, n in broken.items()) + f" ({seen})"
+        assert not broken, "settled-point checks failed: " + "; ".join(f"{CHECKS[k]}: {n} time(s)" for k, n in broken.items()) + f" ({seen})"
     except BaseException as exc:
         raise AssertionError(f"chaos run failed with seed {SEED} (NEXTTOKEN_CHAOS_SEED={SEED} replays it): {exc}") from exc
     finally:

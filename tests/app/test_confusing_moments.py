@@ -1,4 +1,4 @@
-"""Moments a new user found confusing (issue 14): token text that vanished as a tag, a prompt in the
+"""Moments a new user found confusing: token text that vanished as a tag, a prompt in the
 editor that was not the one Step ran."""
 
 from __future__ import annotations

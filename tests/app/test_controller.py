@@ -92,8 +92,8 @@ def test_a_reset_drops_waiting_requests_and_makes_older_results_stale(controller
     ids=["reset", "prompt", "load"],
 )
 def test_settings_chosen_while_busy_reach_the_engine_even_when_the_resample_is_dropped(controller, restart):
-    """Issue 17, sequence 1: a step is running, the penalty is set (a Resample waits), then a
-    restart drops the waiting Resample. The restart itself carries the new settings."""
+    """A step is running, the penalty is set (a Resample waits), then a restart drops the waiting
+    Resample. The restart itself carries the new settings."""
     engine = controller.engine
     controller.step()
     chosen = SamplingSettings(repetition_penalty=2.0, seed=0)
@@ -105,8 +105,8 @@ def test_settings_chosen_while_busy_reach_the_engine_even_when_the_resample_is_d
 
 
 def test_a_fresh_engine_after_a_death_gets_the_chosen_settings(controller):
-    """Issue 17, sequence 3: Greedy chosen, the engine dies, the prompt is edited before the new
-    engine has loaded: every request the new engine gets carries Greedy."""
+    """Greedy chosen, the engine dies, the prompt is edited before the new engine has loaded: every
+    request the new engine gets carries Greedy."""
     greedy = SamplingSettings(greedy=True)
     controller.set_settings(greedy)
     controller.engine.died.emit(-9)

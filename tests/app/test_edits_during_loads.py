@@ -1,5 +1,5 @@
 """What a person types while a model loads, and what the window draws after the engine died with an
-edit pending: never lost, never a dead engine's session (issue 26, defects 1 and 2).
+edit pending: never lost, never a dead engine's session.
 
 The prompt editor waits (its debounce) before it sends an edit; these tests lengthen that wait so
 that the load's result is surely drawn while the edit is pending, the moment the defects happened."""

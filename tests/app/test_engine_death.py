@@ -1,4 +1,4 @@
-"""Issue 17: what the window shows when the engine dies (a thread engine's ``died`` signal makes the
+"""What the window shows when the engine dies (a thread engine's ``died`` signal makes the
 controller replace it exactly as it replaces a dead engine process)."""
 
 from __future__ import annotations

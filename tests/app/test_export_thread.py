@@ -1,4 +1,4 @@
-"""A picture's PNG is encoded and written on the export thread (issue 26): the file holds exactly the
+"""A picture's PNG is encoded and written on the export thread: the file holds exactly the
 picture rendered on the GUI thread, a failure there is still a status line, and quitting waits for a
 picture being written and says so."""
 

@@ -66,8 +66,8 @@ def test_a_guarded_handler_reports_and_the_app_keeps_running(qtbot):
 
 
 def test_clicking_or_hovering_the_empty_token_strip_is_harmless(qtbot):
-    """Issue 17: a click or a tooltip on the strip before the first result read rects[0] of an
-    empty list, and the IndexError leaving ``event`` killed the app."""
+    """A click or a tooltip on the strip before the first result read rects[0] of an empty list, and
+    the IndexError leaving ``event`` killed the app."""
     strip = TokenStrip()
     qtbot.addWidget(strip)
     strip.show()

@@ -1,4 +1,4 @@
-"""The corrected explanations (issue 22, part 5) say what the issue asks, and each is what the
+"""The corrected explanations say what is right (and no longer what was wrong), and each is what the
 window shows: the glossary, a panel's ? before and after the first step, and the Inside view."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def shown(window) -> str:
     return window.help.dialog.browser.toPlainText()
 
 
-def test_the_corrected_texts_say_what_the_issue_asks():
+def test_the_corrected_texts_say_what_is_right_and_not_what_was_wrong():
     every = str(texts())
     for term, phrases in GLOSSARY.items():
         entry = texts()["glossary"][term]

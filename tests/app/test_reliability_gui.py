@@ -1,4 +1,4 @@
-"""Reliability (issue 6), window side: any text, context limits, model and worker faults, a held
+"""Reliability, window side: any text, context limits, model and worker faults, a held
 step key, quitting mid-work, settings and long sessions, over the real worker thread.
 
 What each test proves, with the figures measured here, is written down in docs/RELIABILITY.md.

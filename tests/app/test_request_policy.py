@@ -164,8 +164,8 @@ def test_the_policy_imports_no_qt():
 
 
 def test_a_refused_prompt_after_a_reload_shows_what_the_new_engine_holds(policy, sent):
-    """Issue 26, defect 2: the engine dies while a too-long edit is pending; the reload's result is
-    made stale by the edit, which is refused: the window must not go on drawing the dead session."""
+    """The engine dies while a too-long edit is pending; the reload's result is made stale by the edit,
+    which is refused: the window must not go on drawing the dead session."""
     policy.settle(done(ask(policy, p.Load())))
     policy.settle(done(ask(policy, p.Step())))
     policy.engine_died()

@@ -1,4 +1,4 @@
-"""Issue 17: the sampling panel always shows the settings the engine uses, whatever the order of
+"""The sampling panel always shows the settings the engine uses, whatever the order of
 steps, Back, Reset, loads, prompt edits, settings changes and engine deaths; and the step on screen
 is labelled with the settings it was really drawn with.
 

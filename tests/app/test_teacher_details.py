@@ -1,4 +1,4 @@
-"""Small things a teacher hits (issue 22, part 6): ``--view overview``; ``--layer``/``--head`` out of
+"""Small things a teacher hits: ``--view overview``; ``--layer``/``--head`` out of
 range refused with status 2 even without ``--steps``; page buttons and panel titles with the same
 names; a status line that stays one line at 1280 x 720 in projector mode and counts as the chips do."""
 

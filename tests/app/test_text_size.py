@@ -161,7 +161,7 @@ def screen_problems(window, floor: int) -> list[str]:
 
 @pytest.mark.parametrize(("size", "projector"), CASES, ids=["1280x720-projector", "1024x768-normal"])
 def test_no_text_is_smaller_than_the_floor_cut_or_overlapping(window, qtbot, size, projector):
-    floor = 18 if projector else 11  # the floors, in pixels
+    floor = 18 if projector else 11  # the smallest text allowed, in pixels
     window.state.set_projector(projector)
     window.resize(*size)
     window.sampling.top_k.setValue(20)

@@ -1,4 +1,4 @@
-"""Reliability (issue 6), engine side: any text, context limits, model faults and long sessions.
+"""Reliability, engine side: any text, context limits, model faults and long sessions.
 
 What each test proves is written down in docs/RELIABILITY.md, with the memory bounds measured here.
 """

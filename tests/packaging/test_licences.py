@@ -13,7 +13,7 @@ import licences  # noqa: E402
 
 from engine.paths import DEMO_MODEL_NAME, demo_model_dir  # noqa: E402
 
-# What the issue asks every bundle to carry, as paths inside licenses/.
+# What every bundle must carry, as paths inside licenses/.
 REQUIRED = ("nexttoken/LICENSE", "Qt/LGPL-3", "Qt/GPL-3", "torch/LICENSE", "transformers/LICENSE",
             f"models/{DEMO_MODEL_NAME}/LICENCE-NOTE.txt", "README.txt")
 

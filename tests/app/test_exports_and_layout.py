@@ -1,7 +1,7 @@
-"""Issue 26, defects 3 and 4: a panel exported while another is focused is pictured at its laid-out
-size (never a 0 x 0 or 4 x 1,606 picture reported as saved), and projector mode with a large
+"""Exports and the layout they depend on: a panel exported while another is focused is pictured at its
+laid-out size (never a 0 x 0 or 4 x 1,606 picture reported as saved), and projector mode with a large
 "Show top" keeps the window inside its screen (the candidate list scrolls, text keeps its size).
-And two of its costs: the history table is built, and a PNG encoded, on the export thread."""
+And where the exports' costs go: the history table is built, and a PNG encoded, on the export thread."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def test_projector_mode_with_a_large_show_top_keeps_the_window_on_its_screen(win
 
 
 def test_every_panel_comes_back_at_its_size_after_the_prompt_was_focused(window, qtbot):
-    """Found with defect 3: re-planning the pages while the old ones were being removed (a resize in
+    """Found with the exports of focused panels: re-planning the pages while the old ones were being removed (a resize in
     the middle of it) left the panels hidden on a page nobody showed, after Esc from a focused prompt."""
     run(qtbot, window, window.step, p.Step)
     window.focus.toggle(window.tokens)
