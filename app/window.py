@@ -328,7 +328,9 @@ class MainWindow(QMainWindow):
         if waiting := self.exporter.waiting():  # a picture or table still being written: say why the window stays
             self.status_line.say(waiting)
             self.status_line.status_label.repaint()
-        self.exporter.writer.close()
+        if left := self.exporter.writer.close():  # it waited a few seconds at most: say what is not written
+            self.status_line.say(self.exporter.left_behind(left))
+            self.status_line.status_label.repaint()
         if self.controller.saves_pending:  # shutdown waits for the file: say why the window stays
             self.status_line.say("Waiting for the session file to be written before quitting…")
             self.status_line.status_label.repaint()
