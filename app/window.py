@@ -170,7 +170,7 @@ class MainWindow(QMainWindow):
         if chat is not None:
             self.tokens.set_chat(ChatTurn(chat.system, prompt))
         self.tokens.set_stops(stops)
-        self.controller.stop_sequences = tuple(stops)
+        self.controller.set_stops(stops)
         self.load_model(model or self.preferences.last_model() or first, prompt=prompt, fallback=fallback)
 
     def load_model(self, source: str | None, *, prompt: str = "", fallback: bool = False, loaded=None) -> None:
