@@ -41,6 +41,7 @@ STEP_HOOKS = {
     "blocks.{L}.hook_mlp_out": _NEWEST_F16,
     "blocks.{L}.hook_resid_post": hooks.ALL,
     "ln_final.hook_out": _NEWEST,
+    "blocks.{L}.mlp.hook_expert_indices": _NEWEST,  # a mixture of experts: the experts chosen [1, k]
 }
 
 
@@ -572,6 +573,8 @@ def _step_arrays(rec: dict[str, torch.Tensor], n_layers: int, d: int, n: int, lo
         mlp_out=torch.cat([rec[f"blocks.{i}.hook_mlp_out"][0] for i in layers]).numpy(),  # [L, d] float16
         final_hidden=rec["ln_final.hook_out"][0, -1].float().numpy().copy(),  # [d]
         logits=logits[0, -1].float().numpy().copy(),  # [V]
+        experts=(torch.cat([rec[f"blocks.{i}.mlp.hook_expert_indices"] for i in layers]).numpy().astype(np.int64)
+                 if "blocks.0.mlp.hook_expert_indices" in rec else None),  # [L, k]
     )
 
 

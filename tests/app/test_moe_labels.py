@@ -44,3 +44,21 @@ def test_inside_says_the_outputs_include_the_residual_multiplier(stepped, qtbot,
     assert t.residual_multiplier == multiplier == TINY["granitemoe"]["residual_multiplier"]
     for text in (attn, mlp):
         assert f"× {multiplier:g} (its residual multiplier): what is added to the residual stream" in text
+
+
+def test_the_flows_moe_line_names_the_experts_the_model_chose(stepped, qtbot):
+    from app.flow_numbers import flow_numbers
+    from app.panels.flow_panel import mlp_line
+
+    window, result = stepped
+    window.state.set_layer(1)
+    t = show_inside(window, qtbot)  # the newest position, recomputed by the engine's own path (engine.inside)
+    assert t.position == result.trace.record.end - 1
+    n = flow_numbers(result, layer=1)
+    line = mlp_line(n)
+    if t.experts is None:
+        assert result.trace.record.experts is None and n.experts is None and "experts" not in line
+        return
+    np.testing.assert_array_equal(result.trace.record.experts, t.experts)  # [L, k]: what the router chose
+    np.testing.assert_array_equal(n.experts, t.experts[1])
+    assert line.startswith("experts " + ", ".join(str(int(e)) for e in t.experts[1]) + " add ")
