@@ -65,3 +65,16 @@ def test_a_template_that_alone_does_not_fit_is_refused_and_the_model_loads_plain
     assert "\n" not in status
     assert status.startswith("The chat turn does not fit") and "plain prompt" in status and "Loaded" in status
     assert host.session.step() is not None  # usable: it steps
+
+
+def test_the_window_shows_the_cut_turn_and_says_so(make_window, qtbot, short_instruct):
+    window = make_window()
+    turn = ChatTurn("Be brief.", LONG_USER)
+    with qtbot.waitSignal(window.resultApplied, timeout=30_000) as applied:
+        window.tokens.set_chat(turn)
+        window.load_model(None, loaded=short_instruct, prompt=turn.user, chat=turn)
+    result = applied.args[0]
+    assert isinstance(result.request, p.Load) and result.chat.user != LONG_USER
+    tokens = window.tokens
+    assert tokens.chat_box.isChecked() and tokens.system_edit.text() == "Be brief." and tokens.prompt() == result.chat.user
+    assert window.status_line.status_label.text().startswith(f"The chat turn was cut to {len(result.prompt_ids)} of its")
