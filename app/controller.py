@@ -64,7 +64,8 @@ class SessionController(QObject):
         super().__init__(parent)
         self.settings: SamplingSettings = DEFAULT_SETTINGS  # what the person chose last
         self.use_cache = True  # likewise: generate with the KV cache
-        self.stop_sequences: tuple[str, ...] = ()  # likewise: where generation stops
+        self.stop_sequences: tuple[str, ...] = ()  # likewise: where generation stops (``set_stops``)
+        self._model_asked = False  # a Load or an OpenSession was sent: the engine holds a session, or will
         self.policy = RequestPolicy(self._send, self._control)
         self._busy_shown = False
         self._closed = False
@@ -99,6 +100,7 @@ class SessionController(QObject):
 
     def load(self, source: str | None = None, *, loaded=None, fallback: bool = False, prompt: str = "", chat: ChatTurn | None = None) -> int:
         """Load a model with ``prompt``, a user turn through its chat template when ``chat`` (its system message) is given."""
+        self._model_asked = True
         return self._request(
             p.Load(source=source, prompt=prompt, fallback=fallback, settings=self.settings, use_cache=self.use_cache, loaded=loaded,
                    chat=chat, stop_sequences=self.stop_sequences)
@@ -113,8 +115,12 @@ class SessionController(QObject):
         return self._request(p.SetChat(turn=turn, settings=self.settings))
 
     def set_stops(self, sequences) -> int:
-        """Stop generating once the text reaches one of ``sequences`` (kept across reloads)."""
+        """Stop generating once the text reaches one of ``sequences`` (kept across reloads: every Load
+        carries them). Before the first model is asked for they are only kept (returns 0): the first
+        Load takes them to the engine, which holds no session to give them to yet."""
         self.stop_sequences = tuple(sequences)
+        if not self._model_asked:
+            return 0
         return self._request(p.SetStops(sequences=self.stop_sequences))
 
     def set_settings(self, settings: SamplingSettings) -> int:
@@ -161,6 +167,7 @@ class SessionController(QObject):
 
     def open_session(self, path: str, step: int = -1) -> int:
         """Open the session saved in ``path`` at ``step`` (-1: where it was saved); it brings its settings."""
+        self._model_asked = True
         return self._request(p.OpenSession(path=str(path), step=int(step), use_cache=self.use_cache, settings=self.settings))
 
     def inspect(self, step: int = -1, position: int = -1, layer: int = 0) -> int:

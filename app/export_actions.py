@@ -24,7 +24,7 @@ from PySide6.QtCore import QEvent, QObject, Signal
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QApplication, QFileDialog, QGroupBox, QMenu, QMenuBar, QToolButton, QWidget
 
-from . import memory, pictures, tables
+from . import export_writer, memory, pictures, tables
 from .export_writer import ExportWriter, Written
 from .help_dialog import CornerButton
 from .views import VIEW_BUTTONS, VIEWS
@@ -186,12 +186,18 @@ class ExportActions(QObject):
 
     def waiting(self) -> str:
         """The words for quitting while exports are still being written ("" when none is): quitting
-        waits for them (``writer.close``)."""
+        waits for them (``writer.close``), a few seconds at most."""
         pending = self.writer.pending
         if not pending:
             return ""
         what = pending[0] if len(pending) == 1 else f"{len(pending)} exports"
         return f"Waiting for {what} to be written before quitting…"
+
+    def left_behind(self, left: tuple[str, ...]) -> str:
+        """The words for quitting without the exports ``left`` (``writer.close`` waited for them in vain)."""
+        what, was = (left[0], "it was") if len(left) == 1 else (f"{len(left)} exports", "they were")
+        return (f"Quitting without {what}: {was} still being written after {export_writer.CLOSE_WAIT_S:g} s "
+                "(a file already at that path is left as it was).")
 
     def _on_writer_written(self, outcome: Written) -> bool:
         self.saved.emit(outcome)

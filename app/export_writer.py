@@ -7,14 +7,17 @@ arrays never mutated) and hands the rest to ``ExportWriter`` as a job, a plain f
 a ``Written``. Jobs run one after another on one thread; each ``Written`` comes back to the GUI
 thread through ``written``. Qt allows this: QImage is reentrant and encoding one releases the GIL.
 Quitting waits for the jobs still running (``pending`` says which, ``close`` waits), as it waits for
-a session file: a file the person asked for is never cut short or lost.
+a session file, but ``CLOSE_WAIT_S`` at most: a job that hangs (a network drive that stopped
+answering) is left behind on its daemon thread, which never holds up the process's exit, and the
+window says so. Files are replaced whole or not at all (``app.pictures``, ``app.tables``), so an
+older file at that path stays as it was.
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -22,6 +25,8 @@ from typing import Callable
 from PySide6.QtCore import QObject, Signal
 
 log = logging.getLogger(__name__)
+
+CLOSE_WAIT_S = 5.0  # how long quitting waits for the exports still being written
 
 
 @dataclass(frozen=True)
@@ -38,13 +43,16 @@ class Written:
 
 class ExportWriter(QObject):
     """One long-lived worker thread for export jobs (created at the first), so the GUI thread
-    never encodes or computes a file; ``written`` carries each job's ``Written`` back to it."""
+    never encodes or computes a file; ``written`` carries each job's ``Written`` back to it. A
+    daemon thread, not a pool's: the interpreter joins a pool's threads at exit, so one job that
+    never ends would keep the quitting app alive."""
 
     written = Signal(object)
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
-        self._pool: ThreadPoolExecutor | None = None  # joined at exit: a file is never cut short
+        self._jobs: queue.SimpleQueue | None = None  # callables for the thread; None ends it
+        self._thread: threading.Thread | None = None
         self._pending: list[str] = []  # the ``what`` of each job submitted and not yet ended, in order
         self._lock = threading.Lock()
 
@@ -58,21 +66,36 @@ class ExportWriter(QObject):
         """Run ``job`` after the jobs before it; ``what`` names its file for ``pending``."""
         with self._lock:
             self._pending.append(what)
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nexttoken-export")
-        self._pool.submit(self._run, job, what)
+        if self._thread is None:
+            self._jobs = queue.SimpleQueue()
+            self._thread = threading.Thread(target=_work, args=(self._jobs,), name="nexttoken-export", daemon=True)
+            self._thread.start()
+        self._jobs.put(lambda: self._run(job, what))
 
     def wait(self) -> None:
         """Block until every job submitted so far has ended (tests)."""
-        if self._pool is not None:
-            self._pool.submit(lambda: None).result()
+        if self._jobs is not None:
+            done = threading.Event()
+            self._jobs.put(done.set)
+            done.wait()
 
-    def close(self) -> None:
-        """Wait for every job submitted to end, then stop the thread (quitting). Safe to call twice;
-        a later ``submit`` starts a new thread."""
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True)
+    def close(self, timeout: float | None = None) -> tuple[str, ...]:
+        """Wait for every job submitted to end, ``timeout`` seconds at most (default ``CLOSE_WAIT_S``),
+        and stop the thread (quitting). Returns what was still being written when the wait ran out
+        (logged; its thread is left to finish or to die with the process), () when everything was.
+        Safe to call twice; a later ``submit`` starts a new thread."""
+        thread, jobs = self._thread, self._jobs
+        self._thread = self._jobs = None
+        if thread is None:
+            return ()
+        jobs.put(None)
+        thread.join(CLOSE_WAIT_S if timeout is None else timeout)
+        if not thread.is_alive():
+            return ()
+        left = self.pending
+        log.warning("quitting: %s was still being written after %.1f s; not waiting for it", " and ".join(left),
+                    CLOSE_WAIT_S if timeout is None else timeout)
+        return left
 
     def _run(self, job: Callable[[], Written], what: str) -> None:
         try:
@@ -84,3 +107,12 @@ class ExportWriter(QObject):
             self.written.emit(outcome)  # queued to the GUI thread
         except RuntimeError:  # the window closed meanwhile: the file is written, nobody left to tell
             log.info("export finished after the window closed: %s", outcome)
+
+
+def _work(jobs: queue.SimpleQueue) -> None:
+    """The export thread: run each job in turn until the None that ``close`` puts."""
+    while (job := jobs.get()) is not None:
+        try:
+            job()
+        except Exception:  # a job's own failure is its Written; this is a defect: logged, the next job runs
+            log.exception("export job failed")

@@ -56,7 +56,8 @@ class FlowNumbers:
     family: the model's family; rope: True when it turns q and k by position instead of adding a
     position vector (pos_norm is then 0 and means nothing) and normalises with RMSNorm; kv_heads:
     key/value heads (n_head with full heads); moe: True when each block's MLP is a mixture of experts
-    (n_active_params of n_params run for each token).
+    (n_active_params of n_params run for each token); experts: int64 [k], the experts the selected
+    block's router chose for the newest position, highest weight first (None: no experts recorded).
     """
 
     step: int
@@ -120,6 +121,7 @@ class FlowNumbers:
     moe: bool = False
     n_params: int = 0
     n_active_params: int = 0
+    experts: np.ndarray | None = None
 
 
 def flow_numbers(result: SessionResult, layer: int = 0, head: int = 0, tail_chars: int = 60) -> FlowNumbers | None:
@@ -190,4 +192,5 @@ def flow_numbers(result: SessionResult, layer: int = 0, head: int = 0, tail_char
         family=info.family, rope=info.family != "GPT-2", kv_heads=int(info.kv_heads),
         moe=bool(info.n_active_params) and info.n_active_params < info.n_params,
         n_params=int(info.n_params), n_active_params=int(info.n_active_params or info.n_params),
+        experts=None if rec.experts is None else rec.experts[layer],
     )

@@ -24,7 +24,10 @@ class Facts:
 
     seconds: how long a Load took. fallback: the source a Load could not open, so the demo model
         opened instead; why: that source's error ("" when the person cancelled its download).
-    kept, whole: a prompt's tokens kept and typed (a Load or a truncating SetPrompt); kept < whole: cut.
+    kept, whole: a prompt's tokens kept and typed (a Load or a truncating SetPrompt); kept < whole: cut
+        (a Load's chat turn: the start of the user's message).
+    chat_needs: a Load's chat turn refused: the tokens its template and system message need with one
+        token of the user's message, more than a prompt may use; the prompt is the plain text.
     moved: False for a Back already at the start.
     catch_up: (positions, ms) the KV cache caught up on before a step, or None.
     stop: the engine's sentence when generation stopped (the context is full, a stop token).
@@ -38,6 +41,7 @@ class Facts:
     why: str = ""
     kept: int = 0
     whole: int = 0
+    chat_needs: int = 0
     moved: bool = True
     catch_up: tuple[int, float] | None = None
     stop: str = ""

@@ -20,7 +20,7 @@ from typing import Callable
 
 import numpy as np
 
-from engine.chat import ChatTurn
+from engine.chat import ChatTurn, ChatTurnTooLong, chat_prompt_ids
 from engine.errors import ExportError, GenerationStopped, NextTokenError, PromptError
 from engine.loading import load_model
 from engine.defaults import DEFAULT_PROMPT
@@ -120,14 +120,24 @@ def make_result(
     )
 
 
-def _begin(session: Session, chat: ChatTurn | None, text: str) -> tuple[int, int]:
+def _begin(session: Session, chat: ChatTurn | None, text: str) -> dict[str, int]:
     """Start ``session`` on ``text``: the user's message of ``chat`` through the model's chat template
-    when the model has one, else the plain text cut to fit. Returns the tokens kept and the whole
-    text's."""
+    when the model has one (the start of the message cut so that the turn fits), else the plain text
+    cut to fit. Returns the Facts of it: the tokens kept and the whole turn's or text's, and
+    ``chat_needs`` when the template and the system message alone left no room (the prompt is then
+    the plain text)."""
+    needs = 0
     if chat is not None and session.loaded.info.chat_template:
-        n = len(session.set_chat(ChatTurn(chat.system, text)))
-        return n, n
-    return len(session.set_prompt(text, truncate=True)), len(session.loaded.tokenizer.encode(text))
+        turn = ChatTurn(chat.system, text)
+        try:
+            n = len(session.set_chat(turn, truncate=True))
+        except ChatTurnTooLong as exc:
+            needs = exc.needs
+        else:
+            whole = n if session.chat == turn else len(chat_prompt_ids(session.loaded.tokenizer, text, chat.system or None))
+            return dict(kept=n, whole=whole)
+    kept = len(session.set_prompt(text, truncate=True))
+    return dict(kept=kept, whole=len(session.loaded.tokenizer.encode(text)), chat_needs=needs)
 
 
 class SessionHost:
@@ -235,9 +245,9 @@ class SessionHost:
                 raise
             fallback, why, loaded = str(source), str(exc), load_model(None)
         session = Session(loaded, request.settings, use_cache=request.use_cache, stop_sequences=request.stop_sequences)
-        kept, whole = _begin(session, request.chat, request.prompt or self._prompt_text() or DEFAULT_PROMPT)
+        begun = _begin(session, request.chat, request.prompt or self._prompt_text() or DEFAULT_PROMPT)
         self.session, self.loaded, self._points = session, loaded, PointCache()  # only now: a failed load keeps the old one
-        facts = Facts(seconds=perf_counter() - t0, fallback=fallback, why=why, kept=kept, whole=whole)
+        facts = Facts(seconds=perf_counter() - t0, fallback=fallback, why=why, **begun)
         return self._result(request, facts)
 
     def _report_progress(self, done: int, total: int) -> None:

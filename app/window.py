@@ -167,18 +167,23 @@ class MainWindow(QMainWindow):
         """Load ``model`` (default: the last one used, else ``first``, else the demo) with ``prompt``: the
         user's turn of ``chat`` (its system message) when given, through the model's chat template, and
         stop sequences ``stops``."""
-        if chat is not None:
-            self.tokens.set_chat(ChatTurn(chat.system, prompt))
+        turn = None if chat is None else ChatTurn(chat.system, prompt)
+        if turn is not None:
+            self.tokens.set_chat(turn)  # shown; the box is greyed out until a model with a template is loaded
         self.tokens.set_stops(stops)
-        self.controller.stop_sequences = tuple(stops)
-        self.load_model(model or self.preferences.last_model() or first, prompt=prompt, fallback=fallback)
+        self.controller.set_stops(stops)
+        self.load_model(model or self.preferences.last_model() or first, prompt=prompt, fallback=fallback, chat=turn)
 
-    def load_model(self, source: str | None, *, prompt: str = "", fallback: bool = False, loaded=None) -> None:
+    def load_model(self, source: str | None, *, prompt: str = "", fallback: bool = False, loaded=None,
+                   chat: ChatTurn | None = None) -> None:
+        """Load ``source`` with ``prompt``, as a user turn through its chat template when ``chat`` is
+        given or the Chat turn box is on (the editors' turn)."""
         self.download.expect(source)
         self.player.pause()
         what = f"{paths.DEMO_MODEL_NAME} (the tiny demo model)" if source is None and loaded is None else (source or "the model")
         self.status_line.say(f"Loading {what}… The window works meanwhile; Step waits until the model is ready.")
-        self.controller.load(source, loaded=loaded, fallback=fallback, prompt=prompt or self.tokens.prompt(), chat=self.tokens.chat_turn())
+        self.controller.load(source, loaded=loaded, fallback=fallback, prompt=prompt or self.tokens.prompt(),
+                             chat=chat or self.tokens.chat_turn())
 
     def step(self) -> None:
         refusal = self.gate.why_not_step()
@@ -328,7 +333,9 @@ class MainWindow(QMainWindow):
         if waiting := self.exporter.waiting():  # a picture or table still being written: say why the window stays
             self.status_line.say(waiting)
             self.status_line.status_label.repaint()
-        self.exporter.writer.close()
+        if left := self.exporter.writer.close():  # it waited a few seconds at most: say what is not written
+            self.status_line.say(self.exporter.left_behind(left))
+            self.status_line.status_label.repaint()
         if self.controller.saves_pending:  # shutdown waits for the file: say why the window stays
             self.status_line.say("Waiting for the session file to be written before quitting…")
             self.status_line.status_label.repaint()

@@ -5,6 +5,8 @@ view or menu. Pure Python, no Qt.
 
 from __future__ import annotations
 
+from engine.defaults import truncation_keeps
+
 from . import protocol as p
 from .result import SessionResult
 
@@ -76,12 +78,24 @@ def _load(result: SessionResult) -> str:
         note = f"Could not open {f.fallback}: {f.why} Opened the tiny demo model instead. "
     elif f.fallback:
         note = f"Download of {f.fallback} cancelled: opened the tiny demo model instead. "
-    if f.kept < f.whole:  # never cut silently
+    if f.chat_needs:
+        note += (
+            f"The chat turn does not fit: {info.name}'s chat template and the system message need {f.chat_needs:,} tokens "
+            f"with one token of the user's message, more than the {truncation_keeps(info.n_positions):,} a prompt may use "
+            f"({info.name} reads at most {info.n_positions:,} and keeps room to generate), so the text is a plain prompt. "
+        )
+    if f.kept < f.whole and result.chat is not None:  # never cut silently
+        note += (
+            f"The chat turn was cut to {f.kept:,} of its {f.whole:,} tokens (the start of the user's message; the "
+            f"template's tokens and the system message are whole): {info.name} reads at most {info.n_positions:,}, "
+            f"and {info.n_positions - f.kept:,} stay free to generate. "
+        )
+    elif f.kept < f.whole:
         note += (
             f"The prompt was cut to its last {f.kept:,} of its {f.whole:,} tokens: {info.name} reads at most "
             f"{info.n_positions:,}, and {info.n_positions - f.kept:,} stay free to generate. "
         )
-    if result.request.chat is not None and result.chat is None:
+    if result.request.chat is not None and result.chat is None and not f.chat_needs:
         note += f"{info.name} has no chat template: the prompt is plain text. "
     return f"{note}Loaded {info.label} in {f.seconds:.1f} s."
 

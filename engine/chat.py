@@ -22,6 +22,18 @@ class ChatTurn:
     user: str = ""
 
 
+class ChatTurnTooLong(PromptError):
+    """The chat template and the system message leave no room for the user's message: with one token
+    of it the turn is ``needs`` tokens, more than the ``room`` a prompt may use."""
+
+    def __init__(self, needs: int, room: int):
+        super().__init__(
+            f"The chat template and the system message need {needs:,} tokens with one token of the user's message, "
+            f"more than the {room:,} a prompt may use: shorten the system message."
+        )
+        self.needs, self.room = needs, room
+
+
 def has_chat_template(tokenizer) -> bool:
     """True when the model's tokenizer carries a chat template."""
     return bool(getattr(getattr(tokenizer, "hf", None), "chat_template", None))  # a session file's tokens: none
@@ -38,6 +50,31 @@ def chat_prompt_ids(tokenizer, user: str, system: str | None = None) -> list[int
     if hasattr(ids, "keys"):  # transformers 5 returns a BatchEncoding
         ids = ids["input_ids"]
     return [int(i) for i in ids]
+
+
+def fit_chat_turn(tokenizer, turn: ChatTurn, room: int) -> tuple[ChatTurn, list[int]]:
+    """``turn`` with the start of its user message cut (whole tokens) so that the template renders it in
+    at most ``room`` tokens, and those tokens: the longest end of the message that fits. The template's
+    special tokens and the system message are never cut; ChatTurnTooLong when they leave no room."""
+    user_ids = tokenizer.encode(turn.user)
+
+    def cut(n: int) -> tuple[ChatTurn, list[int]]:
+        text = tokenizer.decode(user_ids[-n:])
+        cut_turn = ChatTurn(turn.system, text.lstrip("\ufffd") or text)  # a character whose first bytes were cut: dropped
+        return cut_turn, chat_prompt_ids(tokenizer, cut_turn.user, turn.system or None)
+
+    fits = cut(1)
+    if len(fits[1]) > room:
+        raise ChatTurnTooLong(len(fits[1]), room)
+    low, high = 1, len(user_ids)  # cut(low) fits; find the largest n that does
+    while low < high:
+        n = (low + high + 1) // 2
+        candidate = cut(n)
+        if len(candidate[1]) <= room:
+            low, fits = n, candidate
+        else:
+            high = n - 1
+    return fits
 
 
 def special_ids(tokenizer) -> tuple[int, ...]:

@@ -224,6 +224,7 @@ def inside(session, step: int | None = None, position: int | None = None, *,
             expert_weights=per_token("blocks.{L}.mlp.hook_topk_weights") if family.moe else None,
             router_rule=ROUTER_RULES.get(family.name, "").format(E=info_e[0], k=info_e[1]),
             embed_multiplier=float(getattr(model.config, "embedding_multiplier", 1.0)),
+            residual_multiplier=float(getattr(model.config, "residual_multiplier", 1.0)),
         )
     return InsideTrace(
         step=s,

@@ -48,7 +48,7 @@ class InsideTrace:
     token_embed, pos_embed: float32 [d], row ``token_id`` of wte [V, d] and row p of wpe [n_ctx, d]
         (hook_embed, hook_pos_embed); their sum is resid_pre[0]. GraniteMoe: the row times its
         embedding_multiplier (``embed_multiplier``, 1 for the others), and attn_out, mlp_out times
-        its residual_multiplier (what is added).
+        its residual_multiplier (``residual_multiplier``, 1 for the others: what is added).
     resid_pre: float32 [L, d] (blocks.{L}.hook_resid_pre).
     ln1_scale: float32 [L], sqrt(var + eps) (ln1.hook_scale); ln1_normalized: float32 [L, d],
         (x - mean) / scale (ln1.hook_normalized); ln1_out: float32 [L, d], x weight + bias (ln1.hook_out).
@@ -157,6 +157,7 @@ class InsideTrace:
     router_rule: str = ""
     active_params: int = 0
     embed_multiplier: float = 1.0
+    residual_multiplier: float = 1.0
 
     @property
     def n_layer(self) -> int:

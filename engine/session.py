@@ -14,7 +14,7 @@ import torch
 
 from . import families, hf_compat, hooks, sampling
 from .branches import ROOT, BranchTable, BranchTree
-from .chat import ChatTurn, chat_prompt_ids
+from .chat import ChatTurn, chat_prompt_ids, fit_chat_turn
 from .memory import release_freed_memory
 from .defaults import truncation_keeps
 from .errors import GenerationStopped, PromptError, SessionError
@@ -41,6 +41,7 @@ STEP_HOOKS = {
     "blocks.{L}.hook_mlp_out": _NEWEST_F16,
     "blocks.{L}.hook_resid_post": hooks.ALL,
     "ln_final.hook_out": _NEWEST,
+    "blocks.{L}.mlp.hook_expert_indices": _NEWEST,  # a mixture of experts: the experts chosen [1, k]
 }
 
 
@@ -225,11 +226,18 @@ class Session:
         self.reset()
         return list(ids)
 
-    def set_chat(self, turn: ChatTurn) -> list[int]:
+    def set_chat(self, turn: ChatTurn, *, truncate: bool = False) -> list[int]:
         """Start over from ``turn`` rendered by the model's own chat template (engine.chat): the
         template's special tokens are part of the prompt, and the model ends its turn with its
-        end-of-text token (``<|im_end|>``), which stops generation."""
-        ids = self.set_prompt_ids(chat_prompt_ids(self.loaded.tokenizer, turn.user, turn.system or None))
+        end-of-text token (``<|im_end|>``), which stops generation. A turn longer than the context
+        window is an error, unless ``truncate`` cuts the start of the user's message so that the turn
+        takes at most ``truncation_keeps(n_positions)`` tokens (``chat`` is then the cut turn;
+        ``ChatTurnTooLong`` when the template and the system message alone leave no room)."""
+        tokenizer, capacity = self.loaded.tokenizer, self.info.n_positions
+        ids = chat_prompt_ids(tokenizer, turn.user, turn.system or None)
+        if truncate and len(ids) > capacity:
+            turn, ids = fit_chat_turn(tokenizer, turn, truncation_keeps(capacity))
+        ids = self.set_prompt_ids(ids)
         self.chat = turn
         return ids
 
@@ -565,6 +573,8 @@ def _step_arrays(rec: dict[str, torch.Tensor], n_layers: int, d: int, n: int, lo
         mlp_out=torch.cat([rec[f"blocks.{i}.hook_mlp_out"][0] for i in layers]).numpy(),  # [L, d] float16
         final_hidden=rec["ln_final.hook_out"][0, -1].float().numpy().copy(),  # [d]
         logits=logits[0, -1].float().numpy().copy(),  # [V]
+        experts=(torch.cat([rec[f"blocks.{i}.mlp.hook_expert_indices"] for i in layers]).numpy().astype(np.int64)
+                 if "blocks.0.mlp.hook_expert_indices" in rec else None),  # [L, k]
     )
 
 

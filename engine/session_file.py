@@ -209,6 +209,7 @@ def _pass_arrays(passes: list[StepRecord]) -> dict[str, np.ndarray]:
         "pass_mlp_out": np.stack([r.mlp_out for r in passes]),
         "pass_final_hidden": np.stack([r.final_hidden for r in passes]),
         "pass_logits": np.stack([r.logits for r in passes]),
+        "pass_experts": np.stack([_experts(r) for r in passes]),
         "pass_kv_key_positions": np.stack([r.kv.key_positions for r in passes]),
         "pass_kv_value_positions": np.stack([r.kv.value_positions for r in passes]),
         "pass_kv_total_bytes": [r.kv.total_bytes for r in passes],
@@ -216,6 +217,13 @@ def _pass_arrays(passes: list[StepRecord]) -> dict[str, np.ndarray]:
         "pass_forward_ms": [r.forward_ms for r in passes],
         "pass_step_ms": [r.step_ms for r in passes],
     }
+
+
+def _experts(record: StepRecord) -> np.ndarray:
+    """int64 [L, e]: the record's chosen experts, [L, 0] for a dense model."""
+    if record.experts is not None:
+        return record.experts
+    return np.zeros((record.attn_out.shape[0], 0), np.int64)
 
 
 def candidate_ids(logits: np.ndarray, context: np.ndarray, penalty: float, k: int = N_CANDIDATES) -> np.ndarray:
@@ -564,10 +572,10 @@ def records(saved: SavedSession) -> list[StepRecord]:
             input_ids=a["pass_input_ids"][r0:r1], token_embed=a["pass_token_embed"][r0:r1], pos_embed=a["pass_pos_embed"][r0:r1],
             attn=a["pass_attn"][:, :, cells[k] : cells[k + 1]].reshape(L, H, int(n[k]), t), resid=a["pass_resid"][:, r0:r1],
             attn_out=a["pass_attn_out"][k], mlp_out=a["pass_mlp_out"][k], final_hidden=a["pass_final_hidden"][k],
-            logits=a["pass_logits"][k],
+            logits=a["pass_logits"][k], experts=a["pass_experts"][k] if a["pass_experts"].shape[-1] else None,
         )
         # copies, as a step records them: a view would keep the whole file's array alive after its branch is dropped
-        passes.append({key: np.array(v, copy=True) for key, v in arrays.items()} | dict(
+        passes.append({key: v if v is None else np.array(v, copy=True) for key, v in arrays.items()} | dict(
             step=int(a["pass_step"][k]), start=int(start[k]), kv=kv,
             forward_ms=float(a["pass_forward_ms"][k]), step_ms=float(a["pass_step_ms"][k])))
     table = [_settings(saved.name, s) for s in saved.meta["settings_table"]]

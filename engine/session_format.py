@@ -8,7 +8,8 @@ numpy and the standard library only.
 Sizes in shapes: N nodes (every step of every branch), F forward passes, n = positions a pass computed,
 R = Σ n, A = Σ n × (start + n), P prompt tokens, S steps on the current branch, L layers, H heads,
 KV key/value heads (H unless grouped), d = d_model, dh = d_head (d / H unless the config gives it),
-m = MLP width, V = vocabulary, K tokens in the token table, B their bytes, k projection components;
+m = MLP width, V = vocabulary, e = experts chosen per token (0: no experts), K tokens in the token
+table, B their bytes, k projection components;
 ``{s}`` in a name: one array per step s of the current branch.
 """
 
@@ -75,6 +76,9 @@ KEYS = (
     Key("pass_mlp_out", "float16", ("F", "L", "d"), "`hook_mlp_out` at the pass's last position"),
     Key("pass_final_hidden", "float32", ("F", "d"), "`ln_final.hook_out` at the last position"),
     Key("pass_logits", "float32", ("F", "V"), "the raw logits for the next token"),
+    Key("pass_experts", "int64", ("F", "L", "e"),
+        "`mlp.hook_expert_indices` at the last position: the experts each block's router chose, highest weight "
+        "first (a mixture of experts; e = 0 for a dense model)"),
     Key("pass_kv_key_positions", "int64", ("F", "L"), "positions in the KV cache's keys after the pass"),
     Key("pass_kv_value_positions", "int64", ("F", "L"), "positions in the KV cache's values after the pass"),
     Key("pass_kv_total_bytes", "int64", ("F",), "the KV cache's bytes"),

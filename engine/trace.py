@@ -89,6 +89,8 @@ class StepRecord:
         "sampled" or "user" (a branch).
     draw_u: the draw's u in [0, 1) that selected ``chosen`` (see engine.sampling); NaN for greedy
         steps and for tokens the user chose.
+    experts: int64 [L, k], blocks.{L}.mlp.hook_expert_indices at the last position: the experts each
+        block's router chose, highest weight first (a mixture of experts; None for a dense model).
     """
 
     step: int
@@ -109,6 +111,7 @@ class StepRecord:
     chosen: int
     chosen_by: str
     draw_u: float = float("nan")
+    experts: np.ndarray | None = None
 
     @property
     def n_new(self) -> int:

@@ -72,8 +72,9 @@ def family_title(name: str, n: FlowNumbers | None) -> str:
 def mlp_line(n: FlowNumbers) -> str:
     """The expanded block's MLP line: a gated MLP, or the experts of a mixture-of-experts block."""
     L = n.layer
-    if n.moe:
-        return f"experts add {n.mlp_norms[L]:.1f} · {n.n_active_params / n.n_params:.0%} active"
+    if n.moe:  # the chosen experts first: a narrow box elides the end of the line
+        chosen = "" if n.experts is None else " " + ", ".join(str(int(e)) for e in n.experts)
+        return f"experts{chosen} add {n.mlp_norms[L]:.1f} · {n.n_active_params / n.n_params:.0%} active"
     return f"gated MLP adds {n.mlp_norms[L]:.1f}" if n.rope else f"MLP adds {n.mlp_norms[L]:.1f}"
 
 
@@ -489,7 +490,8 @@ class FlowPanel(QWidget):
         if my + self.line <= y + h:
             p.setFont(self.body_font)
             p.setPen(QColor(th.DARK))
-            p.drawText(QRect(mx, my, mw, self.line), int(Qt.AlignLeft | Qt.AlignVCenter), mlp_line(n))
+            p.drawText(QRect(mx, my, mw, self.line), int(Qt.AlignLeft | Qt.AlignVCenter),
+                       QFontMetrics(self.body_font).elidedText(mlp_line(n), Qt.ElideRight, mw))  # 8 experts may not fit
 
     def _draw_tour(self, p: QPainter, lay: FlowLayout) -> None:
         r = lay.parts.get(self.tour_box) or lay.boxes.get(self.tour_box)

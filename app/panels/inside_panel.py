@@ -466,6 +466,10 @@ class InsidePanel(QWidget):
         self.ln2_out.show_vector(t.ln2_out[L], f"divided by {t.ln2_scale[L]:.3f}, then times the learned scale")
         dh, kv = t.q.shape[-1], t.kv_of(H)
         self.q_strip.show_vector(t.q[L, H], f"{dh} numbers per head")
+        r = t.residual_multiplier  # GraniteMoe scales what each block adds (hook_attn_out, hook_mlp_out include it)
+        added = f" × {r:g} (its residual multiplier): what is added to the residual stream" if r != 1 else ""
+        self.attn_out.show_vector(t.attn_out[L], f"{t.n_head} heads × {dh} = {t.n_head * dh} numbers, then W_O "
+                                                 f"({t.n_head * dh} × {t.attn_out.shape[-1]}){added}")
         angles = t.angles
         self.rope_text.setText(
             f"<b>RoPE</b>: {t.family} turns each pair of dimensions (i, i + {dh // 2}) of the query and the key by "
@@ -494,7 +498,7 @@ class InsidePanel(QWidget):
             self.mlp_pre.show_vector(t.mlp_pre[L], f"{t.attn_out.shape[-1]} → {m}, no bias")
             self.mlp_up.show_vector(t.mlp_pre_linear[L], f"{t.attn_out.shape[-1]} → {m}")
             self.mlp_post.show_vector(t.mlp_post[L], "SiLU lets the gate open or close each unit; the up projection gives its value")
-            self.mlp_out.show_vector(t.mlp_out[L], f"down projection {m} → {t.mlp_out.shape[-1]}")
+            self.mlp_out.show_vector(t.mlp_out[L], f"down projection {m} → {t.mlp_out.shape[-1]}{added}")
             units, values = t.top_units(L, TOP_UNITS)
             self.gate_text.setText(
                 "<b>Gated MLP</b>: two projections of the same input, gate and up; SiLU(gate) × up, then the down "
@@ -521,7 +525,7 @@ class InsidePanel(QWidget):
             f"Parameters active for this token: {t.active_params:,} of {t.n_params:,} "
             f"({t.active_params / t.n_params:.0%}): the other experts' weights sat idle."
         )
-        self.mlp_out.show_vector(t.mlp_out[L], "the weighted sum of the chosen experts' outputs")
+        self.mlp_out.show_vector(t.mlp_out[L], f"the weighted sum of the chosen experts' outputs{added}")
 
     def _draw_stream(self) -> None:
         t = self.trace

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from engine.errors import ModelLoadError
 from engine.loading import load_model
 from engine.session import Session
 from tests.conftest import make_tiny_folder
-from tests.hub_server import CHUNK, FakeHub, point_client_at
+from tests.hub_server import CHUNK, HOLD_S, FakeHub, point_client_at
 
 REPO = "someone/gpt2-shaped"
 NEEDED = {"config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"}
@@ -117,14 +118,34 @@ def test_a_dropped_connection_resumes_with_a_range_request(hub, source):
 
 
 def test_cancel_stops_the_download_and_a_later_load_finishes_it(hub, source, cache):
-    seen = []
+    """Cancelled once config.json is saved and while the weights are held by the hub after 1 MB, so
+    what was finished and what was not is the same however the download's threads are timed."""
+    repo = cache / ("models--" + REPO.replace("/", "--"))
+    config = repo / "snapshots" / hub.commit / "config.json"
+    hub.hold_at["model.safetensors"] = 1_000_000
+    cancel, seen = threading.Event(), []
+
+    def cancel_once_config_is_saved():
+        deadline = time.monotonic() + HOLD_S / 2
+        while not config.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        cancel.set()  # the next progress report stops the download ...
+        hub.release.set()  # ... and the weights go on, so that one comes
+
+    def progress(done, total):
+        seen.append((done, total))
+        if cancel.is_set():
+            raise Stop("the person cancelled")
+
+    watcher = threading.Thread(target=cancel_once_config_is_saved)
+    watcher.start()
     with pytest.raises(Stop):  # the callback's own exception, not a load failure
-        load_model(REPO, progress=stop_at(2_000_000, seen))
+        load_model(REPO, progress=progress)
+    watcher.join()
     requests_when_stopped = len(hub.requests)
 
     assert seen[-1][0] < seen[-1][1]
-    repo = cache / ("models--" + REPO.replace("/", "--"))
-    assert (repo / "snapshots" / hub.commit / "config.json").exists()
+    assert config.exists()
     assert not (repo / "snapshots" / hub.commit / "model.safetensors").exists()
     assert not list((repo / "blobs").glob("*.incomplete"))  # no half file left behind
     loaded = load_model(REPO)

@@ -1,0 +1,85 @@
+"""Quitting while a picture or table is being written waits a few seconds at most (``export_writer``):
+an export that never ends is left behind, the person is told, and neither the window nor the process
+hangs on it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from app import export_writer, pictures
+from app import protocol as p
+from app.export_writer import ExportWriter, Written
+
+from .helpers import run
+
+BLOCKED_PROCESS = """
+import logging, sys, threading, time
+from pathlib import Path
+logging.basicConfig()  # warnings to stderr, as a terminal gets them
+from app.export_writer import ExportWriter, Written
+started = threading.Event()
+def never_ends():
+    started.set()
+    threading.Event().wait()  # a picture whose encoding never finishes
+    return Written("a picture of the window", Path("x.png"))
+writer = ExportWriter()
+writer.submit(never_ends, "a picture of the window")
+assert started.wait(20)
+t0 = time.monotonic()
+left = writer.close(timeout=0.5)
+print(repr(left), round(time.monotonic() - t0, 1), flush=True)
+"""
+
+
+def test_a_process_quits_although_an_export_never_ends():
+    t0 = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", BLOCKED_PROCESS], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).parents[2])
+    assert done.returncode == 0, done.stderr
+    left, waited = done.stdout.split()[:-1], float(done.stdout.split()[-1])
+    assert " ".join(left) == "('a picture of the window',)" and 0.4 <= waited < 2
+    assert time.monotonic() - t0 < 30  # the process ended: its exit did not join the blocked thread
+    assert "a picture of the window was still being written" in done.stderr  # logged: the log file and a terminal
+
+
+def test_close_returns_at_once_when_nothing_is_pending():
+    writer = ExportWriter()
+    assert writer.close(timeout=0.5) == ()
+    ended = threading.Event()
+    writer.submit(lambda: (ended.set(), Written("the history table", Path("t.csv")))[1], "the history table")
+    assert writer.close(timeout=10) == () and ended.is_set()  # a job that ends in time is waited for
+
+
+def test_quitting_a_window_whose_picture_never_finishes(window, qtbot, tmp_path, monkeypatch):
+    run(qtbot, window, window.step, p.Step)
+    started, release = threading.Event(), threading.Event()
+    real = pictures.png_bytes
+
+    def held(image):
+        started.set()
+        release.wait(60)
+        return real(image)
+
+    monkeypatch.setattr(pictures, "png_bytes", held)
+    monkeypatch.setattr(export_writer, "CLOSE_WAIT_S", 0.5)
+    path = tmp_path / "window.png"
+    assert window.exporter.export_picture(window, path)
+    assert started.wait(20)
+    label, shown = window.status_line.status_label, []
+    real_repaint = label.repaint
+    label.repaint = lambda: (shown.append(label.text()), real_repaint())
+    t0 = time.monotonic()
+    try:
+        window.close()  # gives up after CLOSE_WAIT_S
+        waited = time.monotonic() - t0
+    finally:
+        release.set()  # let the thread end, so that no test after this one shares it
+    assert waited < 5
+    assert shown[0] == "Waiting for a picture of the window to be written before quitting…"
+    assert shown[1] == ("Quitting without a picture of the window: it was still being written after 0.5 s "
+                        "(a file already at that path is left as it was).")
+    assert not path.exists()
