@@ -15,6 +15,14 @@ import pytest
 from engine import paths
 
 DEMO_DIR = paths.demo_model_dir()
+SLOW_BUDGET = 50  # tests marked slow (left out of ./scripts/test.sh): make tests cheaper rather than mark more
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects them
+def pytest_collection_modifyitems(config, items):
+    slow = [item.nodeid for item in items if item.get_closest_marker("slow")]
+    if len(slow) > SLOW_BUDGET:
+        raise pytest.UsageError(f"{len(slow)} tests are marked slow, more than {SLOW_BUDGET}: make one cheaper instead")
 
 
 @pytest.fixture(scope="session")

@@ -15,6 +15,9 @@ def loaded(request, demo_model, tiny_model):
     return demo_model if request.param == "demo" else tiny_model
 
 
+DEMO_SLOW = pytest.mark.parametrize("loaded", [pytest.param("demo", marks=pytest.mark.slow), "tiny"], indirect=True)  # demo: over 5 s
+
+
 def plain_model(loaded, attn="eager"):
     """An independent, unhooked copy of the same weights."""
     return GPT2LMHeadModel.from_pretrained(
@@ -63,7 +66,7 @@ def test_hooks_are_removed_after_each_step(loaded):
     assert all(not m._forward_hooks for m in loaded.model.modules())
 
 
-@pytest.mark.slow  # over 5 s
+@DEMO_SLOW
 def test_greedy_steps_equal_generate(loaded):
     steps = 12
     session = Session(loaded, SamplingSettings(greedy=True), max_new_tokens=steps)
@@ -76,7 +79,7 @@ def test_greedy_steps_equal_generate(loaded):
     assert mine == out[0, len(ids):].tolist()
 
 
-@pytest.mark.slow  # over 5 s
+@DEMO_SLOW
 def test_each_decode_step_equals_full_recompute(loaded):
     session = Session(loaded, SamplingSettings(temperature=1.0, seed=7))
     session.set_prompt(PROMPT)
