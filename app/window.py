@@ -46,7 +46,7 @@ from .stage_layout import StageArea
 from .state import AppState
 from .status_line import StatusLine
 from .step_gate import StepGate
-from .views import VIEW_ALIASES, VIEWS
+from .views import PANELS, VIEW_ALIASES, VIEWS
 
 
 class MainWindow(QMainWindow):
@@ -216,6 +216,10 @@ class MainWindow(QMainWindow):
         index = list(VIEWS).index(VIEW_ALIASES.get(name, name))
         self.commands.view_buttons.button(index).setChecked(True)
         self.views.setCurrentIndex(index)
+
+    def panel_named(self, name: str):
+        """The Overview's panel called ``name`` (one of views.PANELS)."""
+        return dict(zip(PANELS, (self.tokens, *self.stages.panels())))[name]
 
     # ------------------------------------------------------------ results
     def _on_tokens_prompt_edited(self, text: str) -> None:
