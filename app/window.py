@@ -75,6 +75,7 @@ class MainWindow(QMainWindow):
         self.painter = PaintScheduler(self.state, plot_views, c.is_current, self)
         self.player = Player(c, self.step, lambda: self.gate.can_go_on, self)
         self.focus = PanelFocus(self.tokens, self.stages, self._central_layout, self.painter.repaint_later, self)
+        self.focus.focusChanged.connect(self._on_focus_changed)
         keys = {self.tokens: "tokens", self.embeddings: "embeddings", self.attention: "attention", self.logits: "logits"}
         self.help = PanelHelp(self, self.state, keys | {self.sampling: "sampling", self.kv: "kv"})
         self.commands = Commands(self)
@@ -220,6 +221,9 @@ class MainWindow(QMainWindow):
     def panel_named(self, name: str):
         """The Overview's panel called ``name`` (one of views.PANELS)."""
         return dict(zip(PANELS, (self.tokens, *self.stages.panels())))[name]
+
+    def _on_focus_changed(self, panel) -> None:
+        self.attention.set_alone(panel is self.attention)
 
     # ------------------------------------------------------------ results
     def _on_tokens_prompt_edited(self, text: str) -> None:

@@ -43,11 +43,11 @@ def _settle(window, qtbot) -> None:
     window.attention.view.repaint()
 
 
-def _focused_map(window, qtbot, text: str, projector: bool, size: tuple[int, int]):
-    """The attention panel focused at ``size`` (``projector`` mode or not) after ``text`` and four steps."""
+def _focused_map(window, qtbot, text: str, projector: bool, size: tuple[int, int], steps: int = 4):
+    """The attention panel focused at ``size`` (``projector`` mode or not) after ``text`` and ``steps`` steps."""
     window.state.set_projector(projector)
     window.resize(*size)
-    _prompt(qtbot, window, text, 4)
+    _prompt(qtbot, window, text, steps)
     window.focus.toggle(window.attention)
     _settle(window, qtbot)
     return window.attention
@@ -202,3 +202,47 @@ def test_above_32_positions_a_readable_subset_without_collisions(window, qtbot, 
         assert T - 1 in rows and int(np.nanargmax(panel.shown[T - 1])) in keys
         assert len(rows) >= 4 and len(keys) >= (T // 4 if focused else 1)  # a subset, more when focused
         assert _label_problems(panel) == [], focused
+
+
+THIRTY_TWO = ("In a quiet village by the sea, an old fisherman told the children long stories about the storms he "
+              "had seen and the ships that never came back home")  # 30 positions after the prefill, 32 after 3 steps
+
+
+def _assert_every_cell_named(panel, pieces, projector: bool) -> None:
+    """Every row and key of the map named by its token ("piece position", the piece cut with "…" at
+    most), at the mode's least size or more, with no label over another, over the map or clipped."""
+    T = panel.history.length
+    placed = _labels(panel)
+    assert [c for c, _t, _r in placed["rows"]] == list(range(T)), T
+    assert [c for c, _t, _r in placed["keys"]] == list(range(T)), T
+    for cell, text, _rect in placed["rows"] + placed["keys"]:
+        piece, position = text.removeprefix("▶ ").removeprefix("◀ ").rsplit(" ", 1)
+        assert position == str(cell)
+        assert piece == pieces[cell] or (piece.endswith("…") and len(piece) >= 2 and pieces[cell].startswith(piece[:-1]))
+    assert _label_problems(panel) == [], T
+    for axis in (panel.rows_axis, panel.rows_right, panel.keys_axis):
+        assert axis.style["tickFont"].pixelSize() >= (18 if projector else 11)
+
+
+@pytest.mark.parametrize("projector, size", [(True, (1280, 720)), (False, (1366, 768)), (False, (1024, 768))],
+                         ids=["projector-1280x720", "1366x768", "1024x768"])
+def test_thirty_two_positions_focused_every_row_and_key_is_named(window, qtbot, projector, size):
+    panel = _focused_map(window, qtbot, THIRTY_TWO, projector, size, steps=3)
+    assert panel.history.length == 32
+    _assert_every_cell_named(panel, window.state.result.trace.pieces, projector)
+
+
+def test_focused_on_a_projector_every_length_up_to_thirty_two_is_named(window, qtbot):
+    """Each prompt made of the first n words, then more steps: 2 to 32 positions, every one named."""
+    window.state.set_projector(True)
+    window.resize(1280, 720)
+    words = THIRTY_TWO.split(" ")
+    seen = set()
+    for n in range(1, len(words) + 1):
+        _prompt(qtbot, window, " ".join(words[:n]), 1 if n < len(words) else 3)
+        if window.focus.focused is not window.attention:
+            window.focus.toggle(window.attention)
+        _settle(window, qtbot)
+        seen.add(window.attention.history.length)
+        _assert_every_cell_named(window.attention, window.state.result.trace.pieces, True)
+    assert {2, 16, 24, 32} <= seen
