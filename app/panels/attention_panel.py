@@ -206,6 +206,7 @@ class AttentionPanel(QGroupBox):
         th.style_plot(self.overview, theme, left="layer", bottom="head")
         th.fix_axis_width(self.plot, theme, 15)  # "▶ token pi… 1023": the mark, 8 characters, a space, the position
         th.fix_axis_width(self.plot, theme, 10, name="right")  # no title on this side
+        self.keys_axis.title_beside = False  # under the labels while the views' needs are measured
         self.keys_axis.set_extent(QFontMetrics(theme.font(-1)).height())  # the least: one line (_label_room)
         self.rows_axis.lanes = self.rows_right.lanes = 1  # the least: rows named from one side
         self.plot.hideAxis("right")
@@ -226,6 +227,8 @@ class AttentionPanel(QGroupBox):
             (self.plot, th.need_area(self.view, self.plot, 6 * px, 6 * px, beside=bar)),
             (self.overview, th.need_area(self.overview_view, self.overview, 4 * px, 4 * px)),
         ]
+        # turned key labels leave the corner under the rows' labels empty: their title goes there
+        self.keys_axis.title_beside = self.keys_axis.label.boundingRect().width() + 4 <= self.rows_axis.fixedWidth
         self._fit_labels(self.view.width(), self.view.height())
         self._draw_matrix(ticks=True)
         self._draw_overview()
@@ -358,8 +361,10 @@ class AttentionPanel(QGroupBox):
                                   enumerate(self._pieces[: self.history.length])), default=0) + 2)
         turned = min(metrics.horizontalAdvance("x" * TURNED_CHARS), most)
         need_w, need_h = self._needs[0][1]
-        # the drawing area and the key labels share what the view has beyond its minimum
-        shared = height - self.view.minimumHeight() + need_h + line
+        # the drawing area and the key labels share what the view has beyond its minimum, and the
+        # title's line when turned labels leave it room beside them
+        title = int(self.keys_axis.label.boundingRect().height()) - 1 if self.keys_axis.title_beside else 0
+        shared = height - self.view.minimumHeight() + need_h + line + title
         wide = width - self.view.minimumWidth() + need_w  # the drawing area's width, one side naming rows
         rows = self.history.length * (line + 1)  # + 1: the drawing area is a pixel short of its share
         lanes = 1

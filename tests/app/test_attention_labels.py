@@ -61,10 +61,17 @@ def _labels(panel) -> dict[str, list[tuple[int, str, QRectF]]]:
     return out
 
 
+def _key_title(panel) -> tuple[str, QRectF]:
+    """The key axis's title and where its text is drawn, in the view's pixels."""
+    label = panel.keys_axis.label
+    m = label.document().documentMargin()
+    return panel.keys_axis.labelText, label.mapRectToScene(label.boundingRect().adjusted(m, m, -m, -m))
+
+
 def _label_problems(panel) -> list[str]:
-    """Labels over each other, over the map, or outside the widget."""
+    """Labels (and the key axis's title) over each other, over the map, or outside the widget."""
     placed = _labels(panel)
-    everything = placed["rows"] + placed["keys"]
+    everything = placed["rows"] + placed["keys"] + [(-1, *_key_title(panel))]
     area = panel.plot.getViewBox().sceneBoundingRect()
     viewport = panel.view.viewport().rect()
     problems = []
@@ -137,16 +144,18 @@ def test_the_map_grows_when_its_panel_is_focused(window, qtbot):
     panel = window.attention
     _settle(window, qtbot)
     before = panel.plot.getViewBox().sceneBoundingRect()
-    before_turned = panel.keys_axis.turned()
+    before_keys = len(_labels(panel)["keys"])
     pages = window.stages.pages
+    assert panel.side.isVisible()  # every head's overview beside the map
     window.focus.toggle(panel)
     _settle(window, qtbot)
     after = panel.plot.getViewBox().sceneBoundingRect()
     assert after.width() > 2 * before.width() and after.height() > 2 * before.height()
-    assert not before_turned and panel.keys_axis.turned()  # level labels among the panels, turned when focused
+    assert before_keys < panel.history.length == len(_labels(panel)["keys"])  # a subset among the panels, all when focused
+    assert panel.keys_axis.turned() and not panel.side.isVisible()  # focused: the map alone, its key labels turned
     window.focus.toggle(panel)
     _settle(window, qtbot)  # back among the others: back to its size
-    assert window.stages.pages == pages
+    assert window.stages.pages == pages and panel.side.isVisible()
     qtbot.waitUntil(lambda: abs(panel.plot.getViewBox().sceneBoundingRect().height() - before.height()) <= 2, timeout=3_000)
 
 
@@ -230,6 +239,9 @@ def test_thirty_two_positions_focused_every_row_and_key_is_named(window, qtbot, 
     panel = _focused_map(window, qtbot, THIRTY_TWO, projector, size, steps=3)
     assert panel.history.length == 32
     _assert_every_cell_named(panel, window.state.result.trace.pieces, projector)
+    assert panel.keys_axis.title_aside()  # turned key labels, their title in the corner beside them
+    cut = [text for _c, text, _r in _labels(panel)["keys"] if "…" in text]
+    assert len(cut) <= 2, cut  # the words whole, but for the longest (" fisherman")
 
 
 def test_focused_on_a_projector_every_length_up_to_thirty_two_is_named(window, qtbot):
