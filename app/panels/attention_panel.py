@@ -291,6 +291,7 @@ class AttentionPanel(QGroupBox):
             controls.removeWidget(self.caption)
             controls.setStretch(4, 1)
             self.layout().insertWidget(1, self.caption)
+        self.caption.start_over()  # the lines it held beside the controls are not the ones it needs here
 
     # ------------------------------------------------------------ drawing
     def _draw_matrix(self, *, ticks: bool) -> None:
