@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QObject
+from PySide6.QtCore import QEvent, QObject, Signal
 from PySide6.QtWidgets import QGroupBox, QStyle, QStyleOptionGroupBox, QWidget
 
 from .guard import guarded
@@ -12,6 +12,8 @@ class PanelFocus(QObject):
     """Shows the prompt panel (``tokens``) or one of the stage panels (``stages``, a StageArea) alone,
     or every panel (``focused`` None). ``layout`` holds tokens over stages; ``repaint()`` asks for
     the plots to be drawn again at their new size. Watches each panel's title for a double-click."""
+
+    focusChanged = Signal(object)  # the panel now shown alone, or None: every panel
 
     def __init__(self, tokens, stages, layout, repaint, parent: QObject | None = None):
         super().__init__(parent)
@@ -29,6 +31,7 @@ class PanelFocus(QObject):
         self.stages.setVisible(panel is not self.tokens)
         self.layout.setStretchFactor(self.tokens, 1 if panel is self.tokens else 0)
         self.tokens.set_expanded(panel is self.tokens)
+        self.focusChanged.emit(panel)
         self.stages.focus(None if panel is self.tokens else panel)
         self.repaint()
 

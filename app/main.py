@@ -17,7 +17,7 @@ import re
 import sys
 from time import perf_counter
 
-from .views import VIEW_ALIASES, VIEWS
+from .views import PANELS, VIEW_ALIASES, VIEWS
 
 log = logging.getLogger("app")
 
@@ -68,6 +68,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--view", choices=(*VIEWS, *VIEW_ALIASES), default="flow",
                    help="the view in front: " + "; ".join(f"{name} = {what}" for name, what in VIEWS.items())
                    + "".join(f"; {old} = {new}" for old, new in VIEW_ALIASES.items()))
+    p.add_argument("--focus", choices=PANELS, default=None,
+                   help="show the Overview with this panel alone, filling the window (as View → Focus does)")
     p.add_argument("--layer", type=int, default=0, help="the layer selected, counted from 0 as the window shows it")
     p.add_argument("--head", type=int, default=0, help="the attention head selected, counted from 0")
     p.add_argument("--open", metavar="FILE.npz", help="show a saved session (File → Save session, or python -m engine --export)")
@@ -308,7 +310,9 @@ def main(argv: list[str] | None = None) -> int:
     elif steps:
         script = ScriptedRun(window, steps=steps, screenshot=None, smoke=False, started=started, done=lambda code: None,
                              opening=bool(args.open))
-    window.show_view(args.view)
+    window.show_view("overview" if args.focus else args.view)
+    if args.focus:
+        window.focus.toggle(window.panel_named(args.focus))
     window.show()
     splash.finish(window)
     model = None if args.smoke_test else args.model

@@ -15,3 +15,6 @@ VIEW_ALIASES = {"main": "overview"}
 
 VIEW_BUTTONS = {"flow": "Flow", "overview": "Overview", "inside": "Inside", "sampling": "Sampling", "cache": "KV cache", "branches": "Branches"}
 """Short names on the buttons that switch views (the menu bar's corner has little room)."""
+
+PANELS = ("tokens", "embeddings", "attention", "candidates", "sampling", "cache")
+"""The Overview's panels by the names ``nexttoken --focus`` takes, in their numbered order (1 to 6)."""

@@ -46,7 +46,7 @@ from .stage_layout import StageArea
 from .state import AppState
 from .status_line import StatusLine
 from .step_gate import StepGate
-from .views import VIEW_ALIASES, VIEWS
+from .views import PANELS, VIEW_ALIASES, VIEWS
 
 
 class MainWindow(QMainWindow):
@@ -75,6 +75,7 @@ class MainWindow(QMainWindow):
         self.painter = PaintScheduler(self.state, plot_views, c.is_current, self)
         self.player = Player(c, self.step, lambda: self.gate.can_go_on, self)
         self.focus = PanelFocus(self.tokens, self.stages, self._central_layout, self.painter.repaint_later, self)
+        self.focus.focusChanged.connect(self._on_focus_changed)
         keys = {self.tokens: "tokens", self.embeddings: "embeddings", self.attention: "attention", self.logits: "logits"}
         self.help = PanelHelp(self, self.state, keys | {self.sampling: "sampling", self.kv: "kv"})
         self.commands = Commands(self)
@@ -221,6 +222,13 @@ class MainWindow(QMainWindow):
         index = list(VIEWS).index(VIEW_ALIASES.get(name, name))
         self.commands.view_buttons.button(index).setChecked(True)
         self.views.setCurrentIndex(index)
+
+    def panel_named(self, name: str):
+        """The Overview's panel called ``name`` (one of views.PANELS)."""
+        return dict(zip(PANELS, (self.tokens, *self.stages.panels())))[name]
+
+    def _on_focus_changed(self, panel) -> None:
+        self.attention.set_alone(panel is self.attention)
 
     # ------------------------------------------------------------ results
     def _on_tokens_prompt_edited(self, text: str) -> None:

@@ -38,6 +38,7 @@ from ..guard import guarded
 THUMB = 24  # overview tile size in samples
 TURNED_CHARS = 7  # key labels are turned when they may be this long ("␣mat 25"), else written level
 GAP = 3
+CAPTION_BESIDE = 60  # characters of room beside the controls that put the caption there (two lines of it)
 
 
 class _ClickableImage(pg.ImageItem):
@@ -70,12 +71,12 @@ class AttentionPanel(QGroupBox):
         self.head_spin.valueChanged.connect(state.set_head)
         self.caption = SteadyLabel()
         self.caption.setTextFormat(Qt.PlainText)  # it quotes token text
-        controls = QHBoxLayout()
+        controls = self._controls = QHBoxLayout()
         controls.addWidget(QLabel("Layer"))
         controls.addWidget(self.layer_spin)
         controls.addWidget(QLabel("Head"))
         controls.addWidget(self.head_spin)
-        controls.addStretch(1)
+        controls.addStretch(1)  # where the caption goes when the panel is wide (_place_caption)
         self.stretch = QCheckBox("√ colours")
         self.stretch.setToolTip(
             "Colour by the square root of each weight, so that small weights (0.01 to 0.1), common in "
@@ -92,6 +93,7 @@ class AttentionPanel(QGroupBox):
 
         # ---- main matrix
         self.view = pg.GraphicsLayoutWidget()
+        self.view.ci.layout.setContentsMargins(9, 9, 9, 0)  # the key axis's title has its own margin below
         self.rows_axis, self.keys_axis = TokenAxis("left"), TokenAxis("bottom")
         self.rows_right = TokenAxis("right")  # every second row's name when they are too close for one side
         self.rows_right.lane = 1
@@ -138,16 +140,18 @@ class AttentionPanel(QGroupBox):
         self.overview_caption = QLabel("All heads (click one)")
         self.overview_caption.setWordWrap(True)
 
-        side = QVBoxLayout()  # the overview beside the matrix: the panel fits a 1024 x 720 projector
+        self.side = QWidget()  # the overview beside the matrix: the panel fits a 1024 x 720 projector
+        side = QVBoxLayout(self.side)
+        side.setContentsMargins(0, 0, 0, 0)
         side.addWidget(self.overview_caption)
         side.addWidget(self.overview_view, 1)
         plots = QHBoxLayout()
         plots.addWidget(self.view, 5)
-        plots.addLayout(side, 1)
+        plots.addWidget(self.side, 1)
         self.empty_notes = [EmptyNote(self.view), EmptyNote(self.overview_view, "")]
         layout = QVBoxLayout(self)
         layout.addLayout(controls)
-        layout.addWidget(self.caption)  # its own row: beside the spin boxes it wrapped to 7 lines on a projector
+        layout.addWidget(self.caption)  # its own row unless the panel is wide: see _place_caption
         layout.addLayout(plots, 1)
 
         state.subscribe(self._on_state_result)
@@ -156,6 +160,12 @@ class AttentionPanel(QGroupBox):
         state.positionChanged.connect(self._on_state_selection)
         state.subscribe_theme(self._on_state_theme)
         self._on_state_theme(state.theme)
+
+    def set_alone(self, alone: bool) -> None:
+        """Shown alone (focused): the map takes the panel's whole width, so that a 32-position map
+        names every row (from both sides) and every key on a 1280 x 720 projector; the overview of
+        every head hides meanwhile (the Layer and Head boxes still choose one)."""
+        self.side.setVisible(not alone)
 
     def plot_needs(self) -> list:
         """(plot, (width, height)): the drawing area each plot needs to be read."""
@@ -196,6 +206,7 @@ class AttentionPanel(QGroupBox):
         th.style_plot(self.overview, theme, left="layer", bottom="head")
         th.fix_axis_width(self.plot, theme, 15)  # "▶ token pi… 1023": the mark, 8 characters, a space, the position
         th.fix_axis_width(self.plot, theme, 10, name="right")  # no title on this side
+        self.keys_axis.title_beside = False  # under the labels while the views' needs are measured
         self.keys_axis.set_extent(QFontMetrics(theme.font(-1)).height())  # the least: one line (_label_room)
         self.rows_axis.lanes = self.rows_right.lanes = 1  # the least: rows named from one side
         self.plot.hideAxis("right")
@@ -216,6 +227,8 @@ class AttentionPanel(QGroupBox):
             (self.plot, th.need_area(self.view, self.plot, 6 * px, 6 * px, beside=bar)),
             (self.overview, th.need_area(self.overview_view, self.overview, 4 * px, 4 * px)),
         ]
+        # turned key labels leave the corner under the rows' labels empty: their title goes there
+        self.keys_axis.title_beside = self.keys_axis.label.boundingRect().width() + 4 <= self.rows_axis.fixedWidth
         self._fit_labels(self.view.width(), self.view.height())
         self._draw_matrix(ticks=True)
         self._draw_overview()
@@ -253,6 +266,32 @@ class AttentionPanel(QGroupBox):
         if 0 <= layer < L and 0 <= head < H:
             self.state.set_layer(layer)
             self.state.set_head(head)
+
+    @guarded
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._place_caption()
+
+    def _place_caption(self) -> None:
+        """The caption beside the controls when the panel is wide enough to give it CAPTION_BESIDE
+        characters there (focused: the map gets the caption's row), else on a row of its own (beside
+        the spin boxes of a narrow panel it wrapped to 7 lines on a projector)."""
+        controls = self._controls
+        fixed = [controls.itemAt(i) for i in range(controls.count()) if controls.itemAt(i).widget() is not self.caption]
+        used = sum(item.sizeHint().width() for item in fixed) + controls.spacing() * len(fixed)
+        room = self.contentsRect().width() - self.layout().contentsMargins().left() - self.layout().contentsMargins().right() - used
+        beside = room >= CAPTION_BESIDE * QFontMetrics(self.caption.font()).averageCharWidth()
+        if beside == (controls.indexOf(self.caption) >= 0):
+            return
+        if beside:
+            self.layout().removeWidget(self.caption)
+            controls.insertWidget(4, self.caption, 1)  # after Layer and Head; the stretch after it gives way
+            controls.setStretch(5, 0)
+        else:
+            controls.removeWidget(self.caption)
+            controls.setStretch(4, 1)
+            self.layout().insertWidget(1, self.caption)
+        self.caption.start_over()  # the lines it held beside the controls are not the ones it needs here
 
     # ------------------------------------------------------------ drawing
     def _draw_matrix(self, *, ticks: bool) -> None:
@@ -323,8 +362,10 @@ class AttentionPanel(QGroupBox):
                                   enumerate(self._pieces[: self.history.length])), default=0) + 2)
         turned = min(metrics.horizontalAdvance("x" * TURNED_CHARS), most)
         need_w, need_h = self._needs[0][1]
-        # the drawing area and the key labels share what the view has beyond its minimum
-        shared = height - self.view.minimumHeight() + need_h + line
+        # the drawing area and the key labels share what the view has beyond its minimum, and the
+        # title's line when turned labels leave it room beside them
+        title = int(self.keys_axis.label.boundingRect().height()) - 1 if self.keys_axis.title_beside else 0
+        shared = height - self.view.minimumHeight() + need_h + line + title
         wide = width - self.view.minimumWidth() + need_w  # the drawing area's width, one side naming rows
         rows = self.history.length * (line + 1)  # + 1: the drawing area is a pixel short of its share
         lanes = 1

@@ -40,6 +40,11 @@ class SteadyLabel(QLabel):
             self.setMinimumHeight(0)
             self._hold()
 
+    def start_over(self) -> None:
+        """Forget the height held: the label moved to a place of another width (it holds again once resized)."""
+        self._width = -1
+        self.setMinimumHeight(0)
+
     def _hold(self) -> None:
         if self._width > 0:
             need = self.heightForWidth(self._width)

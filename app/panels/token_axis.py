@@ -4,8 +4,9 @@ Each cell (one position) gets the label "piece position" when the labels fit one
 they do not, a subset that never collides: the cells that must be named (the newest query, the
 selected one, the strongest key), then every n-th (n = 1, 2, 5, 10, 20, ...) between them. Long
 pieces are cut with "…" to the room the axis has. The bottom axis writes its labels turned 90°,
-reading upwards and ending at the map, so one label needs only a line's height of width; given
-only a line's height (a small map among the other panels), it writes them level, fewer of them.
+reading upwards and ending at the map, so one label needs only a line's height of width, and its
+title may go beside them, in the corner under the rows' labels; given only a line's height (a small
+map among the other panels), it writes them level, fewer of them, its title under them.
 Rows too close for a label each can be named from both sides: every second row on the left, the
 others on the right.
 """
@@ -67,13 +68,14 @@ class TokenAxis(pg.AxisItem):
     holds what the last drawing labelled: (cell, text, rectangle in this item's coordinates)."""
 
     def __init__(self, orientation: str):
-        super().__init__(orientation, maxTickLength=TICK)
+        self.extent = 0  # bottom: how long a label may be (its height on screen), set by set_extent
+        self.title_beside = False  # bottom: the title may go left of turned labels (its owner knows the room there)
+        super().__init__(orientation, maxTickLength=TICK)  # it lays the title out: the two above first
         self.setStyle(hideOverlappingLabels=True, tickLength=TICK)
         self.pieces: Sequence[str] = ()
         self.always: tuple[int, ...] = ()
         self.marked: int | None = None
         self.placed: list[tuple[int, str, QRectF]] = []
-        self.extent = 0  # bottom: how long a label may be (its height on screen), set by set_extent
         self.lanes, self.lane = 1, 0  # rows named from both sides: 2 lanes, this axis's one (choose_cells)
 
     def set_cells(self, pieces: Sequence[str], always: Sequence[int] = (), marked: int | None = None) -> None:
@@ -85,9 +87,24 @@ class TokenAxis(pg.AxisItem):
 
     def set_extent(self, extent: int) -> None:
         """Bottom axis: give its turned labels ``extent`` px (longer ones are cut), plus the tick
-        marks and the axis title under them."""
+        marks and the axis title under them, unless it goes beside them (``title_aside``)."""
         self.extent = max(0, int(extent))
-        self.setHeight(TICK + GAP + self.extent + int(self.label.boundingRect().height()) - 1)
+        title = 0 if self.title_aside() else int(self.label.boundingRect().height()) - 1
+        self.setHeight(TICK + GAP + self.extent + title)
+        self.resizeEvent()  # the title's place, whether the height changed or not
+
+    def title_aside(self) -> bool:
+        """Whether this bottom axis writes its title left of its turned labels, in the corner under
+        the rows' labels (``title_beside`` and turned labels), rather than under them."""
+        return self.title_beside and self.turned()
+
+    @guarded
+    def resizeEvent(self, ev=None) -> None:
+        super().resizeEvent(ev)
+        if self.label is not None and self.title_aside():
+            # right-aligned to the map's left edge, half a line down: the last row's label ends above it
+            line = QFontMetricsF(self.style["tickFont"] or QFont()).height()
+            self.label.setPos(-self.label.boundingRect().width() - GAP, TICK + line / 2)
 
     def turned(self) -> bool:
         """Whether this bottom axis writes its labels turned 90°: given more than a line's height

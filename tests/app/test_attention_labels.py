@@ -43,11 +43,11 @@ def _settle(window, qtbot) -> None:
     window.attention.view.repaint()
 
 
-def _focused_map(window, qtbot, text: str, projector: bool, size: tuple[int, int]):
-    """The attention panel focused at ``size`` (``projector`` mode or not) after ``text`` and four steps."""
+def _focused_map(window, qtbot, text: str, projector: bool, size: tuple[int, int], steps: int = 4):
+    """The attention panel focused at ``size`` (``projector`` mode or not) after ``text`` and ``steps`` steps."""
     window.state.set_projector(projector)
     window.resize(*size)
-    _prompt(qtbot, window, text, 4)
+    _prompt(qtbot, window, text, steps)
     window.focus.toggle(window.attention)
     _settle(window, qtbot)
     return window.attention
@@ -61,10 +61,17 @@ def _labels(panel) -> dict[str, list[tuple[int, str, QRectF]]]:
     return out
 
 
+def _key_title(panel) -> tuple[str, QRectF]:
+    """The key axis's title and where its text is drawn, in the view's pixels."""
+    label = panel.keys_axis.label
+    m = label.document().documentMargin()
+    return panel.keys_axis.labelText, label.mapRectToScene(label.boundingRect().adjusted(m, m, -m, -m))
+
+
 def _label_problems(panel) -> list[str]:
-    """Labels over each other, over the map, or outside the widget."""
+    """Labels (and the key axis's title) over each other, over the map, or outside the widget."""
     placed = _labels(panel)
-    everything = placed["rows"] + placed["keys"]
+    everything = placed["rows"] + placed["keys"] + [(-1, *_key_title(panel))]
     area = panel.plot.getViewBox().sceneBoundingRect()
     viewport = panel.view.viewport().rect()
     problems = []
@@ -137,16 +144,18 @@ def test_the_map_grows_when_its_panel_is_focused(window, qtbot):
     panel = window.attention
     _settle(window, qtbot)
     before = panel.plot.getViewBox().sceneBoundingRect()
-    before_turned = panel.keys_axis.turned()
+    before_keys = len(_labels(panel)["keys"])
     pages = window.stages.pages
+    assert panel.side.isVisible()  # every head's overview beside the map
     window.focus.toggle(panel)
     _settle(window, qtbot)
     after = panel.plot.getViewBox().sceneBoundingRect()
     assert after.width() > 2 * before.width() and after.height() > 2 * before.height()
-    assert not before_turned and panel.keys_axis.turned()  # level labels among the panels, turned when focused
+    assert before_keys < panel.history.length == len(_labels(panel)["keys"])  # a subset among the panels, all when focused
+    assert panel.keys_axis.turned() and not panel.side.isVisible()  # focused: the map alone, its key labels turned
     window.focus.toggle(panel)
     _settle(window, qtbot)  # back among the others: back to its size
-    assert window.stages.pages == pages
+    assert window.stages.pages == pages and panel.side.isVisible()
     qtbot.waitUntil(lambda: abs(panel.plot.getViewBox().sceneBoundingRect().height() - before.height()) <= 2, timeout=3_000)
 
 
@@ -202,3 +211,50 @@ def test_above_32_positions_a_readable_subset_without_collisions(window, qtbot, 
         assert T - 1 in rows and int(np.nanargmax(panel.shown[T - 1])) in keys
         assert len(rows) >= 4 and len(keys) >= (T // 4 if focused else 1)  # a subset, more when focused
         assert _label_problems(panel) == [], focused
+
+
+THIRTY_TWO = ("In a quiet village by the sea, an old fisherman told the children long stories about the storms he "
+              "had seen and the ships that never came back home")  # 30 positions after the prefill, 32 after 3 steps
+
+
+def _assert_every_cell_named(panel, pieces, projector: bool) -> None:
+    """Every row and key of the map named by its token ("piece position", the piece cut with "…" at
+    most), at the mode's least size or more, with no label over another, over the map or clipped."""
+    T = panel.history.length
+    placed = _labels(panel)
+    assert [c for c, _t, _r in placed["rows"]] == list(range(T)), T
+    assert [c for c, _t, _r in placed["keys"]] == list(range(T)), T
+    for cell, text, _rect in placed["rows"] + placed["keys"]:
+        piece, position = text.removeprefix("▶ ").removeprefix("◀ ").rsplit(" ", 1)
+        assert position == str(cell)
+        assert piece == pieces[cell] or (piece.endswith("…") and len(piece) >= 2 and pieces[cell].startswith(piece[:-1]))
+    assert _label_problems(panel) == [], T
+    for axis in (panel.rows_axis, panel.rows_right, panel.keys_axis):
+        assert axis.style["tickFont"].pixelSize() >= (18 if projector else 11)
+
+
+@pytest.mark.parametrize("projector, size", [(True, (1280, 720)), (False, (1366, 768)), (False, (1024, 768))],
+                         ids=["projector-1280x720", "1366x768", "1024x768"])
+def test_thirty_two_positions_focused_every_row_and_key_is_named(window, qtbot, projector, size):
+    panel = _focused_map(window, qtbot, THIRTY_TWO, projector, size, steps=3)
+    assert panel.history.length == 32
+    _assert_every_cell_named(panel, window.state.result.trace.pieces, projector)
+    assert panel.keys_axis.title_aside()  # turned key labels, their title in the corner beside them
+    cut = [text for _c, text, _r in _labels(panel)["keys"] if "…" in text]
+    assert len(cut) <= 2, cut  # the words whole, but for the longest (" fisherman")
+
+
+def test_focused_on_a_projector_every_length_up_to_thirty_two_is_named(window, qtbot):
+    """Each prompt made of the first n words, then more steps: 2 to 32 positions, every one named."""
+    window.state.set_projector(True)
+    window.resize(1280, 720)
+    words = THIRTY_TWO.split(" ")
+    seen = set()
+    for n in range(1, len(words) + 1):
+        _prompt(qtbot, window, " ".join(words[:n]), 1 if n < len(words) else 3)
+        if window.focus.focused is not window.attention:
+            window.focus.toggle(window.attention)
+        _settle(window, qtbot)
+        seen.add(window.attention.history.length)
+        _assert_every_cell_named(window.attention, window.state.result.trace.pieces, True)
+    assert {2, 16, 24, 32} <= seen
