@@ -50,7 +50,7 @@ def tracked_texts():
     """(path, text) of every tracked text file (files with NUL bytes or not UTF-8 are skipped)."""
     for name in tracked_names():
         path = ROOT / name
-        if not path.is_file():
+        if not path.is_file() or path.stat().st_size > 1_000_000:  # model weights, pictures: not prose
             continue
         data = path.read_bytes()
         if b"\0" in data:

@@ -6,16 +6,13 @@ and the session-file tests' prompt."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
 from engine import SamplingSettings, Session, load_model
+from engine.cli import main
 from engine.random_model import TINY, write_random_model
 from engine.session_file import read_session, save_session
 from tests.conftest import FAMILY_PROMPT
@@ -195,10 +192,7 @@ def test_logit_lens_and_final_hidden(exported, own):
 def test_the_command_line_exports_a_llama_folder(tmp_path):
     folder = write_random_model(tmp_path / "tiny-llama", "llama", seed=3, **TINY["llama"])
     path = tmp_path / "f.npz"
-    root = Path(__file__).resolve().parents[2]
-    done = subprocess.run([sys.executable, "-m", "engine", "--model", str(folder), "--steps", "2", "--export", str(path)],
-                          capture_output=True, text=True, timeout=300, cwd=root)
-    assert done.returncode == 0, done.stderr
+    assert main(["--model", str(folder), "--steps", "2", "--export", str(path)]) == 0  # python -m engine: tests/engine/test_cli.py
     a = read_session(path).arrays
     assert a["probs"].shape == (2, 1000) and a["k_1"].shape == (2, 2, 16) and a["q_1"].shape == (2, 4, 16)
     assert a["scores_1"].shape == (2, 4, int(a["prompt_len"]) + 1)

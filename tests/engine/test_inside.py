@@ -287,6 +287,7 @@ def test_bad_requests(demo_model):
         inside(session, 0, 2)
 
 
+@pytest.mark.slow  # over 5 s: 124 M random weights written and read
 def test_gpt2_small_shape(tmp_path):
     """GPT-2 small's shape (12 x 12 x 768, random weights): an older position and the export's last step."""
     from engine.loading import load_model
