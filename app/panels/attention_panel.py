@@ -5,6 +5,8 @@ and the panel colours only those rows into the RGBA image it shows (colouring th
 took 10 ms a step at 1,000 positions). Masked future cells are transparent over a hatched grey
 square, so they never look like zero attention. The overview is one RGBA mosaic image of every
 layer x head, sampled to a small grid, so it costs one image update per step whatever the model size.
+The colour bar stands beside the map, or under the overview where that column is tall enough, so
+that the map takes its width (_place_colorbar).
 """
 
 from __future__ import annotations
