@@ -5,6 +5,8 @@ and the panel colours only those rows into the RGBA image it shows (colouring th
 took 10 ms a step at 1,000 positions). Masked future cells are transparent over a hatched grey
 square, so they never look like zero attention. The overview is one RGBA mosaic image of every
 layer x head, sampled to a small grid, so it costs one image update per step whatever the model size.
+The colour bar stands beside the map, or under the overview where that column is tall enough, so
+that the map takes its width (_place_colorbar).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QPushButton,
+    QSizePolicy,
     QSpinBox,
     QVBoxLayout,
     QWidget,
@@ -39,6 +42,7 @@ THUMB = 24  # overview tile size in samples
 TURNED_CHARS = 7  # key labels are turned when they may be this long ("␣mat 25"), else written level
 GAP = 3
 CAPTION_BESIDE = 60  # characters of room beside the controls that put the caption there (two lines of it)
+BAR_LINES = 12  # lines of the colour bar's font: its least height under the overview (six numbers, two lines apart)
 
 
 class _ClickableImage(pg.ImageItem):
@@ -123,6 +127,12 @@ class AttentionPanel(QGroupBox):
         self.colorbar = pg.ColorBarItem(values=(0, 1), limits=(0, 1), interactive=False, width=14)
         self.plot.layout.addItem(self.colorbar, 2, 5)  # right of the plot, where insert_in puts it
         self.plot.layout.setColumnFixedWidth(4, 5)
+        self.bar_view = pg.GraphicsLayoutWidget()  # the colour bar under the overview, when the panel is tall
+        self.bar_view.ci.layout.setContentsMargins(0, 9, 0, 9)
+        # it asks for no room: it is shown only where the side has room for it (_place_colorbar), and
+        # the panel's minimum must not depend on where the bar is (the pages are planned on it)
+        self.bar_view.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Ignored)
+        self.bar_view.hide()
 
         # ---- overview
         self.overview_view = pg.GraphicsLayoutWidget()
@@ -145,6 +155,7 @@ class AttentionPanel(QGroupBox):
         side.setContentsMargins(0, 0, 0, 0)
         side.addWidget(self.overview_caption)
         side.addWidget(self.overview_view, 1)
+        side.addWidget(self.bar_view, 1)
         plots = QHBoxLayout()
         plots.addWidget(self.view, 5)
         plots.addWidget(self.side, 1)
@@ -166,6 +177,27 @@ class AttentionPanel(QGroupBox):
         names every row (from both sides) and every key on a 1280 x 720 projector; the overview of
         every head hides meanwhile (the Layer and Head boxes still choose one)."""
         self.side.setVisible(not alone)
+        self._place_colorbar(self.view.height())
+
+    def _place_colorbar(self, height: int) -> None:
+        """The colour bar beside the map, or under the overview when the map's view is ``height`` px
+        tall and the overview beside it keeps its need with BAR_LINES lines to spare: the map then
+        takes the bar's width, so that a 32-position map at least 400 px tall names every key
+        (2560 x 1440). The bar explains the overview's colours as well as the map's."""
+        line = QFontMetrics(self.state.theme.font(-1)).height()
+        room = height - self.overview_view.minimumHeight() - self.overview_caption.sizeHint().height()
+        under = not self.side.isHidden() and room >= BAR_LINES * line
+        if under == (self.colorbar.scene() is self.bar_view.scene()):
+            return
+        if under:
+            self.plot.layout.removeItem(self.colorbar)
+            self.colorbar.scene().removeItem(self.colorbar)  # out of the map's scene before the other's
+            self.bar_view.ci.addItem(self.colorbar)
+        else:
+            self.bar_view.ci.removeItem(self.colorbar)  # out of its layout and scene
+            self.plot.layout.addItem(self.colorbar, 2, 5)
+        self.plot.layout.setColumnFixedWidth(4, 0 if under else 5)
+        self.bar_view.setVisible(under)
 
     def plot_needs(self) -> list:
         """(plot, (width, height)): the drawing area each plot needs to be read."""
@@ -222,13 +254,14 @@ class AttentionPanel(QGroupBox):
         self.tile_marker.setPen(theme.pen(th.SELECTED, width=theme.line + 1))
         self.caption.setFont(theme.font())
         px = theme.text_px()
-        bar = 14 + QFontMetrics(theme.font(-1)).horizontalAdvance("0.25") + theme.text_px(-1) + 14 + 16  # the colour bar
+        bar = self._bar_width = 14 + QFontMetrics(theme.font(-1)).horizontalAdvance("0.25") + theme.text_px(-1) + 14 + 16  # the colour bar
         self._needs = [
             (self.plot, th.need_area(self.view, self.plot, 6 * px, 6 * px, beside=bar)),
             (self.overview, th.need_area(self.overview_view, self.overview, 4 * px, 4 * px)),
         ]
         # turned key labels leave the corner under the rows' labels empty: their title goes there
         self.keys_axis.title_beside = self.keys_axis.label.boundingRect().width() + 4 <= self.rows_axis.fixedWidth
+        self._place_colorbar(self.view.height())  # other fonts: other room under the overview
         self._fit_labels(self.view.width(), self.view.height())
         self._draw_matrix(ticks=True)
         self._draw_overview()
@@ -367,6 +400,8 @@ class AttentionPanel(QGroupBox):
         title = int(self.keys_axis.label.boundingRect().height()) - 1 if self.keys_axis.title_beside else 0
         shared = height - self.view.minimumHeight() + need_h + line + title
         wide = width - self.view.minimumWidth() + need_w  # the drawing area's width, one side naming rows
+        if self.colorbar.scene() is self.bar_view.scene():
+            wide += self._bar_width  # the view's minimum counts the bar, which is under the overview now
         rows = self.history.length * (line + 1)  # + 1: the drawing area is a pixel short of its share
         lanes = 1
         if shared - rows >= turned:  # every row named from one side, the keys take the rest
@@ -383,6 +418,7 @@ class AttentionPanel(QGroupBox):
     def eventFilter(self, watched, event) -> bool:
         """The matrix's view resized (focus, a window size): the labels take their share."""
         if watched is self.view and event.type() == QEvent.Type.Resize:
+            self._place_colorbar(event.size().height())
             self._fit_labels(event.size().width(), event.size().height())
         return False
 
