@@ -245,16 +245,24 @@ def test_thirty_two_positions_focused_every_row_and_key_is_named(window, qtbot, 
 
 
 def test_focused_on_a_projector_every_length_up_to_thirty_two_is_named(window, qtbot):
-    """Each prompt made of the first n words, then more steps: 2 to 32 positions, every one named."""
+    """Prompts of the first n words, then the whole text stepped to 32 positions, every row and key
+    named: every length from 24 on, where the rows come closest, and every third one below."""
     window.state.set_projector(True)
     window.resize(1280, 720)
     words = THIRTY_TWO.split(" ")
     seen = set()
-    for n in range(1, len(words) + 1):
-        _prompt(qtbot, window, " ".join(words[:n]), 1 if n < len(words) else 3)
+
+    def check() -> None:
         if window.focus.focused is not window.attention:
             window.focus.toggle(window.attention)
         _settle(window, qtbot)
         seen.add(window.attention.history.length)
         _assert_every_cell_named(window.attention, window.state.result.trace.pieces, True)
-    assert {2, 16, 24, 32} <= seen
+
+    for n in sorted({*range(2, len(words) - 6, 3), *range(len(words) - 6, len(words) + 1)}):
+        _prompt(qtbot, window, " ".join(words[:n]), 1)
+        check()
+    for _ in range(2):  # the whole text's 30 positions, then 31 and 32
+        run(qtbot, window, window.step, p.Step)
+        check()
+    assert {2, 12, 18} | set(range(24, 33)) <= seen, sorted(seen)
