@@ -76,6 +76,16 @@ def qsettings(tmp_path):
     return QSettings(str(tmp_path / "nexttoken.ini"), QSettings.IniFormat)
 
 
+def _shown_window(**kw):
+    """A MainWindow (engine "thread" unless ``kw`` says otherwise) shown at 1600 x 1000."""
+    from app.window import MainWindow
+
+    window = MainWindow(**({"engine": "thread"} | kw))
+    window.resize(1600, 1000)
+    window.show()
+    return window
+
+
 @pytest.fixture
 def make_window(qtbot, qsettings):
     """Build a MainWindow (closed at the end of the test, which stops its engine).
@@ -84,17 +94,11 @@ def make_window(qtbot, qsettings):
     can then count forward passes, break a step or inspect the session in place, and no test
     waits for a child process to import torch. tests/app/test_engine_process.py covers the
     process engine the app uses by default."""
-    from app.window import MainWindow
-
     windows = []
 
     def make(**kw):
-        kw.setdefault("preferences", qsettings)
-        kw.setdefault("engine", "thread")
-        window = MainWindow(**kw)
+        window = _shown_window(**({"preferences": qsettings} | kw))
         qtbot.addWidget(window)
-        window.resize(1600, 1000)
-        window.show()
         windows.append(window)
         return window
 
@@ -109,19 +113,14 @@ def module_window(qapp, tmp_path_factory):
     or that put back what they change): each is built once, with its own QSettings, and closed at
     the end of the module, which must stop every thread it started. Its threads are its own: the
     per-test check leaves them alone."""
-    from app.window import MainWindow
-
     windows, owned = [], []
 
     def make(**kw):
-        kw.setdefault("preferences", QSettings(str(tmp_path_factory.mktemp("settings") / "nexttoken.ini"), QSettings.IniFormat))
-        kw.setdefault("engine", "thread")
+        settings = QSettings(str(tmp_path_factory.mktemp("settings") / "nexttoken.ini"), QSettings.IniFormat)
         before = len(_started)
-        window = MainWindow(**kw)
+        window = _shown_window(**({"preferences": settings} | kw))
         owned.extend(_started[before:])
         del _started[before:]
-        window.resize(1600, 1000)
-        window.show()
         windows.append(window)
         return window
 

@@ -75,3 +75,31 @@ def save(qtbot, window, path, timeout: int = 30_000):
     with qtbot.waitSignal(window.resultApplied, timeout=timeout, check_params_cb=lambda r: isinstance(r.request, p.SaveWritten)) as blocker:
         window.save_session(str(path))
     return blocker.args[0]
+
+
+def hold_png_encoding(monkeypatch):
+    """Make the export thread's PNG encoding wait until released: (started, release), two
+    threading.Events, the first set when an encoding begins."""
+    import threading
+
+    from app import pictures
+
+    started, release = threading.Event(), threading.Event()
+    real = pictures.png_bytes
+
+    def held(image):
+        started.set()
+        assert release.wait(60)
+        return real(image)
+
+    monkeypatch.setattr(pictures, "png_bytes", held)
+    return started, release
+
+
+def painted_status_lines(window) -> list[str]:
+    """The status line's texts as they are repainted from now on (a close has no event loop to
+    draw them otherwise): a list that grows."""
+    label, shown = window.status_line.status_label, []
+    real = label.repaint
+    label.repaint = lambda: (shown.append(label.text()), real())
+    return shown

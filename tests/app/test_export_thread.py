@@ -13,7 +13,7 @@ from app import pictures
 from app import protocol as p
 from app.help_dialog import CornerButton
 
-from .helpers import run
+from .helpers import hold_png_encoding, painted_status_lines, run
 
 
 def pixels(image: QImage) -> np.ndarray:
@@ -68,23 +68,13 @@ def test_a_failure_on_the_export_thread_is_a_status_line(window, qtbot, tmp_path
 
 def test_quitting_while_a_picture_is_written_waits_for_it_and_says_so(window, qtbot, tmp_path, monkeypatch):
     run(qtbot, window, window.step, p.Step)
-    started, release = threading.Event(), threading.Event()
-    real = pictures.png_bytes
-
-    def held(image):
-        started.set()
-        assert release.wait(60)
-        return real(image)
-
-    monkeypatch.setattr(pictures, "png_bytes", held)
+    started, release = hold_png_encoding(monkeypatch)
     path = tmp_path / "window.png"
     width = window.width()
     assert window.exporter.export_picture(window, path)
     assert started.wait(20) and not path.exists()
     assert window.exporter.writer.pending == ("a picture of the window",)
-    label, shown = window.status_line.status_label, []
-    real_repaint = label.repaint
-    label.repaint = lambda: (shown.append(label.text()), real_repaint())
+    shown = painted_status_lines(window)
     threading.Timer(1.0, release.set).start()  # the encoding ends a second into quitting
     window.close()  # blocks until the file is written
     assert path.is_file() and QImage(str(path)).width() == 2 * width

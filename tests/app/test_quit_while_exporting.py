@@ -10,11 +10,11 @@ import threading
 import time
 from pathlib import Path
 
-from app import export_writer, pictures
+from app import export_writer
 from app import protocol as p
 from app.export_writer import ExportWriter, Written
 
-from .helpers import run
+from .helpers import hold_png_encoding, painted_status_lines, run
 
 BLOCKED_PROCESS = """
 import logging, sys, threading, time
@@ -56,22 +56,12 @@ def test_close_returns_at_once_when_nothing_is_pending():
 
 def test_quitting_a_window_whose_picture_never_finishes(window, qtbot, tmp_path, monkeypatch):
     run(qtbot, window, window.step, p.Step)
-    started, release = threading.Event(), threading.Event()
-    real = pictures.png_bytes
-
-    def held(image):
-        started.set()
-        release.wait(60)
-        return real(image)
-
-    monkeypatch.setattr(pictures, "png_bytes", held)
+    started, release = hold_png_encoding(monkeypatch)
     monkeypatch.setattr(export_writer, "CLOSE_WAIT_S", 0.5)
     path = tmp_path / "window.png"
     assert window.exporter.export_picture(window, path)
     assert started.wait(20)
-    label, shown = window.status_line.status_label, []
-    real_repaint = label.repaint
-    label.repaint = lambda: (shown.append(label.text()), real_repaint())
+    shown = painted_status_lines(window)
     t0 = time.monotonic()
     try:
         window.close()  # gives up after CLOSE_WAIT_S
