@@ -69,6 +69,9 @@ class MainWindow(QMainWindow):
         self._closed = False
         self._viewing = False  # a session opened from a file without its model is on screen
         self.setWindowTitle("nexttoken — watch GPT-2 pick its next token")
+        # an explicit minimum, so that the layout sets none of its own: it grew the window past its
+        # screen for a moment of a change of focus and never gave the height back; the pages make the room
+        self.setMinimumSize(640, 480)
         self.resize(1600, 1000)
         self._build_panels()
         plot_views = [v for panel in (self.embeddings, self.attention, self.logits, self.kv) for v in panel.plot_views()]

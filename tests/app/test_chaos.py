@@ -205,12 +205,16 @@ def test_random_actions_on_the_real_window(make_window, qtbot, tmp_path):
                 typed = editor  # count each loss once
                 if window.height() > size[1]:
                     broken["height"] += 1
+                    seen.setdefault("height", f"{window.width()} x {window.height()} for {size[0]} x {size[1]} "
+                                              f"after the actions rolled {', '.join(recent)}")
                 if "Unexpected error" in window.status_line.status_label.text():
                     broken["unexpected"] += 1
                 with qtbot.waitSignal(window.resultApplied, timeout=60_000, check_params_cb=lambda r: isinstance(r.request, p.Refresh)):
                     window.controller.refresh()
                 if drawn(window.state.result) != shown:
                     broken["drawn"] += 1
+                    seen.setdefault("drawn", f"drawn {shown}, the engine holds {drawn(window.state.result)} "
+                                             f"after the actions rolled {', '.join(recent)}")
                 assert window.state.result.settings == window.sampling.settings() == window.controller.settings
                 checks += 1
         window.player.pause()
