@@ -88,13 +88,13 @@ class ExportWriter(QObject):
         self._thread = self._jobs = None
         if thread is None:
             return ()
+        wait = CLOSE_WAIT_S if timeout is None else timeout
         jobs.put(None)
-        thread.join(CLOSE_WAIT_S if timeout is None else timeout)
+        thread.join(wait)
         if not thread.is_alive():
             return ()
         left = self.pending
-        log.warning("quitting: %s was still being written after %.1f s; not waiting for it", " and ".join(left),
-                    CLOSE_WAIT_S if timeout is None else timeout)
+        log.warning("quitting: %s was still being written after %.1f s; not waiting for it", " and ".join(left), wait)
         return left
 
     def _run(self, job: Callable[[], Written], what: str) -> None:
