@@ -84,17 +84,13 @@ def _load(result: SessionResult) -> str:
             f"with one token of the user's message, more than the {truncation_keeps(info.n_positions):,} a prompt may use "
             f"({info.name} reads at most {info.n_positions:,} and keeps room to generate), so the text is a plain prompt. "
         )
-    if f.kept < f.whole and result.chat is not None:  # never cut silently
-        note += (
-            f"The chat turn was cut to {f.kept:,} of its {f.whole:,} tokens (the start of the user's message; the "
-            f"template's tokens and the system message are whole): {info.name} reads at most {info.n_positions:,}, "
-            f"and {info.n_positions - f.kept:,} stay free to generate. "
-        )
-    elif f.kept < f.whole:
-        note += (
-            f"The prompt was cut to its last {f.kept:,} of its {f.whole:,} tokens: {info.name} reads at most "
-            f"{info.n_positions:,}, and {info.n_positions - f.kept:,} stay free to generate. "
-        )
+    if f.kept < f.whole:  # never cut silently
+        room = f"{info.name} reads at most {info.n_positions:,}, and {info.n_positions - f.kept:,} stay free to generate. "
+        if result.chat is not None:
+            note += (f"The chat turn was cut to {f.kept:,} of its {f.whole:,} tokens (the start of the user's message; the "
+                     f"template's tokens and the system message are whole): {room}")
+        else:
+            note += f"The prompt was cut to its last {f.kept:,} of its {f.whole:,} tokens: {room}"
     if result.request.chat is not None and result.chat is None and not f.chat_needs:
         note += f"{info.name} has no chat template: the prompt is plain text. "
     return f"{note}Loaded {info.label} in {f.seconds:.1f} s."
