@@ -182,7 +182,6 @@ class Commands(QObject):
         w = self.window
         self.speed.setEnabled(not on)
         w.player.set_max_speed(on)
-        w.painter.fast = on and w.player.playing
 
     def _on_save_action_triggered(self) -> None:
         path, _ = QFileDialog.getSaveFileName(self.window, "Save the session", "session.npz", "nexttoken sessions (*.npz)")

@@ -109,6 +109,7 @@ class MainWindow(QMainWindow):
         self.painter.resultApplied.connect(self.resultApplied)
         self.painter.resultApplied.connect(self._on_painter_result_applied)
         self.player.playingChanged.connect(self._on_player_playing_changed)
+        self.player.fastChanged.connect(self._on_player_fast_changed)
         self.tokens.promptEdited.connect(self._on_tokens_prompt_edited)
         self.tokens.chatEdited.connect(self._on_tokens_chat_edited)
         self.tokens.stopsEdited.connect(c.set_stops)
@@ -304,10 +305,12 @@ class MainWindow(QMainWindow):
         self.player.pause()
         self.controller.choose(token_id)
 
+    def _on_player_fast_changed(self, fast: bool) -> None:
+        self.painter.fast = fast
+
     def _on_player_playing_changed(self, playing: bool) -> None:
         self.commands.play_action.setChecked(playing)
         self.commands.play_action.setText("Pause" if playing else "Play")
-        self.painter.fast = playing and self.player.max_speed
         if not playing:
             self.painter.flush()  # a step held back by max speed's slow frame rate: show it now
 
