@@ -337,3 +337,11 @@ def test_top_p_line_equals_the_slow_reference(top_p):
     np.testing.assert_array_equal(st.before_top_p, before[shown])
     kept = st.removed_by == ""
     assert (st.top_p_cumulative[kept] - st.before_top_p[kept] < top_p - 1e-9).all()  # kept: p not reached before it
+
+
+def test_model_probabilities_are_the_softmax_of_the_raw_logits():
+    from engine.sampling import model_logprob, model_probs
+
+    probs = model_probs(np.array([0.0, np.log(3.0), -np.inf], dtype=np.float32))
+    assert probs.dtype == np.float64 and probs == pytest.approx([0.25, 0.75, 0.0])
+    assert model_logprob(np.array([1000.0, 0.0], dtype=np.float32), 1) == pytest.approx(-1000.0)  # no underflow
