@@ -17,7 +17,7 @@ import numpy as np
 
 from engine import sampling
 
-from .result import SessionResult
+from .protocol import SessionResult
 
 N_TOP = 8  # candidates the logits box lists (as many as it has room for)
 

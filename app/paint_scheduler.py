@@ -18,7 +18,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QCoreApplication, QEvent, QObject, QTimer, Signal
 from PySide6.QtWidgets import QGraphicsItem
 
-from .result import SessionResult
+from .protocol import SessionResult
 from .state import AppState
 
 FRAME_MS = 16  # draw at most one result per frame

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QWidget
 
 from . import protocol as p
 from .guard import guarded
-from .result import SessionResult
+from .protocol import SessionResult
 from .theme import NORMAL, PROJECTOR, Theme
 
 LATEST = -1  # position: follow the newest query position

@@ -41,7 +41,7 @@ from .panels.stages_panel import StagesPanel
 from .panels.tokens_panel import TokensPanel
 from .player import Player
 from .preferences import Preferences
-from .result import SessionResult
+from .protocol import SessionResult
 from .stage_layout import StageArea
 from .state import AppState
 from .status_line import StatusLine
