@@ -183,7 +183,7 @@ def attach(window) -> None:
 
     view.flow.openRequested.connect(_on_flow_open_requested)
     for panel in window.stages.panels():  # the Overview's panels draw a step only once they are on screen
-        window.state.deliver_when_shown(panel)
+        window.painter.deliver_when_shown(panel)
     back = QAction("◀ Flow", window)
     back.setShortcuts([QKeySequence(Qt.Key_F)])
     back.setShortcutContext(Qt.WindowShortcut)

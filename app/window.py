@@ -63,7 +63,7 @@ class MainWindow(QMainWindow):
         super().__init__()
         th.configure_pyqtgraph()
         self.preferences = Preferences(preferences, remember)
-        self.state = AppState(self)
+        self.state = AppState(th.NORMAL, th.PROJECTOR)
         self.controller = c = SessionController(self, engine=engine)
         self.gate = StepGate()
         self._closed = False
