@@ -46,7 +46,7 @@ from .stage_layout import StageArea
 from .state import AppState
 from .status_line import StatusLine
 from .step_gate import StepGate
-from .views import PANELS, VIEW_ALIASES, VIEWS
+from .views import PANELS, VIEWS
 
 
 class MainWindow(QMainWindow):
@@ -223,7 +223,7 @@ class MainWindow(QMainWindow):
 
     def show_view(self, name: str) -> None:
         """Bring view ``name`` (one of VIEWS) to the front; the others stay a tab away."""
-        index = list(VIEWS).index(VIEW_ALIASES.get(name, name))
+        index = list(VIEWS).index(name)
         self.commands.view_buttons.button(index).setChecked(True)
         self.views.setCurrentIndex(index)
 
