@@ -267,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
         except ExportError as exc:
             _say(f"error: {exc}", sys.stderr)
             return 2
-    from .logs import setup_logging
+    from engine.logs import setup_logging
 
     setup_logging()  # a log file, and safe printing in windowed builds without a console
     started = perf_counter()

@@ -16,7 +16,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
-from .logs import setup_logging
+from engine.logs import setup_logging
 
 if TYPE_CHECKING:  # the window's process names ``serve`` before it has imported anything heavy
     from .protocol import Request

@@ -25,10 +25,10 @@ from engine.errors import ExportError, GenerationStopped, NextTokenError, Prompt
 from engine.loading import load_model
 from engine.defaults import DEFAULT_PROMPT
 from engine.session import Session
-from engine.trace import StepRecord
+from engine.trace import StepRecord, shared_prefix
 
 from . import protocol as p
-from .history import shared_prefix
+
 from .protocol import Facts, InsideResult, SessionResult
 from .saver import Saver, SaveJob
 

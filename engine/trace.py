@@ -208,3 +208,12 @@ class StepTrace:
     @property
     def chosen(self) -> int:
         return self.record.chosen
+
+
+def shared_prefix(records, seen: list, field: str) -> int:
+    """How many leading ``records`` still hold, as ``field``, the very arrays in ``seen``: the part of
+    a history that a rewind or branch left untouched and need not be processed again."""
+    keep = 0
+    while keep < min(len(records), len(seen)) and getattr(records[keep], field) is seen[keep]:
+        keep += 1
+    return keep
