@@ -177,12 +177,25 @@ class Commands(QObject):
         self.toolbar = bar
         return bar
 
+    def add_flow_back(self, show_flow) -> QAction:
+        """"◀ Flow" (F) at the start of the toolbar, and the Flow's keys in its hint."""
+        back = QAction("◀ Flow", self.window)
+        back.setShortcuts([QKeySequence(Qt.Key_F)])
+        back.setShortcutContext(Qt.WindowShortcut)
+        back.setToolTip("Back to the flow of the step (F or Alt+1)")
+        back.triggered.connect(show_flow)
+        self.window.addAction(back)
+        first = self.toolbar.actions()[0]
+        self.toolbar.insertAction(first, back)
+        self.toolbar.insertSeparator(first)
+        self.keys_hint.setText(self.keys_hint.text() + " · F flow · T tour")
+        return back
+
     # ------------------------------------------------------------ handlers
     def _on_max_speed_toggled(self, on: bool) -> None:
         w = self.window
         self.speed.setEnabled(not on)
         w.player.set_max_speed(on)
-        w.painter.fast = on and w.player.playing
 
     def _on_save_action_triggered(self) -> None:
         path, _ = QFileDialog.getSaveFileName(self.window, "Save the session", "session.npz", "nexttoken sessions (*.npz)")

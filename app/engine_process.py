@@ -10,9 +10,7 @@ Parent side (``EngineProcess``, a QObject in the window's process): requests and
 go down one pipe; a reader thread emits each reply that comes up the other pipe as ``replied``
 (the signals of ``app.engine_link.Engine``, shared with ``EngineThread``). Replies cross through
 ``app.wire``, which sends each step's record once.
-Child side (``serve``): a reader thread queues requests and applies control values at once (a
-pause or a newer reset must reach a play loop or a download while it runs); the main thread runs
-the queued requests on a ``SessionHost``, one at a time.
+Child side: ``app.serve``.
 
 Started with "spawn" on every platform (forking a process that runs Qt and torch threads is
 unsafe); a frozen build needs ``multiprocessing.freeze_support()`` first thing in its entry point.
@@ -22,9 +20,6 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
-import os
-import queue
-import sys
 import threading
 from typing import TYPE_CHECKING
 
@@ -32,6 +27,7 @@ from PySide6.QtCore import QObject
 
 from . import torch_threads
 from .engine_link import Engine
+from .serve import serve
 
 if TYPE_CHECKING:  # this module imports no torch, so that ``prestart`` can run before anything heavy
     from .protocol import Request
@@ -147,75 +143,3 @@ class EngineProcess(Engine):
 # The engine process runs at a lower priority than the window: when both want a core, the window's
 # paint goes first (the window needs little CPU; the model gets what is left). Longest event-loop
 # gap in 8 Plays each, interleaved: 18-192 ms (median 37) at equal priority, 19-43 ms (median 28) at 5.
-ENGINE_NICENESS = 5
-
-
-def serve(requests, results, threads: int) -> None:
-    """The engine process: run requests from ``requests`` until "quit" or the window's end."""
-    from .logs import setup_logging
-
-    setup_logging()
-    import torch
-
-    from .protocol import Finished
-    from .session_host import SessionHost
-    from .wire import Sender
-
-    torch.set_num_threads(threads)
-    if hasattr(os, "nice"):  # POSIX; Windows keeps the normal priority
-        os.nice(ENGINE_NICENESS)
-    inbox: queue.Queue[Request | None] = queue.Queue()
-    outbox: queue.Queue[tuple | None] = queue.Queue()
-    sender = Sender(results)
-    encode_lock = threading.Lock()  # a download may report progress from its own threads
-
-    def emit(reply) -> None:
-        with encode_lock:  # a Finished result refers to everything still wanted
-            outbox.put(sender.encode(reply, prune=isinstance(reply, Finished)))
-
-    def write() -> None:
-        """Writer thread: the pipe holds 64 KiB and a step's result is about 1 MB, so writing waits
-        for the window's reader; the next step need not."""
-        try:
-            while (packet := outbox.get()) is not None:
-                sender.write(packet)
-        except OSError:  # the window's process is gone
-            pass
-
-    host = SessionHost(emit, inbox.put)
-
-    def read() -> None:
-        try:
-            while True:
-                message = requests.recv()
-                if message[0] == "request":
-                    inbox.put(message[1])
-                elif message[0] == "set":
-                    try:
-                        host.set_control(message[1], message[2])
-                    except ValueError:
-                        log.exception("ignored a control message")
-                else:  # "quit"
-                    break
-        except (EOFError, OSError):  # the window's process is gone
-            pass
-        host.cancelled, host.play_generation = True, 0
-        inbox.put(None)
-
-    threading.Thread(target=read, name="nexttoken-engine-requests", daemon=True).start()
-    writer = threading.Thread(target=write, name="nexttoken-engine-results")
-    writer.start()
-    while (request := inbox.get()) is not None:
-        if host.cancelled:
-            break
-        host.handle(request)
-    host.close()  # a session file being written is finished first
-    outbox.put(None)
-    writer.join()
-    results.close()
-    # Everything the window needs is written; skip the interpreter's teardown (torch's took about
-    # 2.5 s here, which a closing window waited for, and past QUIT_GRACE_S on a busy machine).
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)

@@ -48,7 +48,7 @@ class EngineRecovery(QObject):
         w.load_model(source, prompt=w.tokens.prompt() or ran, fallback=True)
 
     def _on_controller_engine_stopped(self, exit_code) -> None:
-        from .logs import log_file
+        from engine.logs import log_file
 
         w = self.window
         w.painter.drop_stale()

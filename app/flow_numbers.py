@@ -15,14 +15,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .result import SessionResult
+from engine import sampling
+
+from .protocol import SessionResult
 
 N_TOP = 8  # candidates the logits box lists (as many as it has room for)
-
-
-def _softmax(x: np.ndarray) -> np.ndarray:
-    z = np.exp(x.astype(np.float64) - np.max(x))
-    return z / z.sum()
 
 
 def _norm(x: np.ndarray) -> float:
@@ -142,7 +139,7 @@ def flow_numbers(result: SessionResult, layer: int = 0, head: int = 0, tail_char
     pieces = trace.pieces
     n_top = min(N_TOP, len(trace.candidate_ids))
     top_ids = np.asarray(trace.candidate_ids[:n_top], dtype=np.int64)
-    model_probs = _softmax(rec.logits)
+    model_probs = sampling.model_probs(rec.logits)
     kept = (
         ("vocabulary", int(rec.logits.shape[0])),
         ("penalty", int(np.count_nonzero(np.isfinite(dist.after_penalty)))),

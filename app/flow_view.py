@@ -1,8 +1,7 @@
-"""The Flow view: the prompt and its tokens above the flow picture, the presenter's tour, and the
-way from a box to its detail view and back.
+"""The Flow view: the prompt and its tokens above the flow picture, and the presenter's tour.
 
-``FlowView`` is the page; ``attach(window)`` joins it to the window (the view buttons, the
-toolbar's "◀ Flow" button, the tour's keys). While the tour runs, → and Page Down move its
+``FlowView`` is the page and ``TourMode`` the tour; the window joins them to the rest (a box's
+click to its detail view, the toolbar's "◀ Flow" button, the tour's keys). While the tour runs, → and Page Down move its
 highlight forward and ← and Page Up back (outside it those keys step, as always; Space steps in
 both); Esc or the Tour button leaves it. The tour's stages and sentences are ``app.tour``.
 """
@@ -15,8 +14,8 @@ from PySide6.QtWidgets import QBoxLayout, QHBoxLayout, QLabel, QPushButton, QVBo
 
 from .flow_numbers import flow_numbers
 from .guard import guarded
-from .panels.flow_panel import FlowPanel, FlowPlace
-from .state import LATEST, AppState
+from .panels.flow_panel import FlowPanel
+from .state import AppState
 from .tour import STAGES, Tour, sentence
 
 
@@ -158,43 +157,3 @@ class TourMode(QObject):
     def _on_state_selection(self, _value: int) -> None:
         if self.running:
             self._sync()
-
-
-def attach(window) -> None:
-    """Join the Flow view to ``window``: clicks open the detail views, "◀ Flow" (F) comes back,
-    and the tour's keys. Sets ``window.tour``."""
-    view: FlowView = window.flow_view
-
-    def show_flow() -> None:
-        window.show_view("flow")
-
-    def _on_flow_open_requested(place: FlowPlace) -> None:
-        state = window.state
-        if place.layer >= 0:
-            state.set_layer(place.layer)
-        if place.head >= 0:
-            state.set_head(place.head)
-        if place.newest:
-            state.set_position(LATEST)
-        window.tour.stop()
-        if place.view == "overview" and not place.newest:  # the candidates: their page of the Overview
-            window.stages.show_panel(window.logits)
-        window.show_view(place.view)
-
-    view.flow.openRequested.connect(_on_flow_open_requested)
-    for panel in window.stages.panels():  # the Overview's panels draw a step only once they are on screen
-        window.state.deliver_when_shown(panel)
-    back = QAction("◀ Flow", window)
-    back.setShortcuts([QKeySequence(Qt.Key_F)])
-    back.setShortcutContext(Qt.WindowShortcut)
-    back.setToolTip("Back to the flow of the step (F or Alt+1)")
-    back.triggered.connect(show_flow)
-    window.addAction(back)
-    first = window.toolbar.actions()[0]
-    window.toolbar.insertAction(first, back)
-    window.toolbar.insertSeparator(first)
-    window.flow_back_action = back
-    window.commands.keys_hint.setText(window.commands.keys_hint.text() + " · F flow · T tour")
-    window.tour = TourMode(view, window.commands.step_action, window.commands.back_action, window.commands.unfocus_action, show_flow, window)
-    window.tour.toggle_action.setToolTip(view.tour_button.toolTip())
-    window.views.currentChanged.connect(lambda _index: None if view.isVisible() else window.tour.stop())

@@ -12,7 +12,7 @@ from functools import lru_cache
 from engine import paths
 
 from .panels.kv_panel import human_bytes
-from .result import SessionResult
+from .protocol import SessionResult
 
 
 @lru_cache(maxsize=4)

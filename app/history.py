@@ -13,6 +13,8 @@ import bisect
 
 import numpy as np
 
+from engine.trace import shared_prefix
+
 
 class AttentionHistory:
     """Attention rows of every step; ``matrix`` is float32 [T, T] with NaN above the diagonal."""
@@ -99,12 +101,3 @@ class AttentionHistory:
 def buffer_size(T: int) -> int:
     """Rows (and columns) of a [T, T] buffer that grows in powers of two: a step rarely reallocates."""
     return max(64, 1 << (T - 1).bit_length())
-
-
-def shared_prefix(records, seen: list, field: str) -> int:
-    """How many leading ``records`` still hold, as ``field``, the very arrays in ``seen``: the part of
-    a history that a rewind or branch left untouched and need not be processed again."""
-    keep = 0
-    while keep < min(len(records), len(seen)) and getattr(records[keep], field) is seen[keep]:
-        keep += 1
-    return keep

@@ -17,7 +17,7 @@ import re
 import sys
 from time import perf_counter
 
-from .views import PANELS, VIEW_ALIASES, VIEWS
+from .views import PANELS, VIEWS
 
 log = logging.getLogger("app")
 
@@ -49,14 +49,15 @@ def steps_count(text: str) -> int:
     return n
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's options (scripts/cli_table.py writes the README's table from them)."""
     from .about import version_text
 
     p = argparse.ArgumentParser(
         prog="nexttoken", description="Watch a GPT-2 model produce its next token, step by step.", allow_abbrev=False
     )
     p.add_argument("--model", default=None, help="model folder or hub id such as gpt2 (default: the last used, else the tiny demo)")
-    p.add_argument("--prompt", default="", help="prompt to start with")
+    p.add_argument("--prompt", default="", help="the prompt to start with")
     p.add_argument("--steps", type=steps_count, default=0, help="steps to run at start (with --screenshot: before the picture)")
     p.add_argument("--chat", action="store_true",
                    help="send the prompt as a user turn through the model's chat template; stops at the end of the turn")
@@ -65,9 +66,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="stop once the generated text reaches TEXT (repeat for several; the status line names which)")
     p.add_argument("--screenshot", metavar="FILE.png", help="save a PNG of the window after --steps steps, then exit")
     p.add_argument("--projector", action="store_true", help="large fonts and high contrast for a projector")
-    p.add_argument("--view", choices=(*VIEWS, *VIEW_ALIASES), default="flow",
-                   help="the view in front: " + "; ".join(f"{name} = {what}" for name, what in VIEWS.items())
-                   + "".join(f"; {old} = {new}" for old, new in VIEW_ALIASES.items()))
+    p.add_argument("--view", choices=tuple(VIEWS), default="flow",
+                   help="the view in front: " + "; ".join(f"{name} = {what}" for name, what in VIEWS.items()))
     p.add_argument("--focus", choices=PANELS, default=None,
                    help="show the Overview with this panel alone, filling the window (as View → Focus does)")
     p.add_argument("--layer", type=int, default=0, help="the layer selected, counted from 0 as the window shows it")
@@ -82,7 +82,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help=f"window size in pixels, such as 1366x768 (at least {MIN_SIZE[0]}x{MIN_SIZE[1]}; default: "
                         "where the window was last, else 1600x1000 or the screen); --screenshot saves exactly that")
     p.add_argument("--version", action="version", version=version_text())
-    return p.parse_args(argv)
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def default_size(app, scripted: bool) -> tuple[int, int]:
@@ -263,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
         except ExportError as exc:
             _say(f"error: {exc}", sys.stderr)
             return 2
-    from .logs import setup_logging
+    from engine.logs import setup_logging
 
     setup_logging()  # a log file, and safe printing in windowed builds without a console
     started = perf_counter()

@@ -16,9 +16,11 @@ from typing import Callable
 
 import pyqtgraph as pg
 from PySide6.QtCore import QCoreApplication, QEvent, QObject, QTimer, Signal
-from PySide6.QtWidgets import QGraphicsItem
+from PySide6.QtWidgets import QGraphicsItem, QWidget
 
-from .result import SessionResult
+from . import protocol as p
+from .guard import guarded
+from .protocol import SessionResult
 from .state import AppState
 
 FRAME_MS = 16  # draw at most one result per frame
@@ -50,6 +52,13 @@ class PaintScheduler(QObject):
         self._turn_timer.timeout.connect(self._on_turn_timer_timeout)
         self._turns: tuple[SessionResult | None, list] | None = None  # the result being drawn, its turns left
         self.turn_ms: list[float] = []
+
+    def deliver_when_shown(self, panel: QWidget) -> None:
+        """From now on a step reaches ``panel``'s own result slots only while it is on screen; hidden
+        (another view, another page), it gets the newest step when it is shown, so a view not on
+        screen costs a step nothing. Results that start over (a load, a new prompt, a reset, a file
+        opened) reach it at once."""
+        self._state.wrap_subscribers(panel, _ShowGate(panel).wrap)
 
     # ------------------------------------------------------------ results in
     def submit(self, result: SessionResult) -> None:
@@ -169,3 +178,31 @@ def _settle_layouts() -> None:
 
 def _is_paint(turn) -> bool:
     return turn is _settle_layouts or (isinstance(turn, partial) and turn.func is PaintScheduler._paint)
+
+
+class _ShowGate(QObject):
+    """Holds the newest step for a hidden panel's result slots and delivers it when the panel shows
+    (``PaintScheduler.deliver_when_shown``)."""
+
+    def __init__(self, panel: QWidget):
+        super().__init__(panel)
+        self._panel = panel
+        self._pending: dict[Callable, SessionResult] = {}
+        panel.installEventFilter(self)
+
+    def wrap(self, slot: Callable[[SessionResult], None]) -> Callable[[SessionResult], None]:
+        def gated(result: SessionResult) -> None:
+            if self._panel.isVisible() or isinstance(result.request, p.RESTARTS):  # a new session: at once
+                self._pending.pop(slot, None)
+                slot(result)
+            else:
+                self._pending[slot] = result
+        return gated
+
+    @guarded(fallback=False)
+    def eventFilter(self, watched, event) -> bool:  # noqa: N802 - Qt's name
+        if event.type() == QEvent.Type.Show and self._pending:
+            pending, self._pending = self._pending, {}
+            for slot, result in pending.items():
+                slot(result)
+        return False

@@ -22,6 +22,7 @@ class Player(QObject):
     ``can_go_on`` says whether generation can continue at all."""
 
     playingChanged = Signal(bool)
+    fastChanged = Signal(bool)  # ``fast`` changed: the window's paint scheduler follows it
 
     def __init__(self, controller: SessionController, step: Callable[[], None], can_go_on: Callable[[], bool], parent=None):
         super().__init__(parent)
@@ -35,17 +36,26 @@ class Player(QObject):
     def playing(self) -> bool:
         return self._timer.isActive()
 
+    @property
+    def fast(self) -> bool:
+        """Playing at max speed: the one rule for drawing at the slower max-speed frame rate."""
+        return self.playing and self.max_speed
+
     def play(self) -> None:
         if self.playing:
             return
         self._timer.start(self._interval_ms())
         self.playingChanged.emit(True)
+        if self.fast:
+            self.fastChanged.emit(True)
         self._on_timer_timeout()
 
     def pause(self) -> None:
-        was = self.playing
+        was, was_fast = self.playing, self.fast
         self._timer.stop()
         self._controller.stop_play()
+        if was_fast:
+            self.fastChanged.emit(False)
         if was:
             self.playingChanged.emit(False)
 
@@ -58,7 +68,10 @@ class Player(QObject):
             self._timer.setInterval(self._interval_ms())
 
     def set_max_speed(self, on: bool) -> None:
+        was_fast = self.fast
         self.max_speed = bool(on)
+        if self.fast != was_fast:
+            self.fastChanged.emit(self.fast)
         if self.playing:
             self._timer.setInterval(self._interval_ms())
         if not on:

@@ -6,7 +6,7 @@ the window's own process (``app.engine_thread``, for debugging). Either way exac
 ever touches the session, its KV cache and the model, which are not thread-safe. Requests and
 replies are the types in ``app.protocol``: every request is answered by one reply (``Finished``
 with a ``SessionResult``, ``Inspected``, ``Skipped`` or a ``Failed`` kind), so the host never dies
-of an exception. The host sends facts (``app.result.Facts``); the window writes the words. A Save
+of an exception. The host sends facts (``app.protocol.Facts``); the window writes the words. A Save
 is answered at once (the session's snapshot is queued on ``app.saver``'s thread, so the next
 request runs while the file is written), and its file again by a ``SaveWritten`` request the
 saver queues here when the file is written.
@@ -25,11 +25,11 @@ from engine.errors import ExportError, GenerationStopped, NextTokenError, Prompt
 from engine.loading import load_model
 from engine.defaults import DEFAULT_PROMPT
 from engine.session import Session
-from engine.trace import StepRecord
+from engine.trace import StepRecord, shared_prefix
 
 from . import protocol as p
-from .history import shared_prefix
-from .result import Facts, InsideResult, SessionResult
+
+from .protocol import Facts, InsideResult, SessionResult
 from .saver import Saver, SaveJob
 
 log = logging.getLogger(__name__)

@@ -2,60 +2,62 @@
 
 Selections (step, layer, head, token position, how many candidates to show, projector mode) live
 here, together with the newest SessionResult. A panel changes a selection through a setter; every
-panel interested hears the signal and redraws itself.
+panel interested hears the event and redraws itself.
+
+Plain Python with psygnal events (as napari's and ndv's models): no Qt, so it is tested without a
+display; the window's Qt objects connect their slots to its events.
 """
 
 from __future__ import annotations
 
 from functools import partial
-from typing import Callable
+from typing import Any, Callable
 
-from PySide6.QtCore import QEvent, QObject, Signal
-from PySide6.QtWidgets import QWidget
+from psygnal import Signal
 
-from . import protocol as p
-from .guard import guarded
-from .result import SessionResult
-from .theme import NORMAL, PROJECTOR, Theme
+from .protocol import SessionResult
 
 LATEST = -1  # position: follow the newest query position
 
+Slot = Callable[[SessionResult], None]
 
-class AppState(QObject):
-    """Selections shared by all panels, plus the newest result (``subscribe`` to hear of each)."""
+
+class AppState:
+    """Selections shared by all panels, plus the newest result (``subscribe`` to hear of each).
+
+    ``normal`` and ``projector`` are the two looks (``app.theme.NORMAL`` and ``PROJECTOR`` in the
+    window); the state only says which one is on and hands it to its theme subscribers.
+    """
 
     layerChanged = Signal(int)
     headChanged = Signal(int)
     positionChanged = Signal(int)  # a token position, or LATEST
     topNChanged = Signal(int)
-    themeChanged = Signal(object)  # Theme, after every ``subscribe_theme`` slot has restyled
+    themeChanged = Signal(object)  # the theme, after every ``subscribe_theme`` slot has restyled
 
-    def __init__(self, parent: QObject | None = None):
-        super().__init__(parent)
+    def __init__(self, normal: Any, projector: Any):
         self.result: SessionResult | None = None
         self.step = -1
         self.layer = 0
         self.head = 0
         self.position = LATEST
         self.top_n = 10
-        self.theme: Theme = NORMAL
-        self._subscribers: list[Callable[[SessionResult], None]] = []
-        self._theme_subscribers: list[Callable[[Theme], None]] = []
+        self._themes = {False: normal, True: projector}
+        self.theme = normal
+        self._subscribers: list[Slot] = []
+        self._theme_subscribers: list[Callable[[Any], None]] = []
         self._delivering = False  # a result has reached some subscribers but not all yet
         self._deferred: list[Callable[[], None]] = []
 
     # ------------------------------------------------------------- the data
-    def subscribe(self, slot: Callable[[SessionResult], None]) -> None:
+    def subscribe(self, slot: Slot) -> None:
         """Call ``slot(result)`` with every new result, subscribers in the order they subscribed."""
         self._subscribers.append(slot)
 
-    def deliver_when_shown(self, panel: QWidget) -> None:
-        """From now on a step reaches ``panel``'s own result slots only while it is on screen; hidden
-        (another view, another page), it gets the newest step when it is shown, so a view not on
-        screen costs a step nothing. Results that start over (a load, a new prompt, a reset, a file
-        opened) reach it at once."""
-        gate = _ShowGate(panel)
-        self._subscribers = [gate.wrap(s) if getattr(s, "__self__", None) is panel else s for s in self._subscribers]
+    def wrap_subscribers(self, owner: object, wrap: Callable[[Slot], Slot]) -> None:
+        """Replace each subscribed method of ``owner`` by ``wrap(method)``, in its place in the order
+        (the paint scheduler gates a hidden panel's slots this way)."""
+        self._subscribers = [wrap(s) if getattr(s, "__self__", None) is owner else s for s in self._subscribers]
 
     def set_result(self, result: SessionResult) -> None:
         """Show ``result`` in every panel now."""
@@ -135,7 +137,7 @@ class AppState(QObject):
             self.top_n = n
             self.topNChanged.emit(n)
 
-    def subscribe_theme(self, slot: Callable[[Theme], None]) -> None:
+    def subscribe_theme(self, slot: Callable[[Any], None]) -> None:
         """Call ``slot(theme)`` whenever the theme changes (normal or projector mode)."""
         self._theme_subscribers.append(slot)
 
@@ -148,7 +150,7 @@ class AppState(QObject):
         """Switch projector mode: the restyle of each subscriber, to be called in order (the window
         calls one per event-loop turn: all at once held the loop for 100-200 ms). Empty if the
         theme does not change."""
-        theme = PROJECTOR if on else NORMAL
+        theme = self._themes[bool(on)]
         if theme is self.theme:
             return []
         self.theme = theme
@@ -157,31 +159,3 @@ class AppState(QObject):
     @staticmethod
     def _clamp(value: int, count: int) -> int:
         return max(0, min(int(value), count - 1))
-
-
-class _ShowGate(QObject):
-    """Holds the newest step for a hidden panel's result slots and delivers it when the panel shows
-    (``AppState.deliver_when_shown``)."""
-
-    def __init__(self, panel: QWidget):
-        super().__init__(panel)
-        self._panel = panel
-        self._pending: dict[Callable, SessionResult] = {}
-        panel.installEventFilter(self)
-
-    def wrap(self, slot: Callable[[SessionResult], None]) -> Callable[[SessionResult], None]:
-        def gated(result: SessionResult) -> None:
-            if self._panel.isVisible() or isinstance(result.request, p.RESTARTS):  # a new session: at once
-                self._pending.pop(slot, None)
-                slot(result)
-            else:
-                self._pending[slot] = result
-        return gated
-
-    @guarded(fallback=False)
-    def eventFilter(self, watched, event) -> bool:  # noqa: N802 - Qt's name
-        if event.type() == QEvent.Type.Show and self._pending:
-            pending, self._pending = self._pending, {}
-            for slot, result in pending.items():
-                slot(result)
-        return False

@@ -10,7 +10,7 @@ from engine.defaults import truncation_keeps
 
 from . import protocol as p
 from . import wording
-from .result import SessionResult
+from .protocol import SessionResult
 
 EMPTY_PROMPT = "The prompt is empty: type some text; Step then runs it (the tokens shown are of the last prompt that ran)."
 

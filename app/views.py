@@ -10,9 +10,6 @@ VIEWS = {
     "branches": "Branches: every continuation taken, compared",
 }
 
-VIEW_ALIASES = {"main": "overview"}
-"""Older names ``--view`` still takes, and the view each stands for."""
-
 VIEW_BUTTONS = {"flow": "Flow", "overview": "Overview", "inside": "Inside", "sampling": "Sampling", "cache": "KV cache", "branches": "Branches"}
 """Short names on the buttons that switch views (the menu bar's corner has little room)."""
 

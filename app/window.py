@@ -25,6 +25,7 @@ from .controller import SessionController
 from .download_dialog import DownloadDialog
 from .engine_recovery import EngineRecovery
 from .export_actions import ExportActions
+from .flow_view import TourMode
 from .focus import PanelFocus
 from .guard import guarded
 from .paint_scheduler import PaintScheduler
@@ -33,6 +34,7 @@ from .panels.attention_panel import AttentionPanel
 from .panels.branches_panel import BranchesPanel
 from .panels.cache_panel import CachePanel
 from .panels.embeddings_panel import EmbeddingsPanel
+from .panels.flow_panel import FlowPlace
 from .panels.inside_panel import InsidePanel
 from .panels.kv_panel import KVPanel
 from .panels.logits_panel import LogitsPanel
@@ -41,12 +43,12 @@ from .panels.stages_panel import StagesPanel
 from .panels.tokens_panel import TokensPanel
 from .player import Player
 from .preferences import Preferences
-from .result import SessionResult
+from .protocol import SessionResult
 from .stage_layout import StageArea
-from .state import AppState
+from .state import LATEST, AppState
 from .status_line import StatusLine
 from .step_gate import StepGate
-from .views import PANELS, VIEW_ALIASES, VIEWS
+from .views import PANELS, VIEWS
 
 
 class MainWindow(QMainWindow):
@@ -63,7 +65,7 @@ class MainWindow(QMainWindow):
         super().__init__()
         th.configure_pyqtgraph()
         self.preferences = Preferences(preferences, remember)
-        self.state = AppState(self)
+        self.state = AppState(th.NORMAL, th.PROJECTOR)
         self.controller = c = SessionController(self, engine=engine)
         self.gate = StepGate()
         self._closed = False
@@ -96,7 +98,14 @@ class MainWindow(QMainWindow):
         self.recovery = EngineRecovery(self)
         line.restart_button.clicked.connect(self.recovery.restart)
         self.download = DownloadDialog(self, c, line.say)
-        flow_view.attach(self)  # clicks to the detail views, "◀ Flow" back, the tour's keys
+        self.tour = TourMode(self.flow_view, self.commands.step_action, self.commands.back_action,
+                             self.commands.unfocus_action, self._show_flow, self)
+        self.tour.toggle_action.setToolTip(self.flow_view.tour_button.toolTip())
+        self.flow_back_action = self.commands.add_flow_back(self._show_flow)
+        self.flow_view.flow.openRequested.connect(self._on_flow_open_requested)
+        self.views.currentChanged.connect(self._on_views_current_changed)
+        for panel in self.stages.panels():  # the Overview's panels draw a step only once they are on screen
+            self.painter.deliver_when_shown(panel)
         self.show_view("overview")  # the Overview until app.main brings --view (default: flow) forward
 
         c.resultReady.connect(self.painter.submit)
@@ -109,6 +118,7 @@ class MainWindow(QMainWindow):
         self.painter.resultApplied.connect(self.resultApplied)
         self.painter.resultApplied.connect(self._on_painter_result_applied)
         self.player.playingChanged.connect(self._on_player_playing_changed)
+        self.player.fastChanged.connect(self._on_player_fast_changed)
         self.tokens.promptEdited.connect(self._on_tokens_prompt_edited)
         self.tokens.chatEdited.connect(self._on_tokens_chat_edited)
         self.tokens.stopsEdited.connect(c.set_stops)
@@ -222,9 +232,29 @@ class MainWindow(QMainWindow):
 
     def show_view(self, name: str) -> None:
         """Bring view ``name`` (one of VIEWS) to the front; the others stay a tab away."""
-        index = list(VIEWS).index(VIEW_ALIASES.get(name, name))
+        index = list(VIEWS).index(name)
         self.commands.view_buttons.button(index).setChecked(True)
         self.views.setCurrentIndex(index)
+
+    def _show_flow(self) -> None:
+        self.show_view("flow")
+
+    def _on_flow_open_requested(self, place: FlowPlace) -> None:
+        """A click on a box of the Flow: that place in the view that shows it."""
+        if place.layer >= 0:
+            self.state.set_layer(place.layer)
+        if place.head >= 0:
+            self.state.set_head(place.head)
+        if place.newest:
+            self.state.set_position(LATEST)
+        self.tour.stop()
+        if place.view == "overview" and not place.newest:  # the candidates: their page of the Overview
+            self.stages.show_panel(self.logits)
+        self.show_view(place.view)
+
+    def _on_views_current_changed(self, _index: int) -> None:
+        if not self.flow_view.isVisible():
+            self.tour.stop()
 
     def panel_named(self, name: str):
         """The Overview's panel called ``name`` (one of views.PANELS)."""
@@ -304,10 +334,12 @@ class MainWindow(QMainWindow):
         self.player.pause()
         self.controller.choose(token_id)
 
+    def _on_player_fast_changed(self, fast: bool) -> None:
+        self.painter.fast = fast
+
     def _on_player_playing_changed(self, playing: bool) -> None:
         self.commands.play_action.setChecked(playing)
         self.commands.play_action.setText("Pause" if playing else "Play")
-        self.painter.fast = playing and self.player.max_speed
         if not playing:
             self.painter.flush()  # a step held back by max speed's slow frame rate: show it now
 

@@ -1,5 +1,5 @@
 """The words a person reads about what the engine did: the window writes them from the facts the
-engine sends (``app.protocol`` replies, ``app.result.Facts``), so the engine names no shortcut,
+engine sends (``app.protocol`` replies, ``app.protocol.Facts``), so the engine names no shortcut,
 view or menu. Pure Python, no Qt.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 from engine.defaults import truncation_keeps
 
 from . import protocol as p
-from .result import SessionResult
+from .protocol import SessionResult
 
 BRANCHES = "the Branches view, Alt+5"
 RESTART = "Use Model → Restart the model to try again."

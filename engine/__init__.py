@@ -21,7 +21,7 @@ _LAZY = {
     "SessionError": "errors",
     "SettingsError": "errors",
     "ModelInfo": "info",
-    "LoadedModel": "loading",
+    "LoadedModel": "loaded_model",
     "load_model": "loading",
     "Session": "session",
     "KVStats": "trace",

@@ -20,17 +20,11 @@ from functools import cached_property
 
 import numpy as np
 
+from .sampling import model_logprob
 from .trace import StepRecord
 
 ROOT = -1  # the prompt: the parent of every prefill node
 BRANCH_BUDGET_BYTES = 1 << 30  # arrays kept for steps off the current branch (about 2,400 steps of GPT-2 small at 500 positions)
-
-
-def model_logprob(logits: np.ndarray, token: int) -> float:
-    """log p(token) under the model itself: the softmax of the raw logits, before any sampling setting."""
-    x = logits.astype(np.float64)
-    top = x.max()
-    return float(x[token] - top - np.log(np.exp(x - top).sum()))
 
 
 @dataclass(frozen=True)

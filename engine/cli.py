@@ -13,7 +13,8 @@ from .tokens import clip
 
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's options (scripts/cli_table.py writes the README's table from them)."""
     p = argparse.ArgumentParser(
         prog="python -m engine",
         description="Step a language model (GPT-2, Llama, Qwen, GraniteMoe, ...) through a prompt one token at a time and print each step.",
@@ -38,7 +39,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--system", default=None, help="with --chat: a system message before the user turn")
     p.add_argument("--json", action="store_true", help="print one JSON object per step instead of a table")
     p.add_argument("--export", metavar="FILE.npz", help="save the session (see README, 'Session files')")
-    return p.parse_args(argv)
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -302,6 +302,21 @@ def _positions(values: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndar
     return rank, before, through
 
 
+def model_probs(logits: np.ndarray) -> np.ndarray:
+    """float64 [V]: the *model probability* of every token, the softmax of the raw logits before any
+    sampling setting (the one definition; the sampling probability is ``Distribution.probs``)."""
+    x = logits.astype(np.float64)
+    z = np.exp(x - x.max())
+    return z / z.sum()
+
+
+def model_logprob(logits: np.ndarray, token: int) -> float:
+    """log of ``token``'s model probability, computed without underflow for very unlikely tokens."""
+    x = logits.astype(np.float64)
+    top = x.max()
+    return float(x[token] - top - np.log(np.exp(x - top).sum()))
+
+
 def softmax(logits: np.ndarray) -> np.ndarray:
     """float32 softmax of a vector that may hold -inf; computed in float64 for accuracy."""
     x = logits.astype(np.float64)

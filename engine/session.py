@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 from time import perf_counter
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -17,13 +16,11 @@ from .branches import ROOT, BranchTable, BranchTree
 from .chat import ChatTurn, chat_prompt_ids, fit_chat_turn
 from .memory import release_freed_memory
 from .defaults import truncation_keeps
+from .loaded_model import LoadedModel
 from .errors import GenerationStopped, PromptError, SessionError
 from .projection import Projection
 from .sampling import Distribution, SamplingSettings
 from .trace import N_CANDIDATES, KVStats, StepRecord, StepTrace
-
-if TYPE_CHECKING:  # engine.loading imports this module (warm_up)
-    from .loading import LoadedModel
 
 TRIM_EVERY = 32  # steps between handing freed heap memory back to the OS (see memory.release_freed_memory)
 

@@ -13,7 +13,7 @@ from functools import cached_property
 
 import numpy as np
 
-from .sampling import Distribution, SamplingSettings, entropy_bits, softmax
+from .sampling import Distribution, SamplingSettings, entropy_bits, model_probs, softmax
 
 N_CANDIDATES = 64  # next-token candidates every StepTrace carries, with their pieces
 
@@ -173,9 +173,7 @@ class StepTrace:
     @cached_property
     def model_prob(self) -> float:
         """The chosen token's model probability: the softmax of the raw logits, no sampling stage."""
-        logits = self.record.logits.astype(np.float64)
-        top = float(logits.max())
-        return float(np.exp(logits[self.chosen] - top) / np.exp(logits - top).sum())
+        return float(model_probs(self.record.logits)[self.chosen])
 
     @cached_property
     def model_entropy_bits(self) -> float:
@@ -210,3 +208,12 @@ class StepTrace:
     @property
     def chosen(self) -> int:
         return self.record.chosen
+
+
+def shared_prefix(records, seen: list, field: str) -> int:
+    """How many leading ``records`` still hold, as ``field``, the very arrays in ``seen``: the part of
+    a history that a rewind or branch left untouched and need not be processed again."""
+    keep = 0
+    while keep < min(len(records), len(seen)) and getattr(records[keep], field) is seen[keep]:
+        keep += 1
+    return keep

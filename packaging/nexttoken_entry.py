@@ -50,7 +50,7 @@ if "--smoke-test" in sys.argv:
     watchdog.start()
 
 try:
-    from app.logs import setup_logging
+    from engine.logs import setup_logging
 
     setup_logging()
 

@@ -11,7 +11,7 @@ import threading
 import numpy as np
 import pytest
 
-from app import engine_process
+from app import engine_process, serve
 from app.wire import Receiver, Sender
 from app.session_host import PointCache, make_result
 from engine import SamplingSettings, Session
@@ -127,7 +127,7 @@ def test_the_window_process_runs_no_forward_pass(process_window, qtbot, forward_
     assert results[-1].records[0] is results[0].records[0]  # and arrived once each
     if hasattr(os, "getpriority"):  # the child yields a core to the window's painting
         child = process_window.controller.engine.process.pid
-        assert os.getpriority(os.PRIO_PROCESS, child) == os.getpriority(os.PRIO_PROCESS, 0) + engine_process.ENGINE_NICENESS
+        assert os.getpriority(os.PRIO_PROCESS, child) == os.getpriority(os.PRIO_PROCESS, 0) + serve.ENGINE_NICENESS
 
 
 @pytest.mark.slow  # over 5 s (a child process or a whole app run)

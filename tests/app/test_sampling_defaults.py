@@ -10,8 +10,9 @@ from engine.sampling import RANGES
 def test_the_panel_starts_at_the_defaults_and_ranges(qtbot):
     from app.panels.sampling_panel import SamplingPanel
     from app.state import AppState
+    from app.theme import NORMAL, PROJECTOR
 
-    panel = SamplingPanel(AppState())
+    panel = SamplingPanel(AppState(NORMAL, PROJECTOR))
     qtbot.addWidget(panel)
     assert panel.settings() == DEFAULT_SETTINGS
     assert (panel.top_p.minimum(), panel.top_p.maximum()) == RANGES["top_p"]

@@ -1,11 +1,13 @@
-"""AppState on its own: no window, no engine (results are stand-ins with what the state reads)."""
+"""AppState on its own: no window, no engine, no Qt (results are stand-ins with what the state reads;
+the two looks are stand-in strings)."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
 from app.state import LATEST, AppState
-from app.theme import NORMAL, PROJECTOR
+
+NORMAL, PROJECTOR = "normal look", "projector look"
 
 
 def fake_result(T: int = 5, layers: int = 4, heads: int = 4):
@@ -14,8 +16,8 @@ def fake_result(T: int = 5, layers: int = 4, heads: int = 4):
                            trace=SimpleNamespace(step=0))
 
 
-def test_a_result_reaches_subscribers_in_order_and_selections_wait_for_the_last(qapp):
-    state, seen = AppState(), []
+def test_a_result_reaches_subscribers_in_order_and_selections_wait_for_the_last():
+    state, seen = AppState(NORMAL, PROJECTOR), []
     state.subscribe(lambda r: seen.append("tokens"))
     state.subscribe(lambda r: seen.append(("attention", state.head)))
     heads = []
@@ -29,8 +31,8 @@ def test_a_result_reaches_subscribers_in_order_and_selections_wait_for_the_last(
     assert seen == ["tokens", ("attention", 0)] and state.head == 2 and heads == [2]
 
 
-def test_a_selection_is_clamped_and_a_new_model_resets_the_position(qapp):
-    state = AppState()
+def test_a_selection_is_clamped_and_a_new_model_resets_the_position():
+    state = AppState(NORMAL, PROJECTOR)
     state.set_result(fake_result(T=5))
     state.set_layer(99)
     assert state.layer == 3
@@ -40,8 +42,8 @@ def test_a_selection_is_clamped_and_a_new_model_resets_the_position(qapp):
     assert state.position == LATEST and state.selected_position == 4
 
 
-def test_projector_mode_restyles_one_subscriber_per_call(qapp):
-    state, calls, emitted = AppState(), [], []
+def test_projector_mode_restyles_one_subscriber_per_call():
+    state, calls, emitted = AppState(NORMAL, PROJECTOR), [], []
     state.subscribe_theme(lambda theme: calls.append(("a", theme)))
     state.subscribe_theme(lambda theme: calls.append(("b", theme)))
     state.themeChanged.connect(emitted.append)
@@ -55,3 +57,23 @@ def test_projector_mode_restyles_one_subscriber_per_call(qapp):
     assert state.stage_projector(True) == []  # no change, nothing to do
     state.set_projector(False)
     assert state.theme is NORMAL and calls[-1] == ("b", NORMAL)
+
+
+def test_the_state_runs_without_qt():
+    """A fresh interpreter imports the state and drives it: no PySide6 module is loaded."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from types import SimpleNamespace as N\n"
+        "from app.state import AppState\n"
+        "s = AppState('n', 'p'); heads = []\n"
+        "s.headChanged.connect(heads.append)\n"
+        "s.set_result(N(info=N(), n_layer=2, n_head=3, context_len=4, prompt_ids=[0] * 4, trace=N(step=0)))\n"
+        "s.set_head(2); s.set_projector(True)\n"
+        "assert heads == [2] and s.theme == 'p', (heads, s.theme)\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('PySide6', 'pyqtgraph', 'shiboken'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -21,17 +21,13 @@ from .helpers import run
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_flow_comes_first_then_the_overview_and_main_stays_an_alias(window):
+def test_the_flow_comes_first_then_the_overview(window):
     assert parse_args(["--view", "overview"]).view == "overview" and parse_args([]).view == "flow"
-    assert parse_args(["--view", "main"]).view == "main"
     assert list(VIEWS)[:2] == ["flow", "overview"] and VIEW_BUTTONS["overview"] == "Overview"
     window.show_view("inside")
-    window.show_view("main")
+    window.show_view("overview")
     assert window.views.currentIndex() == 1 and window.commands.view_buttons.button(1).text() == "Overview"
     assert window.commands.view_buttons.button(1).isChecked()
-    window.show_view("inside")
-    window.show_view("overview")
-    assert window.views.currentIndex() == 1
 
 
 @pytest.mark.slow  # a whole app run in a child process

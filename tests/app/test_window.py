@@ -220,11 +220,12 @@ def test_generation_stops_when_the_context_is_full(make_window, qtbot, tiny_mode
 def test_max_speed_play_loops_on_the_worker_and_pause_ends_it(window, qtbot):
     window.commands.max_speed.setChecked(True)
     assert not window.commands.speed.isEnabled()
+    assert not window.painter.fast  # max speed alone, not playing: every frame drawn
     window.player.play()
-    assert window.controller.looping
+    assert window.controller.looping and window.painter.fast
     qtbot.waitUntil(lambda: window.state.result.stopped or window.state.step >= 5, timeout=20_000)
     window.player.pause()
-    assert not window.controller.looping and not window.player.playing
+    assert not window.controller.looping and not window.player.playing and not window.painter.fast
     qtbot.waitUntil(lambda: window.controller.idle, timeout=20_000)
     qtbot.wait(200)  # a result already on its way may still be drawn
     drawn = window.state.result.trace.step

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 import torch
 
-from engine.branches import ROOT, BranchTree, model_logprob
+from engine.branches import ROOT, BranchTree
+from engine.sampling import model_logprob
 from engine.sampling import SamplingSettings
 from engine.session import Session
 

@@ -12,6 +12,7 @@ from engine.sampling import (
     apply_top_p,
     distribution,
     draw,
+    random_u,
     softmax,
 )
 
@@ -231,6 +232,13 @@ def reference_pick(probs: np.ndarray, u: float) -> int:
     return int(order[above[0]]) if len(above) else int(order[-1])
 
 
+def test_u_is_the_documented_formula_pinned():
+    """u = default_rng([seed, step]).random(), with one known value: seed 42 at step 7 draws
+    0.5196307011602563 (the order [7, 42] would give 0.6311650112196174)."""
+    assert random_u(SamplingSettings(temperature=1.0, seed=42), 7) == 0.5196307011602563
+    assert random_u(SamplingSettings(temperature=1.0, seed=7), 42) == 0.6311650112196174
+
+
 def test_u_selects_the_token_by_the_documented_rule():
     rng = np.random.default_rng(11)
     for case in range(300):
@@ -242,8 +250,9 @@ def test_u_selects_the_token_by_the_documented_rule():
             temperature=float(rng.uniform(0.3, 2)), top_k=int(rng.integers(0, 60)), top_p=float(rng.uniform(0.3, 1)), seed=case
         )
         dist = distribution(logits, np.array([], dtype=np.int64), s)
-        drawn = draw(dist, case)
-        assert 0 <= drawn.u < 1 and drawn.u == np.random.default_rng([case, case]).random()  # used unscaled
+        step = 1000 + 7 * case  # never the seed: [seed, step] and [step, seed] give different u
+        drawn = draw(dist, step)
+        assert 0 <= drawn.u < 1 and drawn.u == np.random.default_rng([case, step]).random()  # used unscaled
         assert drawn.token == reference_pick(dist.probs, drawn.u)
         for u in rng.random(5):
             assert dist.pick(u) == reference_pick(dist.probs, u)
@@ -328,3 +337,11 @@ def test_top_p_line_equals_the_slow_reference(top_p):
     np.testing.assert_array_equal(st.before_top_p, before[shown])
     kept = st.removed_by == ""
     assert (st.top_p_cumulative[kept] - st.before_top_p[kept] < top_p - 1e-9).all()  # kept: p not reached before it
+
+
+def test_model_probabilities_are_the_softmax_of_the_raw_logits():
+    from engine.sampling import model_logprob, model_probs
+
+    probs = model_probs(np.array([0.0, np.log(3.0), -np.inf], dtype=np.float32))
+    assert probs.dtype == np.float64 and probs == pytest.approx([0.25, 0.75, 0.0])
+    assert model_logprob(np.array([1000.0, 0.0], dtype=np.float32), 1) == pytest.approx(-1000.0)  # no underflow

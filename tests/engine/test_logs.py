@@ -1,4 +1,4 @@
-"""app.logs: a windowed build (no stdout/stderr) can print, log and show progress bars without crashing."""
+"""engine.logs: a windowed build (no stdout/stderr) can print, log and show progress bars without crashing."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from app import logs
+from engine import logs
 from engine.quiet import QUIET_ENV
 
 
@@ -76,7 +76,7 @@ def test_no_console_process_survives_tqdm_and_stream_writes(tmp_path):
     script = textwrap.dedent(
         f"""
         import logging, sys
-        from app.logs import setup_logging
+        from engine.logs import setup_logging
         setup_logging({str(tmp_path)!r})
         from tqdm import tqdm
         for _ in tqdm(range(3)):

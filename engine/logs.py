@@ -21,7 +21,7 @@ import threading
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
 
-from engine.quiet import silence_libraries
+from .quiet import silence_libraries
 
 APP_NAME = "nexttoken"
 LOG_FILE_NAME = "nexttoken.log"
