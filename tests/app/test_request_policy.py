@@ -196,3 +196,24 @@ def test_stop_sequences_waiting_survive_a_restart(policy, sent, restart):
     assert stops in policy.waiting
     policy.settle(done(sent[0]))
     assert sent[1] is stops
+
+
+def test_a_refused_save_is_not_pending(policy, sent):
+    """A Save the engine refuses ("Nothing to save yet") writes no file: quitting must not wait for one."""
+    policy.settle(done(ask(policy, p.Load())))
+    save = ask(policy, p.SaveSession(path="s.npz"))
+    assert policy.saves_pending == 1  # it may be written
+    assert policy.settle(p.Failed(save.generation, save, "Nothing to save yet: step at least once.")) is Verdict.SHOW
+    assert policy.saves_pending == 0
+
+
+def test_saves_that_will_not_be_sent_are_not_pending(policy, sent):
+    """Closing drops what waits: a Save still waiting then will never be written."""
+    step = ask(policy, p.Step())
+    ask(policy, p.SaveSession(path="s.npz"))
+    assert policy.saves_pending == 1
+    policy.close()
+    assert policy.saves_pending == 0
+    policy.settle(done(step))
+    save = ask(policy, p.SaveSession(path="t.npz"))  # closed: nothing is sent
+    assert sent == [step] and policy.saves_pending == 0 and save not in policy.waiting
