@@ -9,7 +9,7 @@ both); Esc or the Tour button leaves it. The tour's stages and sentences are ``a
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, Qt
+from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QBoxLayout, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
@@ -22,7 +22,11 @@ from .tour import STAGES, Tour, sentence
 
 class FlowView(QWidget):
     """The view a new user meets first: the tokens panel (lent by the Overview while this view is
-    shown, so the prompt stays on screen) above the flow of the step."""
+    shown, so the prompt stays on screen) above the flow of the step. Here the prompt panel is always
+    shown, with its usual rows, whatever the Overview's focus hides; ``tokensReturned`` says when it
+    is back in the Overview (the focus then shows it there as it wants)."""
+
+    tokensReturned = Signal()
 
     def __init__(self, state: AppState, tokens: QWidget, home: QBoxLayout, parent: QWidget | None = None):
         super().__init__(parent)
@@ -54,12 +58,15 @@ class FlowView(QWidget):
     @guarded
     def showEvent(self, event) -> None:  # noqa: N802 - Qt's name
         self._layout.insertWidget(0, self.tokens)  # borrowed from the Overview while this view is shown
+        self.tokens.set_expanded(False)
+        self.tokens.show()  # a focused panel may have hidden it in the Overview
         super().showEvent(event)
 
     @guarded
     def hideEvent(self, event) -> None:  # noqa: N802 - Qt's name
         if self.tokens.parentWidget() is self:
             self._home.insertWidget(0, self.tokens)
+            self.tokensReturned.emit()
         super().hideEvent(event)
 
 

@@ -79,6 +79,7 @@ class MainWindow(QMainWindow):
         self.player = Player(c, self.step, lambda: self.gate.can_go_on, self)
         self.focus = PanelFocus(self.tokens, self.stages, self._central_layout, self.painter.repaint_later, self)
         self.focus.focusChanged.connect(self._on_focus_changed)
+        self.flow_view.tokensReturned.connect(self.focus.restore)
         keys = {self.tokens: "tokens", self.embeddings: "embeddings", self.attention: "attention", self.logits: "logits"}
         self.help = PanelHelp(self, self.state, keys | {self.sampling: "sampling", self.kv: "kv"})
         self.commands = Commands(self)
