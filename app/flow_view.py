@@ -13,7 +13,6 @@ from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QBoxLayout, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from .flow_numbers import flow_numbers
 from .guard import guarded
 from .panels.flow_panel import FlowPanel, FlowPlace
 from .state import LATEST, AppState
@@ -139,8 +138,7 @@ class TourMode(QObject):
 
     def text(self) -> str:
         """The sentence on screen for the present stage (empty before the first step)."""
-        result = self.state.result
-        n = None if result is None else flow_numbers(result, self.state.layer, self.state.head)
+        n = self.view.flow.current()  # the step the flow was given: the tour reads what it shows
         if n is None:
             return "Step once: the tour reads out that step's numbers."
         index = self.tour.index
