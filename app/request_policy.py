@@ -9,6 +9,11 @@ lists (tests/app/test_request_policy.py, no QApplication).
 - **Stale results.** A restart (Load, SetPrompt, SetChat, Reset, OpenSession) drops everything waiting but a
   Load, a Save or new stop sequences, and raises the barrier: a result of an older request is stale. So does an
   engine's death, for everything it held.
+- **What the person typed.** A prompt edit (SetPrompt, SetChat) waiting is dropped only by a newer
+  edit: a Load carries the editor's text but may be refused, and a Reset or a file opened would
+  otherwise run the old prompt under the new text. A refusal of the newest edit is handed on even
+  when a restart made it stale (the text in the editor cannot run: Step must say so); a dead
+  engine's is not (the reload carries the editor's text).
 - **Saves.** A waiting Save survives a restart. The engine answers a Save at once (the file is
   written on a thread of its own) and again with ``SaveWritten`` when the file is. A save is
   pending (``saves_pending``: quitting waits for it) only while its file will still be written: sent
@@ -60,6 +65,7 @@ class RequestPolicy:
         self.play_generation = 0  # the play loop wanted (0 = none), mirrored in the engine
         self.has_session = False  # a load has succeeded in the running engine
         self.dead_barrier = 0  # requests older than this went to an engine that has died
+        self.edit_generation = 0  # the newest prompt edit's: the person's text
         self.quick_deaths = 0
         self.forward_requests = 0  # Step and Play requests sent (tests and benchmarks read it)
         self.writing = 0  # Saves the engine accepted whose file is not yet written
@@ -93,12 +99,16 @@ class RequestPolicy:
         (once closed, nothing is queued)."""
         if self.closed:
             return
+        if isinstance(request, p.PROMPT_EDITS):
+            self.edit_generation = request.generation
         if not isinstance(request, p.Inspect):  # any other request ends a play loop
             self.set_play(request.generation if isinstance(request, p.Play) else 0)
         if isinstance(request, p.RESTARTS):
             self.barrier = request.generation
             self.control("latest_barrier", request.generation)
             keep = tuple(k for k in p.KEPT_ON_RESTART if not isinstance(request, k))  # a newer Load replaces a waiting one
+            if not isinstance(request, p.PROMPT_EDITS):  # only newer text replaces the text typed
+                keep += p.PROMPT_EDITS
             self.waiting = [r for r in self.waiting if isinstance(r, keep)]
         elif isinstance(request, p.COALESCING) and self.waiting and type(self.waiting[-1]) is type(request):
             self.waiting[-1] = request
@@ -152,11 +162,16 @@ class RequestPolicy:
             self.dropped = False
             return Verdict.SHOW
         if not current:
-            return Verdict.DROP
+            return Verdict.SHOW if self._refused_text(reply) else Verdict.DROP
         if isinstance(reply, p.Failed) and isinstance(reply.request, p.RESTARTS) and self.has_session:
             if self.dropped or isinstance(reply.request, (p.Load, p.OpenSession)):
                 return Verdict.REFRESH
         return Verdict.SHOW
+
+    def _refused_text(self, reply: p.Reply) -> bool:
+        """``reply`` refuses the newest text the person typed, sent to the engine that runs now."""
+        return (isinstance(reply, p.Failed) and isinstance(reply.request, p.PROMPT_EDITS)
+                and reply.generation >= max(self.edit_generation, self.dead_barrier))
 
     def engine_died(self) -> bool:
         """The engine died: everything it held is gone. Returns False when it died quickly too often

@@ -208,7 +208,8 @@ class SessionHost:
         except LoadCancelled as exc:
             reply = p.DownloadCancelled(g, request, str(exc), kept=self.session.info.name)
         except NextTokenError as exc:
-            reply = p.Failed(g, request, str(exc))
+            kept = self.session.info.name if isinstance(request, p.Load) and self.session is not None else ""
+            reply = p.Failed(g, request, str(exc), kept=kept)
         except Exception as exc:  # a bug, not a user error: keep the window alive and say so
             log.exception("request %s failed", request.kind)
             reply = p.Crashed(g, request, f"{type(exc).__name__}: {exc}")
