@@ -193,6 +193,12 @@ class SessionController(QObject):
         """False once ``result`` is stale: a newer restart, or the engine that made it has died."""
         return self.policy.is_current(result)
 
+    def not_drawn(self, _result) -> None:
+        """A result handed on was stale by the time it would have been drawn: the window shows an older
+        session than the engine holds, so ask for that one (now, or after a refusal on its way)."""
+        if self.engine is not None and self.policy.not_drawn():
+            self.refresh()
+
     def _request(self, request: p.Request) -> int:
         request = self.policy.number(request)
         if self.engine is None:

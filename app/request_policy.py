@@ -24,6 +24,8 @@ lists (tests/app/test_request_policy.py, no QApplication).
   one was dropped since the last result handed on, or the engine died since (the window still
   shows the dead engine's session), or the request was a Load or an OpenSession, the window shows
   a session the engine does not hold, so ``settle`` asks for a Refresh.
+- **Results not drawn.** A result handed on may become stale before the window draws it (a
+  restart sent meanwhile): the window then shows an older session (``not_drawn``), as after a drop.
 - **Quick deaths.** An engine that dies within ``QUICK_DEATH_S`` of starting, ``MAX_QUICK_DEATHS``
   times in a row, is not started again.
 """
@@ -167,6 +169,13 @@ class RequestPolicy:
             if self.dropped or isinstance(reply.request, (p.Load, p.OpenSession)):
                 return Verdict.REFRESH
         return Verdict.SHOW
+
+    def not_drawn(self) -> bool:
+        """A result handed on was not drawn (stale by its frame): the window shows an older session
+        than the engine's. Returns True when a Refresh must ask for it now: nothing is on its way
+        (a refused restart on its way asks for one itself)."""
+        self.dropped = True
+        return self.idle and self.running and not self.closed
 
     def _refused_text(self, reply: p.Reply) -> bool:
         """``reply`` refuses the newest text the person typed, sent to the engine that runs now."""

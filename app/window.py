@@ -101,6 +101,7 @@ class MainWindow(QMainWindow):
         self.show_view("overview")  # the Overview until app.main brings --view (default: flow) forward
 
         c.resultReady.connect(self.painter.submit)
+        self.painter.resultDropped.connect(c.not_drawn)
         c.failed.connect(self._on_controller_failed)
         c.busyChanged.connect(th.show_busy)
         c.modelLoaded.connect(self._on_controller_model_loaded)

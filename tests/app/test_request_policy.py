@@ -217,3 +217,15 @@ def test_saves_that_will_not_be_sent_are_not_pending(policy, sent):
     policy.settle(done(step))
     save = ask(policy, p.SaveSession(path="t.npz"))  # closed: nothing is sent
     assert sent == [step] and policy.saves_pending == 0 and save not in policy.waiting
+
+
+def test_a_result_not_drawn_asks_for_the_session_now_or_after_the_refusal_on_its_way(policy, sent):
+    policy.settle(done(ask(policy, p.Load())))
+    policy.settle(done(ask(policy, p.Step())))  # handed on; a restart comes before its frame
+    edit = ask(policy, p.SetPrompt(text="too long"))
+    assert not policy.not_drawn()  # the edit is on its way: its answer decides
+    assert policy.settle(p.PromptTooLong(edit.generation, edit, "Too long.")) is Verdict.REFRESH
+    policy.settle(done(ask(policy, p.Step())))
+    edit = ask(policy, p.SetPrompt(text="too long"))
+    assert policy.settle(p.PromptTooLong(edit.generation, edit, "Too long.")) is Verdict.SHOW  # the step was drawn, so far
+    assert policy.not_drawn()  # then dropped by the painter, with nothing on its way: ask now
