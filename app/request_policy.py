@@ -6,9 +6,9 @@ lists (tests/app/test_request_policy.py, no QApplication).
 - **One in flight.** Only one request runs at a time; the others wait here, in order.
 - **Coalescing.** A new Step, Resample, Choose, Inspect or Switch replaces one of its kind still
   waiting last (a held-down Step key queues one step, not hundreds).
-- **Stale results.** A restart (Load, SetPrompt, SetChat, Reset, OpenSession) drops everything waiting but a
-  Load, a Save or new stop sequences, and raises the barrier: a result of an older request is stale. So does an
-  engine's death, for everything it held.
+- **Stale results.** A restart (Load, SetPrompt, SetChat, Reset, OpenSession) drops everything
+  waiting but a Load, a Save, new stop sequences and a prompt edit (see below), and raises the
+  barrier: a result of an older request is stale. So does an engine's death, for everything it held.
 - **What the person typed.** A prompt edit (SetPrompt, SetChat) waiting is dropped only by a newer
   edit: a Load carries the editor's text but may be refused, and a Reset or a file opened would
   otherwise run the old prompt under the new text. A refusal of the newest edit is handed on even
