@@ -173,9 +173,10 @@ class RequestPolicy:
     def not_drawn(self) -> bool:
         """A result handed on was not drawn (stale by its frame): the window shows an older session
         than the engine's. Returns True when a Refresh must ask for it now: nothing is on its way
-        (a refused restart on its way asks for one itself)."""
+        (a refused restart on its way asks for one itself) and the engine holds a session (a fresh
+        engine after a death has none: the reload's result replaces what is drawn)."""
         self.dropped = True
-        return self.idle and self.running and not self.closed
+        return self.idle and self.running and not self.closed and self.has_session
 
     def _refused_text(self, reply: p.Reply) -> bool:
         """``reply`` refuses the newest text the person typed, sent to the engine that runs now."""

@@ -229,3 +229,6 @@ def test_a_result_not_drawn_asks_for_the_session_now_or_after_the_refusal_on_its
     edit = ask(policy, p.SetPrompt(text="too long"))
     assert policy.settle(p.PromptTooLong(edit.generation, edit, "Too long.")) is Verdict.SHOW  # the step was drawn, so far
     assert policy.not_drawn()  # then dropped by the painter, with nothing on its way: ask now
+    policy.engine_died()
+    policy.engine_started()
+    assert not policy.not_drawn()  # a dead engine's step: the fresh engine holds nothing to ask for
