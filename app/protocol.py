@@ -215,6 +215,7 @@ REQUESTS = (Load, SetPrompt, SetChat, SetStops, Step, Play, Back, Choose, Resamp
             SaveSession, OpenSession, Refresh)
 RESTARTS = (Load, SetPrompt, SetChat, Reset, OpenSession)  # after one of these, results of older requests are stale
 KEPT_ON_RESTART = (Load, SaveSession, SetStops)  # still run after a restart (a save's result is stale, its message is not; stop sequences are the person's)
+PROMPT_EDITS = (SetPrompt, SetChat)  # the person's text: still run after any restart but a newer edit (a Load may be refused)
 COALESCING = (Step, Resample, Choose, Inspect, Switch)  # a newer one replaces an older one still waiting
 
 CONTROLS = ("play_generation", "latest_barrier", "cancel_load")
@@ -243,6 +244,8 @@ class Facts:
     path, size: a saved or opened file and its bytes; steps, branches: its steps and leaves.
     ahead: the saves still being written when a Save was asked for (it waits behind them).
     note: what opening a file says about its model (``engine.session_file.open_session``).
+    left_out: the characters of a prompt or chat turn (a Load's, a SetPrompt's, a SetChat's) that the
+        tokenizer left out because the vocabulary has no token for them, each once (``Tokenizer.left_out``).
     """
 
     seconds: float = 0.0
@@ -260,6 +263,7 @@ class Facts:
     branches: int = 0
     ahead: int = 0
     note: str = ""
+    left_out: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -369,10 +373,12 @@ class Inspected(Reply):
 @dataclass(frozen=True)
 class Failed(Reply):
     """``request`` was refused and changed nothing: ``error`` is the engine's own sentence
-    (``engine.errors``)."""
+    (``engine.errors``); ``kept``: for a refused Load, the name of the model the engine still holds
+    ("" none: no model was loaded yet)."""
 
     request: Request | None = None
     error: str = ""
+    kept: str = ""
 
 
 @dataclass(frozen=True)
@@ -383,8 +389,6 @@ class PromptTooLong(Failed):
 @dataclass(frozen=True)
 class DownloadCancelled(Failed):
     """The person cancelled a Load's download; the model ``kept`` (its name) stays."""
-
-    kept: str = ""
 
 
 @dataclass(frozen=True)

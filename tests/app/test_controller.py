@@ -43,6 +43,7 @@ class FakeResult:
 
     def __init__(self, request: p.Request):
         self.generation, self.request, self.info = request.generation, request, object()
+        self.can_step = True
 
 
 @pytest.fixture
