@@ -24,6 +24,11 @@ class ModelInfo:
     n_active_params: int = 0  # parameters each token runs through (a mixture of experts: fewer); 0: n_params
     chat_template: bool = False  # the tokenizer has a chat template (engine.chat): chat turns are possible
     special_ids: tuple[int, ...] = ()  # the tokenizer's special tokens (<|im_start|>, <|im_end|>, ...), ascending
+    backend: str = "hooks"  # what records each step (engine.runtime.BACKENDS): engine.hooks, or nnsight's tracing
+    device: str = "cpu"  # where the weights are ("cpu", "cuda:0", "mps"; "meta" for a remote model: none here)
+    device_name: str = ""  # the GPU's name ("" on the CPU)
+    dtype: str = "float32"  # the weights' dtype
+    remote_host: str = ""  # the nnsight server each step is sent to ("" when steps run here)
 
     @property
     def kv_heads(self) -> int:
