@@ -103,8 +103,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         session.set_prompt(args.prompt, truncate=args.truncate)
     if not args.json:
-        print(f"model: {session.info.label}; sampling: {settings.describe()}")
-        print(f"runs on: {where(session.info)}")
+        print(f"model: {session.info.label}, on {where(session.info)}; sampling: {settings.describe()}")
         if session.info.remote_host:
             cache = f"no KV cache: every step is a full forward pass over the text so far on {session.info.remote_host}, the time includes the network"
         else:

@@ -19,6 +19,8 @@ recomputed by engine.inside on a local model; a remote model has none.
 
 from __future__ import annotations
 
+import json
+import os
 import socket
 from typing import Mapping
 
@@ -41,7 +43,7 @@ EXECUTION_ORDER = (
     "blocks.{L}.hook_resid_post",
     "ln_final.hook_out",
 )
-REMOTE_TIMEOUT_S = 120.0  # how long connecting to the server and its first answer may take
+REMOTE_TIMEOUT_S = 300.0  # how long the server may stay silent (connecting, or between status messages)
 
 
 class RemoteStepError(NextTokenError):
@@ -111,7 +113,7 @@ class NnsightBackend:
         use_cache = use_cache and self.keeps_cache
         plan = read_plan(model, n_layers, keep, n_new)
         lm = self.lm
-        remote = "local" if self.simulate else (self.remote_host or False)
+        remote = "local" if self.simulate else False
         kwargs = hf_compat.forward_kwargs(cache, use_cache=use_cache)
         # The mask over every position the pass attends to, cached ones included: without it nnsight's
         # input processing gives the new tokens a mask of their own width only.
@@ -119,10 +121,11 @@ class NnsightBackend:
         kwargs["attention_mask"] = torch.ones(1, seen + input_ids.shape[1], dtype=torch.long)
         ids = input_ids if self.remote_host else input_ids.to(model.device)
         try:
+            backend = self._remote_backend() if self.remote_host else None  # names the model: asks the hub its canonical id
             with _timeout(REMOTE_TIMEOUT_S if self.remote_host else None):
                 # The body runs against the model's real values (here, or on the server): torch and
                 # nnsight only, so that it runs the same there.
-                with lm.trace(ids, remote=remote, **kwargs):
+                with lm.trace(ids, remote=remote, backend=backend, **kwargs):
                     saved = {}
                     for path, side, entries in plan:
                         envoy = lm.get(path)
@@ -146,6 +149,24 @@ class NnsightBackend:
                 raise
             raise RemoteStepError(_remote_failure(self.remote_host, exc)) from exc
         return saved, logits, new_cache
+
+
+    def _remote_backend(self):
+        """nnsight's RemoteBackend for one step, given the API key (api_key()) and no status display
+        (it writes to stdout, which --json keeps for its rows)."""
+        from nnsight.intervention.backends.display import StatusDisplay
+        from nnsight.intervention.backends.remote import RemoteBackend
+
+        backend = RemoteBackend(self.lm.to_model_key(), host=self.remote_host, api_key=api_key(),
+                                env=self.lm._remoteable_get_env())
+        backend.display = StatusDisplay(enabled=False)
+        return backend
+
+
+def api_key() -> str | None:
+    """The NDIF API key: the environment's NDIF_API_KEY, read at each step and handed to nnsight only
+    (None: nnsight's own config, ~/.config/nnsight/config.yaml). Never stored, logged or saved here."""
+    return os.environ.get("NDIF_API_KEY") or None
 
 
 class _timeout:
@@ -178,9 +199,23 @@ def _remote_failure(host: str, exc: BaseException) -> str:
         why = f"no answer within {REMOTE_TIMEOUT_S:.0f} s"
     elif isinstance(exc, ConnectionRefusedError):
         why = "the connection was refused (is the server running?)"
+    elif getattr(exc, "status_code", None):  # the server answered the websocket's handshake with an HTTP error
+        why = f"the server answered {exc.status_code} {_detail(getattr(exc, 'resp_body', b''))}".rstrip()
+        if exc.status_code in (401, 403):
+            why += " (the API key is read from NDIF_API_KEY)"
     else:
         why = _first_line(exc)
     return f"The step could not run on {where}: {why}. The session is as it was before the step."
+
+
+def _detail(body) -> str:
+    """What an error answer's body says: FastAPI's {"detail": ...}, else its first line."""
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body or "")
+    try:
+        detail = json.loads(text).get("detail", "")
+    except (ValueError, AttributeError):
+        detail = text.strip().splitlines()[0] if text.strip() else ""
+    return f"({str(detail)[:200]})" if detail else ""
 
 
 def _first_line(exc: BaseException) -> str:
