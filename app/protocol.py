@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from engine.chat import ChatTurn
 from engine.defaults import DEFAULT_SETTINGS
+from engine.runtime import Runtime
 from engine.sampling import SamplingSettings
 
 if TYPE_CHECKING:
@@ -38,7 +39,8 @@ class Load(Request):
     ``loaded``: an already loaded model (the thread engine only: tests pass one to skip the disk);
     ``fallback``: open the demo model if ``source`` fails; ``prompt``: "" keeps the current one;
     ``chat``: with its system message, the prompt is a user turn through the model's chat template
-    (a model without one gets the plain prompt); ``stop_sequences``: the window's."""
+    (a model without one gets the plain prompt); ``stop_sequences``: the window's; ``runtime``: on which
+    device, in which dtype and through which backend (engine.runtime; the command line's)."""
 
     kind: ClassVar[str] = "load"
 
@@ -50,6 +52,7 @@ class Load(Request):
     loaded: Any = None
     chat: ChatTurn | None = None
     stop_sequences: tuple[str, ...] = ()
+    runtime: Runtime = Runtime()
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QMainWindow, QStackedWidget, QVBoxLayout, QWidget
 
 from engine import paths
 from engine.chat import ChatTurn
+from engine.runtime import Runtime
 
 from . import flow_view, guard, wording
 from . import protocol as p
@@ -56,15 +57,18 @@ class MainWindow(QMainWindow):
     errorShown = Signal(str)
 
     def __init__(
-        self, preferences: QSettings | None = None, *, projector: bool = False, remember: bool = True, engine: str = "process"
+        self, preferences: QSettings | None = None, *, projector: bool = False, remember: bool = True, engine: str = "process",
+        runtime: Runtime | None = None,
     ):
         """``preferences``: where the last model used is remembered (``remember``); ``engine``: where
-        the model runs, "process" (a child process) or "thread" (see app.controller)."""
+        the model runs, "process" (a child process) or "thread" (see app.controller); ``runtime``: on
+        which device and through which backend each load runs it (engine.runtime: --device, --backend, ...)."""
         super().__init__()
         th.configure_pyqtgraph()
         self.preferences = Preferences(preferences, remember)
         self.state = AppState(self)
         self.controller = c = SessionController(self, engine=engine)
+        c.runtime = runtime or Runtime()
         self.gate = StepGate()
         self._closed = False
         self._viewing = False  # a session opened from a file without its model is on screen
@@ -298,6 +302,7 @@ class MainWindow(QMainWindow):
     def _on_controller_model_loaded(self, info) -> None:
         self.download.finish()
         self.status_line.show_model(info)
+        self.commands.show_runtime(info)
         self.preferences.set_last_model("" if info.is_demo else (self.download.source or info.source))
 
     def _on_logits_token_chosen(self, token_id: int) -> None:

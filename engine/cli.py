@@ -9,7 +9,7 @@ import sys
 
 from .defaults import DEFAULT_PROMPT, DEFAULT_SETTINGS
 from .errors import GenerationStopped, NextTokenError, SettingsError
-from .runtime import BACKENDS, DEVICES, DTYPES, Runtime
+from .runtime import add_runtime_arguments, runtime_of
 from .tokens import clip
 
 
@@ -41,29 +41,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--export", metavar="FILE.npz", help="save the session (see README, 'Session files')")
     add_runtime_arguments(p)
     return p.parse_args(argv)
-
-
-def add_runtime_arguments(p: argparse.ArgumentParser) -> None:
-    """--device, --dtype, --backend, --remote and --nnsight-host (engine.runtime), for both command lines."""
-    p.add_argument("--device", choices=DEVICES, default="auto",
-                   help="where the model runs: auto picks a CUDA GPU (else MPS) when PyTorch sees one (default: auto)")
-    p.add_argument("--dtype", choices=DTYPES, default=None,
-                   help="the weights' dtype (default: float32 on the CPU, bfloat16 on CUDA, float16 on MPS)")
-    p.add_argument("--backend", choices=BACKENDS, default="hooks",
-                   help="what records each step: forward hooks, or nnsight's tracing (pip install 'nexttoken[nnsight]') (default: hooks)")
-    p.add_argument("--remote", action="store_true",
-                   help="with --backend nnsight: send each step to NDIF (model named by hub id; API key from NDIF_API_KEY)")
-    p.add_argument("--nnsight-host", metavar="URL", default="",
-                   help="with --backend nnsight: send each step to this nnsight server instead of NDIF")
-
-
-def runtime_of(args: argparse.Namespace) -> Runtime:
-    """The Runtime the parsed runtime arguments ask for; NextTokenError for a combination that cannot run."""
-    try:
-        return Runtime(device=args.device, dtype=args.dtype or "", backend=args.backend, remote=args.remote,
-                       host=args.nnsight_host)
-    except ValueError as exc:
-        raise NextTokenError(f"{exc}.") from exc
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         session.set_prompt(args.prompt, truncate=args.truncate)
     if not args.json:
-        print(f"model: {session.info.label}, on {where(session.info)}; sampling: {settings.describe()}")
+        print(f"model: {session.info.label}, on {session.info.runs_on}; sampling: {settings.describe()}")
         if session.info.remote_host:
             cache = f"no KV cache: every step is a full forward pass over the text so far on {session.info.remote_host}, the time includes the network"
         else:
@@ -127,14 +104,6 @@ def run(args: argparse.Namespace) -> int:
         path = save_session(session, args.export, inside=True)
         print(f"saved {path}", file=sys.stderr if args.json else sys.stdout)
     return 0
-
-
-def where(info) -> str:
-    """Where a model runs and what records its steps, e.g. "cpu, float32, forward hooks"."""
-    if info.remote_host:
-        return f"{info.remote_host} through nnsight (weights on the server; each step is one request)"
-    device = f"{info.device} ({info.device_name})" if info.device_name else info.device
-    return f"{device}, {info.dtype}, " + ("nnsight's tracing" if info.backend == "nnsight" else "forward hooks")
 
 
 def _alternatives(trace) -> list[tuple[str, int, float]]:

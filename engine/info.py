@@ -45,6 +45,15 @@ class ModelInfo:
         return (0 if kv == self.d_model else kv), (0 if full == self.d_model else full)
 
     @property
+    def runs_on(self) -> str:
+        """Where the model runs and what records its steps: "cpu, float32, forward hooks",
+        "cuda:0 (NVIDIA H200), bfloat16, nnsight's tracing", or the remote server."""
+        if self.remote_host:
+            return f"{self.remote_host} through nnsight (the weights stay on the server; each step is one request)"
+        device = f"{self.device} ({self.device_name})" if self.device_name else self.device
+        return f"{device}, {self.dtype}, " + ("nnsight's tracing" if self.backend == "nnsight" else "forward hooks")
+
+    @property
     def label(self) -> str:
         size = _count(self.n_params)
         if self.n_active_params and self.n_active_params != self.n_params:

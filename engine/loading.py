@@ -116,8 +116,6 @@ def load_model(
     """
     runtime = runtime or Runtime()
     if runtime.is_remote:
-        from .remote_model import load_remote
-
         return load_remote(source, runtime)
     if source is None:
         folder, name, is_demo = paths.demo_model_dir(), paths.DEMO_MODEL_NAME, True
@@ -129,6 +127,21 @@ def load_model(
     else:
         folder, name, is_demo = resolve_hub_id(str(source), progress), str(source), False
     return load_folder(folder, name=name, is_demo=is_demo, runtime=runtime)
+
+
+def load_remote(source: str | None, runtime: Runtime) -> LoadedModel:
+    """A model whose steps run on ``runtime.remote_host`` (engine.remote_model): named by its hub id,
+    only its config and tokenizer here. No warm-up: each pass would be a request to the server."""
+    if source is None or looks_like_path(str(source)):
+        raise ModelLoadError(
+            f"--remote needs a hub id such as meta-llama/Llama-3.1-70B (got {source or 'the bundled demo'}): "
+            "the server loads the weights by name; a local weights folder cannot be sent."
+        )
+    from .remote_model import remote_parts
+
+    model, tokenizer, info, backend = remote_parts(str(source), runtime)
+    check_tokenizer(tokenizer, model.config, Path(str(source)))
+    return LoadedModel(model=model, tokenizer=tokenizer, info=info, backend=backend)
 
 
 def bundled_model(name: str) -> Path | None:

@@ -16,15 +16,9 @@ from .runtime import Runtime
 from .tokens import Tokenizer
 
 
-def load_remote(source: str | None, runtime: Runtime):
-    """A LoadedModel whose steps go to ``runtime.remote_host``; ``source`` must be a hub id."""
-    from .loading import LoadedModel, check_tokenizer, looks_like_path
-
-    if source is None or looks_like_path(str(source)):
-        raise ModelLoadError(
-            f"--remote needs a hub id such as meta-llama/Llama-3.1-70B (got {source or 'the bundled demo'}): "
-            "the server loads the weights by name; a local weights folder cannot be sent."
-        )
+def remote_parts(source: str, runtime: Runtime):
+    """(meta model, tokenizer, info, backend) of hub id ``source``, its steps going to
+    ``runtime.remote_host``; engine.loading checks the source and the tokenizer and wraps them."""
     try:
         from .nnsight_backend import NnsightBackend
         from nnsight.modeling.transformers import TransformersModel
@@ -42,7 +36,6 @@ def load_remote(source: str | None, runtime: Runtime):
         raise ModelLoadError(str(exc)) from exc
     tokenizer = Tokenizer(lm.tokenizer)
     cfg = model.config
-    check_tokenizer(tokenizer, cfg, source)
     total, active = families.parameter_counts(model)
     n_head = cfg.num_attention_heads
     kv_heads = getattr(cfg, "num_key_value_heads", None) or n_head
@@ -56,5 +49,4 @@ def load_remote(source: str | None, runtime: Runtime):
         backend="nnsight", device="meta", dtype=str(getattr(cfg, "dtype", "") or "").removeprefix("torch.") or "bfloat16",
         remote_host=runtime.remote_host,
     )
-    # No warm-up: each pass would be a request to the server.
-    return LoadedModel(model=model, tokenizer=tokenizer, info=info, backend=NnsightBackend(lm, runtime.remote_host))
+    return model, tokenizer, info, NnsightBackend(lm, runtime.remote_host)

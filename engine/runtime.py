@@ -9,7 +9,10 @@ log. nnsight reads the key itself, from the environment (``NDIF_API_KEY``) or it
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
+
+from .errors import NextTokenError
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 DTYPES = ("float32", "bfloat16", "float16")
@@ -59,4 +62,27 @@ class Runtime:
         return (self.host or NDIF_HOST) if self.is_remote else ""
 
 
-LOCAL = Runtime(device="cpu")  # what tests and the bundled demo use
+FALLBACK = Runtime(device="cpu")  # what the window falls back to when a model cannot be loaded as asked
+
+
+def add_runtime_arguments(p: argparse.ArgumentParser) -> None:
+    """--device, --dtype, --backend, --remote and --nnsight-host (engine.runtime), for both command lines."""
+    p.add_argument("--device", choices=DEVICES, default="auto",
+                   help="where the model runs: auto picks a CUDA GPU (else MPS) when PyTorch sees one (default: auto)")
+    p.add_argument("--dtype", choices=DTYPES, default=None,
+                   help="the weights' dtype (default: float32 on the CPU, bfloat16 on CUDA, float16 on MPS)")
+    p.add_argument("--backend", choices=BACKENDS, default="hooks",
+                   help="what records each step: forward hooks, or nnsight's tracing (pip install 'nexttoken[nnsight]') (default: hooks)")
+    p.add_argument("--remote", action="store_true",
+                   help="with --backend nnsight: send each step to NDIF (model named by hub id; API key from NDIF_API_KEY)")
+    p.add_argument("--nnsight-host", metavar="URL", default="",
+                   help="with --backend nnsight: send each step to this nnsight server instead of NDIF")
+
+
+def runtime_of(args: argparse.Namespace) -> Runtime:
+    """The Runtime the parsed runtime arguments ask for; NextTokenError for a combination that cannot run."""
+    try:
+        return Runtime(device=args.device, dtype=args.dtype or "", backend=args.backend, remote=args.remote,
+                       host=args.nnsight_host)
+    except ValueError as exc:
+        raise NextTokenError(f"{exc}.") from exc
