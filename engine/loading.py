@@ -69,6 +69,8 @@ class LoadedModel:
 
     @property
     def projection(self) -> Projection:
+        if self._projection is None and self.backend.remote_host:  # the weights are on the server: fitted there
+            self._projection = self.backend.embedding_projection()
         if self._projection is None:
             weight = self.model.get_input_embeddings().weight.detach()
             self._projection = fit_projection(weight.float().cpu().numpy())
@@ -78,7 +80,9 @@ class LoadedModel:
     def weights_hash(self) -> str:
         """"sha256:<hex>" over the state dict (each tensor's name, dtype, shape and bytes, in name order;
         a tied tensor counted once): a session file names the weights it was saved with. Computed on
-        first use (0.3 s for GPT-2 small) and kept."""
+        first use (0.3 s for GPT-2 small) and kept. A remote model's: "hub:<hub id>" (its weights are not here)."""
+        if not self._weights_hash and self.backend.remote_host:  # no weights here: the hub id names them
+            self._weights_hash = f"hub:{self.info.source}"
         if not self._weights_hash:
             digest, seen = hashlib.sha256(), set()
             for name, tensor in sorted(self.model.state_dict().items()):

@@ -151,6 +151,40 @@ class NnsightBackend:
         return saved, logits, new_cache
 
 
+    def embedding_projection(self, k: int = 3, chunk: int = 4096):
+        """engine.projection's PCA basis of the token embedding matrix, computed where the weights are
+        (on the server for a remote model): only the mean [d], k components [k, d] and their variance
+        fractions come back, never the [V, d] matrix (2.1 GB for a 70B Llama in bfloat16)."""
+        import nnsight
+
+        from .projection import from_components
+
+        lm = self.lm
+        remote = "local" if self.simulate else False
+        try:
+            backend = self._remote_backend() if self.remote_host else None
+            with _timeout(REMOTE_TIMEOUT_S if self.remote_host else None), torch.inference_mode():
+                with lm.trace(torch.zeros(1, 1, dtype=torch.long), remote=remote, backend=backend):
+                    w = lm.get(self.embedding_path).weight  # [V, d]
+                    n = w.shape[0]
+                    mean = w.double().sum(0) / n
+                    cov = torch.zeros(w.shape[1], w.shape[1], dtype=torch.float64, device=w.device)
+                    for i in range(0, n, chunk):  # float64 a chunk of rows at a time, as engine.projection.fit
+                        rows = w[i : i + chunk].double() - mean
+                        cov += rows.T @ rows
+                    values, vectors = torch.linalg.eigh(cov / max(n - 1, 1))  # ascending
+                    basis = nnsight.save((mean.cpu(), vectors[:, -k:].flip(-1).T.cpu(), (values.flip(0)[:k] / values.sum()).cpu()))
+        except Exception as exc:
+            if not (self.remote_host or self.simulate):
+                raise
+            raise RemoteStepError(_remote_failure(self.remote_host, exc).replace("The step could not", "The embedding basis could not")) from exc
+        return from_components(*(t.numpy() for t in basis))
+
+    @property
+    def embedding_path(self) -> str:
+        """The token embedding's module path (model.embed_tokens, transformer.wte)."""
+        return family_of(self.lm._module).points["hook_embed"].module
+
     def _remote_backend(self):
         """nnsight's RemoteBackend for one step, given the API key (api_key()) and no status display
         (it writes to stdout, which --json keeps for its rows)."""

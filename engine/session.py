@@ -305,10 +305,14 @@ class Session:
         self.tree.prune(self._path)
 
     # ------------------------------------------------------------- stepping
-    def require_model(self, what: str):
-        """The model, or SessionError when this session was opened from a file without it."""
+    def require_model(self, what: str, *, weights: bool = True):
+        """The model, or SessionError when this session was opened from a file without it, or when
+        ``weights`` are needed and the model runs on a remote server (only its architecture is here)."""
         if self.loaded.model is None:
             raise SessionError(self.loaded.missing_reason or f"No model is loaded to {what} with.")
+        if weights and self.info.remote_host:
+            raise SessionError(f"{self.info.name} runs on {self.info.remote_host}: its weights are not here to {what} with "
+                               "(a remote step brings back what the step's views show; the Inside view recomputes with the weights).")
         return self.loaded.model
 
     def stop_reason(self) -> tuple[str | None, str]:
@@ -379,7 +383,7 @@ class Session:
         (``_catch_up``), so the step itself is always an ordinary one. Without it (no-cache mode)
         the whole sequence is fed and the newest n rows are kept.
         """
-        model = self.require_model("compute a step")
+        model = self.require_model("compute a step", weights=False)  # the backend runs it, here or on a server
         t_step = perf_counter()
         n_layers, n = self.info.n_layer, len(new_ids)
         whole = self._context(step).tolist()  # positions 0..start + n - 1

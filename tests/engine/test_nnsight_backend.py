@@ -183,3 +183,34 @@ def test_remote_needs_the_nnsight_backend_and_refuses_a_local_folder(folders):
     assert main(["--model", str(folders["llama"]), "--remote", "--steps", "1"]) == 2
     with pytest.raises(ModelLoadError, match="hub id"):
         load_model(str(folders["llama"]), runtime=Runtime(backend="nnsight", remote=True))
+
+
+@pytest.mark.parametrize("family", ("gpt2", "llama"))
+def test_the_embedding_basis_computed_where_the_weights_are_equals_the_local_fit(loaded, family):
+    """A remote model's PCA basis is computed on the server (only [k, d] comes back): through the
+    serialized request here it equals engine.projection.fit of the weights."""
+    from engine.nnsight_backend import NnsightBackend
+    from engine.projection import fit
+
+    local = loaded[family, "nnsight"]
+    basis = NnsightBackend(local.backend.lm, simulate=True).embedding_projection()
+    expected = fit(local.model.get_input_embeddings().weight.detach().numpy())
+    np.testing.assert_allclose(basis.mean, expected.mean, atol=1e-6)
+    np.testing.assert_allclose(basis.components, expected.components, atol=1e-5)
+    np.testing.assert_allclose(basis.explained, expected.explained, rtol=1e-5)
+
+
+def test_a_remote_model_refuses_what_needs_its_weights_in_a_sentence(loaded):
+    from dataclasses import replace
+
+    from engine.errors import SessionError
+    from engine.loading import LoadedModel
+
+    local = loaded["llama", "nnsight"]
+    remote = LoadedModel(model=local.model, tokenizer=local.tokenizer, backend=local.backend,
+                         info=replace(local.info, remote_host="https://api.ndif.us"))
+    session = Session(remote, SamplingSettings(greedy=True))
+    session.set_prompt(PROMPT)
+    session.step()  # the step itself runs (here: the local nnsight backend)
+    with pytest.raises(SessionError, match="runs on https://api.ndif.us: its weights are not here"):
+        session.query(0, 0)
