@@ -25,7 +25,11 @@ def remote_parts(source: str, runtime: Runtime):
     except ImportError as exc:
         raise ModelLoadError(f"--remote needs the nnsight package ({exc}): pip install 'nexttoken[nnsight]'.") from exc
     try:
-        lm = TransformersModel(str(source), task="text-generation", attn_implementation="eager")  # meta: config and tokenizer only
+        from transformers import AutoTokenizer
+
+        hf_tokenizer = AutoTokenizer.from_pretrained(str(source))
+        lm = TransformersModel(str(source), task="text-generation", tokenizer=hf_tokenizer,
+                               attn_implementation="eager")  # the architecture on the meta device: no weights
     except Exception as exc:  # the hub unreachable, no such repository, a config transformers cannot build
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise ModelLoadError(f"The config and tokenizer of {source} could not be read ({first}).") from exc

@@ -173,3 +173,32 @@ def test_the_api_key_reaches_the_server_and_nowhere_else(local, stand_in, monkey
         places |= {f"key {k}": arrays[k].tobytes() for k in arrays.files}
     for place, text in places.items():
         assert (KEY.encode() if isinstance(text, bytes) else KEY) not in text, place
+
+
+def test_a_remote_model_is_named_by_hub_id_and_only_its_config_and_tokenizer_are_fetched(local, stand_in, monkeypatch, tmp_path):
+    """From a stand-in hub (tests/hub_server.py): the architecture is built on the meta device, no
+    weights file is asked for, and a step goes to the server (here one that is unavailable)."""
+    from nnsight.modeling import huggingface
+
+    from engine.nnsight_backend import RemoteStepError
+    from tests.hub_server import FakeHub, point_client_at
+
+    repo = "someone/tiny-llama"
+    with FakeHub.from_folder(repo, __import__("pathlib").Path(local.info.source)) as hub:
+        point_client_at(monkeypatch, hub.endpoint, tmp_path / "hf-home" / "hub")
+        monkeypatch.setitem(huggingface._ID_CACHE, repo, repo)  # nnsight's model_info lookup (not served)
+        server, _ = stand_in(503)
+        loaded = load_model(repo, runtime=Runtime(backend="nnsight", host=server))
+        asked = {r.path.rsplit("/", 1)[-1] for r in hub.requests if "/resolve/" in r.path}
+    assert not any(name.endswith(".safetensors") for name in asked), asked
+    assert "config.json" in asked
+    info = loaded.info
+    assert (info.device, info.remote_host, info.backend, info.family) == ("meta", server, "nnsight", "Llama")
+    assert info.runs_on.startswith(f"{server} through nnsight")
+    assert loaded.weights_hash == f"hub:{repo}"
+    session = Session(loaded, SamplingSettings(greedy=True))
+    assert not session.use_cache  # a remote step keeps no cache
+    session.set_prompt("The database stores each row")
+    with pytest.raises(RemoteStepError, match="503"):
+        session.step()
+    assert session.n_steps == 0
