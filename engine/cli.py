@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         print(stop)
         print(f"text: {session.text()!r}")
     if args.export:
-        path = save_session(session, args.export, inside=True)
+        path = save_session(session, args.export, inside=not session.info.remote_host)  # the path needs the weights
         print(f"saved {path}", file=sys.stderr if args.json else sys.stdout)
     return 0
 

@@ -8,9 +8,11 @@ No torch hook and no patch of ours touches the model, so the very same request r
 nnsight server (NDIF, or a lab's own with ``--nnsight-host``), which sends back only what was saved.
 
 A remote step keeps no KV cache between requests: each is a full forward pass over the text so far,
-saving only the newest positions' rows (at a decode step one attention row per head, [H, 1, T], and
-one d_model vector per layer and point: about 2 x 80 x 8,192 x 2 B for the two float16 block outputs
-of a 70B Llama, plus 81 float32 residual vectors, 2.6 MB, and the 128,256 float32 logits, 0.5 MB).
+saving only the rows the step records (at a decode step the newest position's). For Llama-3.1-70B
+(80 layers, 64 heads, d 8,192, 128,256 tokens) a decode step brings back the two float16 block
+outputs (2 x 80 x 8,192 x 2 B = 2.6 MB), 81 float32 residual vectors and the embedding (2.7 MB), the
+float32 logits (0.5 MB) and one float16 attention row per layer and head (80 x 64 x T x 2 B: 10 KB a
+position of text, 10 MB at 1,000): about 6 MB + 10 KB x T.
 
 Only the views a step records are read this way: "" (the tensor as it is) and "tokens" (a router's
 [tokens, ...] output). The Inside view's points (norm statistics, per-head q/k/v, RoPE, scores) are
@@ -239,7 +241,7 @@ def _remote_failure(host: str, exc: BaseException) -> str:
             why += " (the API key is read from NDIF_API_KEY)"
     else:
         why = _first_line(exc)
-    return f"The step could not run on {where}: {why}. The session is as it was before the step."
+    return f"The step could not run on {where}: {why.rstrip('.')}. The session is as it was before the step."
 
 
 def _detail(body) -> str:

@@ -66,3 +66,52 @@ def test_the_window_refuses_a_remote_run_without_the_nnsight_backend(capsys):
 
     assert main(["--remote", "--model", "meta-llama/Llama-3.1-70B"]) == 2
     assert "need --backend nnsight" in capsys.readouterr().err
+
+
+def test_a_remote_step_that_fails_is_the_status_line_and_the_window_keeps_its_steps(make_window, qtbot, tmp_path, monkeypatch):
+    """A model whose steps go to a server (the thread engine, its first step through nnsight's
+    serialized request run here): the step's sentence and the KV cache panel say where it ran; then
+    the server answers 503, and the status line says so in the error style while the window keeps
+    every step it had."""
+    from dataclasses import replace
+
+    from app import protocol as p
+    from engine import load_model
+    from engine.loading import LoadedModel
+    from engine.nnsight_backend import NnsightBackend
+    from engine.runtime import Runtime
+    from tests.app.helpers import run
+    from tests.engine.test_nnsight_remote import StandIn
+
+    import http.server
+    import threading
+
+    local = load_model(str(write_random_model(tmp_path / "llama", "llama", seed=3, **TINY["llama"])),
+                       runtime=Runtime(device="cpu", backend="nnsight"))
+    handler = type("Handler", (StandIn,), {"status": 503, "seen": []})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    host = f"http://127.0.0.1:{server.server_address[1]}"
+    from nnsight.modeling import huggingface
+
+    monkeypatch.setitem(huggingface._ID_CACHE, local.backend.lm.repo_id, "example/tiny-llama")  # the hub's answer
+    try:
+        remote = LoadedModel(model=local.model, tokenizer=local.tokenizer, info=replace(local.info, remote_host=host),
+                             backend=NnsightBackend(local.backend.lm, simulate=True))
+        window = make_window()
+        run(qtbot, window, lambda: window.load_model(None, loaded=remote, prompt="The database stores"), p.Load)
+        run(qtbot, window, window.step, p.Step)
+        assert f"It ran on {host}: a full forward pass over the text so far" in window.status_line.status_label.text()
+        assert window.kv.bytes_label.text().startswith(f"No KV cache: each step is one request to {host}")
+        remote.backend = NnsightBackend(local.backend.lm, host)  # the server now fails
+        before = window.state.result
+        with qtbot.waitSignal(window.errorShown, timeout=20_000) as shown:
+            window.step()
+        assert shown.args[0] == window.status_line.status_label.text()
+        assert shown.args[0].startswith(f"The step could not run on {host}: the server answered 503")
+        assert shown.args[0].endswith("The session is as it was before the step.")
+        qtbot.wait(100)
+        assert window.state.result is before and len(before.records) == 1
+    finally:
+        server.shutdown()
+        server.server_close()
