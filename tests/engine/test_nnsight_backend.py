@@ -137,44 +137,6 @@ def test_the_command_line_export_equals_the_hooks_backends_key_by_key(folders, f
             np.testing.assert_array_equal(x, y, err_msg=key)
 
 
-def test_device_cuda_is_refused_where_torch_sees_no_gpu(folders, monkeypatch, capsys):
-    import torch
-
-    from engine.cli import main
-
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    with pytest.raises(ModelLoadError, match="sees no CUDA GPU"):
-        load_model(str(folders["gpt2"]), runtime=Runtime(device="cuda"))
-    assert main(["--model", str(folders["gpt2"]), "--device", "cuda", "--steps", "1"]) == 2
-    assert "--device cuda: PyTorch" in capsys.readouterr().err
-
-
-def test_auto_picks_the_cpu_where_there_is_no_gpu(monkeypatch):
-    import torch
-
-    from engine.devices import resolve
-
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
-    assert resolve("auto") == (torch.device("cpu"), torch.float32)
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
-    assert resolve("auto") == (torch.device("cuda"), torch.bfloat16)
-    assert resolve("cuda", "float16") == (torch.device("cuda"), torch.float16)
-
-
-def test_bfloat16_weights_reach_the_record_in_float32_and_the_cache_counts_two_bytes(folders):
-    loaded16 = load_model(str(folders["llama"]), runtime=Runtime(device="cpu", dtype="bfloat16", backend="nnsight"))
-    assert (loaded16.info.dtype, loaded16.info.device) == ("bfloat16", "cpu")
-    session = stepped(loaded16, steps=2)
-    record = session.records[-1]
-    assert record.resid.dtype == np.float32 and record.logits.dtype == np.float32
-    assert record.attn_out.dtype == np.float16
-    kv = record.kv
-    assert kv.bytes_per_value == 2
-    assert kv.total_bytes == 2 * 2 * kv.positions * kv.width * 2  # 2 x layers x positions x width x 2 B
-
-
 def test_remote_needs_the_nnsight_backend_and_refuses_a_local_folder(folders):
     from engine.cli import main
 
