@@ -101,7 +101,7 @@ class Session:
         self.tree = BranchTree()
         self._cache = None
         self._latest_dist: Distribution | None = None
-        self._use_cache = bool(use_cache) and loaded.backend.keeps_cache  # a remote step keeps no cache
+        self._use_cache = bool(use_cache) and _keeps_cache(loaded)  # a remote step keeps no cache
         self.last_catch_up: tuple[int, float] | None = None  # the last step's cache catch-up (see _catch_up)
 
     # ----------------------------------------------------------------- state
@@ -112,7 +112,7 @@ class Session:
 
     @use_cache.setter
     def use_cache(self, on: bool) -> None:
-        self._use_cache = bool(on) and self.loaded.backend.keeps_cache
+        self._use_cache = bool(on) and _keeps_cache(self.loaded)
         if not on:
             self._cache = None
 
@@ -546,6 +546,13 @@ class Session:
             stop_reason=reason,
             stop_message=message,
         )
+
+
+def _keeps_cache(loaded) -> bool:
+    """Whether ``loaded``'s steps may keep a KV cache (engine.step_backend; a session file's view-only
+    model has no backend: it never steps)."""
+    backend = getattr(loaded, "backend", None)
+    return backend is None or backend.keeps_cache
 
 
 WARM_UP_PROMPT = "Hello, this warms the model up"
