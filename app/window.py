@@ -10,6 +10,8 @@ every panel draws itself from there.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pyqtgraph as pg
 from PySide6.QtCore import QSettings, Signal
 from PySide6.QtWidgets import QMainWindow, QStackedWidget, QVBoxLayout, QWidget
@@ -281,6 +283,9 @@ class MainWindow(QMainWindow):
             self.status_line.truncate_button.show()
         if isinstance(reply.request, p.Load):
             self.download.finish()
+            if self.state.result is not None:  # the model shown stays: so do its backend and the menu's tick
+                self.controller.runtime = replace(self.controller.runtime, backend=self.state.result.info.backend)
+                self.commands.show_runtime(self.state.result.info)
         self.show_error(refusal.message)
 
     def show_error(self, message: str) -> None:

@@ -173,7 +173,7 @@ class Session:
             return empty, empty.copy()
         keys, values = layers[layer]  # [batch, kv_heads, T, dh]
         kv_head = head // (info.n_head // info.kv_heads)  # query heads share key/value heads in runs
-        return keys[0, kv_head].float().cpu().numpy(), values[0, kv_head].float().cpu().numpy()
+        return keys[0, kv_head].float().cpu().numpy().copy(), values[0, kv_head].float().cpu().numpy().copy()
 
     def query(self, layer: int, head: int, step: int | None = None) -> np.ndarray:
         """float32 [dh]: the query of the newest position computed at ``step`` (default: the latest)

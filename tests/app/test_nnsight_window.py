@@ -115,3 +115,22 @@ def test_a_remote_step_that_fails_is_the_status_line_and_the_window_keeps_its_st
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_the_model_menu_switches_the_backend_and_a_failed_switch_keeps_the_model_and_its_tick(window, qtbot, monkeypatch):
+    from app import protocol as p
+    from tests.app.helpers import run
+
+    commands = window.commands
+    assert commands.runs_on_action.text() == "Runs on: cpu, float32, forward hooks"
+    result = run(qtbot, window, lambda: commands.nnsight_action.trigger(), p.Load)
+    assert result.info.backend == "nnsight" and commands.nnsight_action.isChecked()
+    assert commands.runs_on_action.text() == "Runs on: cpu, float32, nnsight's tracing"
+    run(qtbot, window, lambda: commands.nnsight_action.trigger(), p.Load)  # back to forward hooks
+    assert window.state.result.info.backend == "hooks"
+    monkeypatch.setitem(__import__("sys").modules, "engine.nnsight_backend", None)  # as if nnsight were not installed
+    with qtbot.waitSignal(window.errorShown, timeout=20_000) as shown:
+        commands.nnsight_action.trigger()
+    assert "needs the nnsight package" in shown.args[0]
+    assert not commands.nnsight_action.isChecked() and window.controller.runtime.backend == "hooks"
+    assert window.state.result.info.backend == "hooks"
