@@ -103,7 +103,27 @@ def main() -> int:
     for name, table in (("prefill", remote_prefill), ("decode", remote)):
         h, n = statistics.median(table["hooks, no cache"]), statistics.median(table["remote request run here"])
         print(f"| {name} | {h:.1f} ms | {n:.1f} ms | {n / h:.2f}x |")
+    tiny_overhead(args.repeats)
     print(f"\nload average after: {os.getloadavg()[0]:.1f}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+
+
+def tiny_overhead(repeats: int) -> None:
+    """nnsight's fixed cost per traced step, where the forward pass itself costs almost nothing: a tiny
+    random Llama (engine.random_model.TINY: 2 layers, d 64), cached decode steps."""
+    import tempfile
+
+    from engine.random_model import TINY, write_random_model
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = write_random_model(Path(tmp) / "tiny-llama", "llama", **TINY["llama"])
+        loaded = {b: load_model(str(folder), runtime=Runtime(device="cpu", backend=b)) for b in ("hooks", "nnsight")}
+        decode = {b: [] for b in loaded}
+        for _ in range(repeats):
+            for b, lm in loaded.items():
+                decode[b].extend(run(lm, list(range(5, 37)), 16)[1])
+    h, n = statistics.median(decode["hooks"]), statistics.median(decode["nnsight"])
+    print(f"\nA tiny random Llama (2 layers, d 64; the forward pass costs almost nothing), 32-token prompt, cached decode "
+          f"step: hooks {h:.1f} ms, nnsight {n:.1f} ms: tracing adds {n - h:.1f} ms a step")
     return 0
 
 
