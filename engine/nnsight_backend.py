@@ -56,7 +56,7 @@ class RemoteStepError(NextTokenError):
 def read_plan(model, n_layers: int, keep: Mapping[str, hooks.Keep], n_new: int) -> list[tuple]:
     """What one trace reads, module by module in execution order: (module path, "input" or "output",
     [(hook name, tuple index or None, first dim of rows ("" view: 1, 2 for 4-D; "tokens": 0), rows
-    slice, factor or None, dtype or None)]). A Keep without rows keeps the newest ``n_new`` positions,
+    (a slice or an int64 tensor of indices), factor or None, dtype or None)]). A Keep without rows keeps the newest ``n_new`` positions,
     so nothing of the positions before them comes back."""
     points = family_of(model).points
     table = hooks.hook_table(n_layers, points)
@@ -75,9 +75,7 @@ def read_plan(model, n_layers: int, keep: Mapping[str, hooks.Keep], n_new: int) 
             raise ValueError(f"The nnsight backend cannot read {name} ({point.take}, view {point.view!r}).")
         side = "input" if point.take == "input" else "output"
         index = int(point.take[len("output["):-1]) if point.take.startswith("output[") else None
-        rows = k.rows if k.rows is not None else slice(-n_new, None)
-        if not isinstance(rows, slice):
-            raise ValueError(f"The nnsight backend keeps rows as a slice (got {type(rows).__name__} for {name}).")
+        rows = k.rows if k.rows is not None else slice(-n_new, None)  # a slice, or an int64 tensor of indices
         factor = float(getattr(model.config, point.factor)) if point.factor else None
         dim = 0 if point.view == "tokens" else None  # None: 2 for a 4-D attention pattern, else 1
         plan.setdefault(f"{point.module}.{side}", (point.module, side, []))[2].append((name, index, dim, rows, factor, k.dtype))
@@ -136,7 +134,10 @@ class NnsightBackend:
                             t = value if index is None else value[index]
                             t = t[0] if isinstance(t, tuple) else t
                             at = dim if dim is not None else (2 if t.ndim == 4 else 1)
-                            t = t[(slice(None),) * at + (rows,)]
+                            if isinstance(rows, slice):
+                                t = t[(slice(None),) * at + (rows,)]
+                            else:
+                                t = t.index_select(at, rows.to(t.device))
                             if factor is not None:
                                 t = t * factor
                             saved[name] = t.to(dtype) if dtype is not None else t.clone()

@@ -176,3 +176,23 @@ def test_a_remote_model_refuses_what_needs_its_weights_in_a_sentence(loaded):
     session.step()  # the step itself runs (here: the local nnsight backend)
     with pytest.raises(SessionError, match="runs on https://api.ndif.us: its weights are not here"):
         session.query(0, 0)
+
+
+def test_rows_given_as_indices_are_read_as_the_hooks_backend_reads_them(loaded):
+    """A Keep may name its rows as an index tensor (engine.inside does): both backends keep the same rows."""
+    import torch
+
+    from engine import hooks
+    from engine.step_backend import HooksBackend
+
+    local = loaded["gpt2", "nnsight"]
+    rows = hooks.Keep(rows=torch.tensor([1, 4, 6]))
+    keep = {"blocks.{L}.attn.hook_pattern": rows, "blocks.{L}.hook_resid_post": rows, "hook_embed": hooks.ALL}
+    ids = torch.arange(5, 13)[None]
+    with torch.inference_mode():
+        by_hooks = HooksBackend().forward(local.model, 2, ids, None, use_cache=False, keep=keep, n_new=8)[0]
+        by_nnsight = local.backend.forward(local.model, 2, ids, None, use_cache=False, keep=keep, n_new=8)[0]
+    assert sorted(by_hooks) == sorted(by_nnsight)
+    for name, value in by_hooks.items():
+        torch.testing.assert_close(by_nnsight[name], value, rtol=1e-5, atol=1e-6, msg=name)
+    assert by_nnsight["blocks.1.attn.hook_pattern"].shape == (1, 4, 3, 8)
