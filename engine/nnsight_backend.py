@@ -180,7 +180,7 @@ class NnsightBackend:
         except Exception as exc:
             if not (self.remote_host or self.simulate):
                 raise
-            raise RemoteStepError(_remote_failure(self.remote_host, exc).replace("The step could not", "The embedding basis could not")) from exc
+            raise RemoteStepError(_remote_failure(self.remote_host, exc, what="basis")) from exc
         return from_components(*(t.numpy() for t in basis))
 
     @property
@@ -229,8 +229,8 @@ class _timeout:
         return False
 
 
-def _remote_failure(host: str, exc: BaseException) -> str:
-    """One sentence for a failed remote step: where, what went wrong, and that nothing changed."""
+def _remote_failure(host: str, exc: BaseException, what: str = "step") -> str:
+    """One sentence for a failed remote request: where, what went wrong, and (a step) that nothing changed."""
     where = host or "the simulated server"
     if isinstance(exc, (TimeoutError, socket.timeout)) or "timed out" in str(exc).lower():
         why = f"no answer within {REMOTE_TIMEOUT_S:.0f} s"
@@ -242,6 +242,8 @@ def _remote_failure(host: str, exc: BaseException) -> str:
             why += " (the API key is read from NDIF_API_KEY)"
     else:
         why = _first_line(exc)
+    if what == "basis":
+        return f"The PCA basis of the token embeddings could not be computed on {where}: {why.rstrip('.')}."
     return f"The step could not run on {where}: {why.rstrip('.')}. The session is as it was before the step."
 
 

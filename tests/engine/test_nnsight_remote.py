@@ -96,6 +96,7 @@ def two_steps_then(local, host: str) -> tuple[Session, object]:
     session.set_prompt("The database stores each row")
     session.step()
     session.step()
+    session.projection  # fitted at the load, as the window does, before the server goes away
     loaded.backend = NnsightBackend(local.backend.lm, host)
     return session, loaded
 
@@ -202,3 +203,5 @@ def test_a_remote_model_is_named_by_hub_id_and_only_its_config_and_tokenizer_are
     with pytest.raises(RemoteStepError, match="503"):
         session.step()
     assert session.n_steps == 0
+    with pytest.raises(RemoteStepError, match=f"The PCA basis of the token embeddings could not be computed on {server}: "):
+        loaded.projection  # computed on the server, where the weights are
