@@ -22,7 +22,7 @@ from PySide6.QtCore import QCoreApplication, QObject, Signal
 
 from engine.chat import ChatTurn
 from engine.defaults import DEFAULT_SETTINGS
-from engine.runtime import Runtime
+from engine.runtime import CPU
 from engine.sampling import SamplingSettings
 
 from . import protocol as p
@@ -65,7 +65,7 @@ class SessionController(QObject):
         super().__init__(parent)
         self.settings: SamplingSettings = DEFAULT_SETTINGS  # what the person chose last
         self.use_cache = True  # likewise: generate with the KV cache
-        self.runtime = Runtime()  # where each load runs the model and what records its steps (engine.runtime)
+        self.runtime = CPU  # where each load runs the model and what records its steps (engine.runtime)
         self.stop_sequences: tuple[str, ...] = ()  # likewise: where generation stops (``set_stops``)
         self._model_asked = False  # a Load or an OpenSession was sent: the engine holds a session, or will
         self.policy = RequestPolicy(self._send, self._control)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from engine.chat import ChatTurn
 from engine.defaults import DEFAULT_SETTINGS
-from engine.runtime import Runtime
+from engine.runtime import CPU, Runtime
 from engine.sampling import SamplingSettings
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ class Load(Request):
     loaded: Any = None
     chat: ChatTurn | None = None
     stop_sequences: tuple[str, ...] = ()
-    runtime: Runtime = Runtime()
+    runtime: Runtime = CPU
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from PySide6.QtWidgets import QMainWindow, QStackedWidget, QVBoxLayout, QWidget
 
 from engine import paths
 from engine.chat import ChatTurn
-from engine.runtime import Runtime
+from engine.runtime import CPU, Runtime
 
 from . import flow_view, guard, wording
 from . import protocol as p
@@ -70,7 +70,7 @@ class MainWindow(QMainWindow):
         self.preferences = Preferences(preferences, remember)
         self.state = AppState(self)
         self.controller = c = SessionController(self, engine=engine)
-        c.runtime = runtime or Runtime()
+        c.runtime = runtime or CPU
         self.gate = StepGate()
         self._closed = False
         self._viewing = False  # a session opened from a file without its model is on screen

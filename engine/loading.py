@@ -26,7 +26,7 @@ from .info import ModelInfo
 from .projection import Projection
 from .projection import fit as fit_projection
 from .quiet import silence_libraries
-from .runtime import Runtime
+from .runtime import CPU, Runtime
 from .session import warm_up
 from .step_backend import HooksBackend, StepBackend
 from .tokens import Tokenizer
@@ -115,10 +115,10 @@ def load_model(
 
     A name is looked up first among the models bundled in resources/models/ (so a classroom build
     with GPT-2 small inside works offline), then in the Hugging Face cache, then downloaded.
-    ``runtime`` (engine.runtime) says on which device, in which dtype and through which backend;
+    ``runtime`` (engine.runtime; default: the CPU in float32, forward hooks) says on which device, in which dtype and through which backend;
     a remote one loads no weights (engine.remote_model).
     """
-    runtime = runtime or Runtime()
+    runtime = runtime or CPU
     if runtime.is_remote:
         return load_remote(source, runtime)
     if source is None:
@@ -157,7 +157,7 @@ def load_folder(folder: Path, *, name: str | None = None, is_demo: bool = False,
     """Load a Hugging Face model folder of a supported family after checking its files."""
     from .devices import resolve
 
-    runtime = runtime or Runtime()
+    runtime = runtime or CPU
     device, dtype = resolve(runtime.device, runtime.dtype)  # before the weights: a refused device costs nothing
     folder = Path(folder)
     name = name or folder.name

@@ -62,7 +62,7 @@ class Runtime:
         return (self.host or NDIF_HOST) if self.is_remote else ""
 
 
-FALLBACK = Runtime(device="cpu")  # what the window falls back to when a model cannot be loaded as asked
+CPU = Runtime(device="cpu")  # the engine's default where no command line chose (tests, the API) and the window's fallback
 
 
 def add_runtime_arguments(p: argparse.ArgumentParser) -> None:
