@@ -3,6 +3,8 @@ switcher in the menu bar's corner, and the small handlers behind them (file dial
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
@@ -66,6 +68,15 @@ class Commands(QObject):
             "Save session…", self._on_save_action_triggered, (QKeySequence.Save,),
             "Save every step of every branch, with the numbers the panels draw, to one .npz file (Ctrl+S)",
         )
+        self.runs_on_action = action("Runs on: (no model loaded yet)", lambda: None, (), "Where the model runs and what records its steps "
+                                     "(python -m engine and nexttoken: --device, --dtype, --backend, --remote)")
+        self.runs_on_action.setEnabled(False)  # a fact, not a command
+        self.nnsight_action = action(
+            "Record steps with nnsight's tracing", self._on_nnsight_action_triggered, (),
+            "Read the same hook points through nnsight (pip install 'nexttoken[nnsight]') instead of forward hooks; reloads the model",
+        )
+        self.nnsight_action.setCheckable(True)
+        self.nnsight_action.setChecked(w.controller.runtime.backend == "nnsight")
         self.restart_action = action("Restart the model", lambda: w.recovery.restart(), (), "Start the model's process again")
         self.restart_action.setEnabled(False)
         self.quit_action = action("Quit", w.close, (QKeySequence.Quit,))
@@ -93,6 +104,18 @@ class Commands(QObject):
         )
         self.glossary_action = action("Glossary", lambda: w.help.show(None))
 
+    def show_runtime(self, info) -> None:
+        """The Model menu says where ``info`` (the loaded model's ModelInfo) runs."""
+        self.runs_on_action.setText(f"Runs on: {info.runs_on}")
+        self.nnsight_action.setChecked(info.backend == "nnsight")
+        self.nnsight_action.setEnabled(not info.remote_host)  # a remote model has only the nnsight backend
+
+    def _on_nnsight_action_triggered(self, on: bool) -> None:
+        w = self.window
+        w.controller.runtime = replace(w.controller.runtime, backend="nnsight" if on else "hooks")
+        result = w.state.result  # the model shown, loaded again through the other backend
+        w.load_model(None if result is None or result.info.is_demo else result.info.source)
+
     # ------------------------------------------------------------- menus
     def build_menus(self) -> None:
         """File, Model, View, Run and Help; the view buttons in the menu bar's corner."""
@@ -108,6 +131,8 @@ class Commands(QObject):
             model.addSeparator()
         for folder in extra:
             model.addAction(f"{folder.name} (bundled)", lambda name=folder.name: w.load_model(name))
+        model.addSeparator()
+        model.addActions([self.runs_on_action, self.nnsight_action])
         model.addSeparator()
         model.addAction(self.restart_action)
         view = bar.addMenu("&View")

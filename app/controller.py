@@ -22,6 +22,7 @@ from PySide6.QtCore import QCoreApplication, QObject, Signal
 
 from engine.chat import ChatTurn
 from engine.defaults import DEFAULT_SETTINGS
+from engine.runtime import CPU
 from engine.sampling import SamplingSettings
 
 from . import protocol as p
@@ -64,6 +65,7 @@ class SessionController(QObject):
         super().__init__(parent)
         self.settings: SamplingSettings = DEFAULT_SETTINGS  # what the person chose last
         self.use_cache = True  # likewise: generate with the KV cache
+        self.runtime = CPU  # where each load runs the model and what records its steps (engine.runtime)
         self.stop_sequences: tuple[str, ...] = ()  # likewise: where generation stops (``set_stops``)
         self._model_asked = False  # a Load or an OpenSession was sent: the engine holds a session, or will
         self._model_shown = None  # the ModelInfo of the model modelLoaded named last
@@ -104,7 +106,7 @@ class SessionController(QObject):
         self._model_asked = True
         return self._request(
             p.Load(source=source, prompt=prompt, fallback=fallback, settings=self.settings, use_cache=self.use_cache, loaded=loaded,
-                   chat=chat, stop_sequences=self.stop_sequences)
+                   chat=chat, stop_sequences=self.stop_sequences, runtime=self.runtime)
         )
 
     def set_prompt(self, text: str, truncate: bool = False) -> int:

@@ -17,6 +17,9 @@ import re
 import sys
 from time import perf_counter
 
+from engine.errors import NextTokenError
+from engine.runtime import add_runtime_arguments, runtime_of
+
 from .views import PANELS, VIEWS
 
 log = logging.getLogger("app")
@@ -81,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--size", type=window_size, metavar="WxH",
                    help=f"window size in pixels, such as 1366x768 (at least {MIN_SIZE[0]}x{MIN_SIZE[1]}; default: "
                         "where the window was last, else 1600x1000 or the screen); --screenshot saves exactly that")
+    add_runtime_arguments(p)  # --device, --dtype, --backend, --remote, --nnsight-host: as python -m engine
     p.add_argument("--version", action="version", version=version_text())
     return p
 
@@ -255,6 +259,11 @@ def freeze_startup_objects() -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     saved_model = None
+    try:
+        runtime = runtime_of(args)
+    except NextTokenError as exc:
+        _say(f"error: {exc}", sys.stderr)
+        return 2
     if args.step is not None and not args.open:
         _say("error: --step N needs --open FILE (the step of a saved session to show).", sys.stderr)
         return 2
@@ -287,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     from .window import MainWindow
 
     scripted = bool(args.screenshot or args.smoke_test)
-    window = MainWindow(projector=args.projector, remember=not args.smoke_test, engine=args.engine)
+    window = MainWindow(projector=args.projector, remember=not args.smoke_test, engine=args.engine, runtime=runtime)
     if args.size is not None:
         window.resize(*args.size)
     elif scripted or not window.preferences.restore_geometry(window):

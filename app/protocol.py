@@ -21,6 +21,7 @@ from engine.branches import BranchTable
 from engine.chat import ChatTurn
 from engine.defaults import DEFAULT_SETTINGS
 from engine.info import ModelInfo
+from engine.runtime import CPU, Runtime
 from engine.sampling import SamplingSettings
 from engine.trace import StepRecord, StepTrace
 
@@ -40,7 +41,8 @@ class Load(Request):
     ``loaded``: an already loaded model (the thread engine only: tests pass one to skip the disk);
     ``fallback``: open the demo model if ``source`` fails; ``prompt``: "" keeps the current one;
     ``chat``: with its system message, the prompt is a user turn through the model's chat template
-    (a model without one gets the plain prompt); ``stop_sequences``: the window's."""
+    (a model without one gets the plain prompt); ``stop_sequences``: the window's; ``runtime``: on which
+    device, in which dtype and through which backend (engine.runtime; the command line's)."""
 
     kind: ClassVar[str] = "load"
 
@@ -52,6 +54,7 @@ class Load(Request):
     loaded: Any = None
     chat: ChatTurn | None = None
     stop_sequences: tuple[str, ...] = ()
+    runtime: Runtime = CPU
 
 
 @dataclass(frozen=True)

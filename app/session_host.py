@@ -23,6 +23,7 @@ import numpy as np
 from engine.chat import ChatTurn, ChatTurnTooLong, chat_prompt_ids
 from engine.errors import ExportError, GenerationStopped, NextTokenError, PromptError
 from engine.loading import load_model
+from engine.runtime import CPU
 from engine.defaults import DEFAULT_PROMPT
 from engine.session import Session
 from engine.trace import StepRecord, shared_prefix
@@ -232,19 +233,19 @@ class SessionHost:
             self.session.settings, self.session.use_cache = request.settings, request.use_cache
         self._loading = request.generation
         try:
-            loaded = request.loaded or load_model(source, progress=self._report_progress)
+            loaded = request.loaded or load_model(source, progress=self._report_progress, runtime=request.runtime)
         except Cancelled:
             if self.cancelled:  # the window is closing: nobody to tell
                 raise
             if self.session is not None:
                 raise LoadCancelled(f"Download cancelled: still using {self.session.info.name}.") from None
-            fallback, loaded = str(source), load_model(None)
+            fallback, loaded = str(source), load_model(None, runtime=CPU)
         except NextTokenError as exc:
             if self.cancelled:  # the download was stopped because the window is closing
                 raise Cancelled() from exc
             if not request.fallback or source is None:
                 raise
-            fallback, why, loaded = str(source), str(exc), load_model(None)
+            fallback, why, loaded = str(source), str(exc), load_model(None, runtime=CPU)
         session = Session(loaded, request.settings, use_cache=request.use_cache, stop_sequences=request.stop_sequences)
         begun = _begin(session, request.chat, request.prompt or self._prompt_text() or DEFAULT_PROMPT)
         self.session, self.loaded, self._points = session, loaded, PointCache()  # only now: a failed load keeps the old one

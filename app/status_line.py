@@ -52,11 +52,14 @@ class StatusLine(QObject):
             self.model_label.setText("Tiny demo model (Model → GPT-2 small)")
             self.model_label.setToolTip(
                 f"{info.label}. It writes word salad; for real text: Model → GPT-2 small. GPT-2 small (124M) downloads once (about 550 MB) from the Model menu; for a "
-                "classroom without a network, build the installer with packaging/build.py --model-dir to bundle it."
+                "classroom without a network, build the installer with packaging/build.py --model-dir to bundle it. "
+                f"Runs on {info.runs_on}."
             )
         else:
-            self.model_label.setText(f"Model: {info.name}")
-            self.model_label.setToolTip(info.label)
+            local_cpu = not info.remote_host and info.device == "cpu"
+            where = "" if local_cpu else (" on " + (info.remote_host if info.remote_host else info.device))
+            self.model_label.setText(f"Model: {info.name}{where}")
+            self.model_label.setToolTip(f"{info.label}; runs on {info.runs_on}")
 
     def show_viewing(self, result) -> None:
         """A session opened from a file without its model is on screen."""

@@ -10,12 +10,15 @@ every panel draws itself from there.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pyqtgraph as pg
 from PySide6.QtCore import QSettings, Signal
 from PySide6.QtWidgets import QMainWindow, QStackedWidget, QVBoxLayout, QWidget
 
 from engine import paths
 from engine.chat import ChatTurn
+from engine.runtime import CPU, Runtime
 
 from . import flow_view, guard, wording
 from . import protocol as p
@@ -58,15 +61,18 @@ class MainWindow(QMainWindow):
     errorShown = Signal(str)
 
     def __init__(
-        self, preferences: QSettings | None = None, *, projector: bool = False, remember: bool = True, engine: str = "process"
+        self, preferences: QSettings | None = None, *, projector: bool = False, remember: bool = True, engine: str = "process",
+        runtime: Runtime | None = None,
     ):
         """``preferences``: where the last model used is remembered (``remember``); ``engine``: where
-        the model runs, "process" (a child process) or "thread" (see app.controller)."""
+        the model runs, "process" (a child process) or "thread" (see app.controller); ``runtime``: on
+        which device and through which backend each load runs it (engine.runtime: --device, --backend, ...)."""
         super().__init__()
         th.configure_pyqtgraph()
         self.preferences = Preferences(preferences, remember)
         self.state = AppState(th.NORMAL, th.PROJECTOR)
         self.controller = c = SessionController(self, engine=engine)
+        c.runtime = runtime or CPU
         self.gate = StepGate()
         self._closed = False
         self._viewing = False  # a session opened from a file without its model is on screen
@@ -309,6 +315,9 @@ class MainWindow(QMainWindow):
             self.status_line.truncate_button.show()
         if isinstance(reply.request, p.Load):
             self.download.finish()
+            if self.state.result is not None:  # the model shown stays: so do its backend and the menu's tick
+                self.controller.runtime = replace(self.controller.runtime, backend=self.state.result.info.backend)
+                self.commands.show_runtime(self.state.result.info)
         self.show_error(refusal.message)
 
     def show_error(self, message: str) -> None:
@@ -333,6 +342,7 @@ class MainWindow(QMainWindow):
         if isinstance(request, p.Load):
             self.download.finish()
         self.status_line.show_model(info)
+        self.commands.show_runtime(info)
         asked = request.source if isinstance(request, p.Load) else None  # as the person named it (a hub id)
         self.preferences.set_last_model("" if info.is_demo else (asked or info.source))
 

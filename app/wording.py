@@ -120,6 +120,9 @@ def _step(result: SessionResult) -> str:
         message = f"Token 1 (prefill, {rec.n_new} positions, {rec.forward_ms:.0f} ms): {what}."
     else:
         message = f"Token {rec.step + 1} (step {rec.step}, {rec.forward_ms:.0f} ms): {what}."
+    if result.info.remote_host:
+        message += (f" It ran on {result.info.remote_host}: a full forward pass over the text so far (no KV cache is kept "
+                    "between requests); the time includes the server and the network.")
     if f.catch_up:
         n, ms = f.catch_up
         message += (f" Before it, the KV cache caught up on {n:,} position{'s' if n != 1 else ''} it did not hold for "

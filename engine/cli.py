@@ -9,6 +9,7 @@ import sys
 
 from .defaults import DEFAULT_PROMPT, DEFAULT_SETTINGS
 from .errors import GenerationStopped, NextTokenError, SettingsError
+from .runtime import add_runtime_arguments, runtime_of
 from .tokens import clip
 
 
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--system", default=None, help="with --chat: a system message before the user turn")
     p.add_argument("--json", action="store_true", help="print one JSON object per step instead of a table")
     p.add_argument("--export", metavar="FILE.npz", help="save the session (see README, 'Session files')")
+    add_runtime_arguments(p)
     return p
 
 
@@ -75,15 +77,19 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.steps < 1:
         raise NextTokenError(f"--steps must be at least 1 (got {args.steps}).")  # before the model loads
-    session = Session(load_model(args.model), settings, max_new_tokens=args.steps, use_cache=not args.no_cache,
+    runtime = runtime_of(args)
+    session = Session(load_model(args.model, runtime=runtime), settings, max_new_tokens=args.steps, use_cache=not args.no_cache,
                       stop_sequences=args.stop)
     if args.chat:
         session.set_chat(ChatTurn(args.system or "", args.prompt))  # --export keeps the turn
     else:
         session.set_prompt(args.prompt, truncate=args.truncate)
     if not args.json:
-        print(f"model: {session.info.label}; sampling: {settings.describe()}")
-        cache = "KV cache" if session.use_cache else "no KV cache: every step runs the whole sequence"
+        print(f"model: {session.info.label}, on {session.info.runs_on}; sampling: {settings.describe()}")
+        if session.info.remote_host:
+            cache = f"no KV cache: every step is a full forward pass over the text so far on {session.info.remote_host}, the time includes the network"
+        else:
+            cache = "KV cache" if session.use_cache else "no KV cache: every step runs the whole sequence"
         print(f"prompt: {len(session.prompt_ids)} tokens; {cache}; u: the draw's random number")
         if args.chat:
             print("chat prompt: " + " ".join(session.loaded.tokenizer.piece(i) for i in session.prompt_ids))
@@ -100,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         print(stop)
         print(f"text: {session.text()!r}")
     if args.export:
-        path = save_session(session, args.export, inside=True)
+        path = save_session(session, args.export, inside=not session.info.remote_host)  # the path needs the weights
         print(f"saved {path}", file=sys.stderr if args.json else sys.stdout)
     return 0
 

@@ -86,22 +86,22 @@ def family_inside(session, step: int | None = None) -> FamilyInside:
         hf_compat.forward(model, torch.from_numpy(ids[p:])[None], past)
 
     def stack(name: str, at=(0, -1)) -> np.ndarray:  # [L, ...] at position p (a router's [tokens, ...] hook: at=-1)
-        return torch.stack([rec[name.format(L=i)][at] for i in range(L)]).float().numpy()
+        return torch.stack([rec[name.format(L=i)][at] for i in range(L)]).float().cpu().numpy()
 
     q, k = [], []
     with torch.inference_mode():
         for i in range(L):  # the values RoPE receives: after Qwen3's per-head norm, if any
             attn = hf_compat.attention_module(model, i)
             qi, ki = hf_compat.pre_rope(attn, rec[f"blocks.{i}.attn.hook_q"][0, -1], rec[f"blocks.{i}.attn.hook_k"][0, -1])
-            q.append(qi.float().numpy())
-            k.append(ki.float().numpy())
+            q.append(qi.float().cpu().numpy())
+            k.append(ki.float().cpu().numpy())
     total, active = families.parameter_counts(model)
     group = info.n_head // info.kv_heads
     return FamilyInside(
         position=p,
         q=np.stack(q), rot_q=stack("blocks.{L}.attn.hook_rot_q"),
         k=np.stack(k), rot_k=stack("blocks.{L}.attn.hook_rot_k"),
-        inv_freq=hf_compat.rope_inv_freq(model).float().numpy(),
+        inv_freq=hf_compat.rope_inv_freq(model).float().cpu().numpy(),
         kv_head=np.arange(info.n_head, dtype=np.int64) // group,
         ln1_scale=stack("blocks.{L}.ln1.hook_scale")[:, 0], ln2_scale=stack("blocks.{L}.ln2.hook_scale")[:, 0],
         router_probs=stack("blocks.{L}.mlp.hook_router_probs", -1) if family.moe else None,

@@ -19,11 +19,21 @@ def forward(model, input_ids: torch.Tensor, cache, *, use_cache: bool = True, ke
     ``use_cache=False`` runs without any cache, as a model without one must (``input_ids`` is then
     the whole sequence) and returns None for the cache.
     """
+    out = model(input_ids=input_ids.to(model.device), **forward_kwargs(cache, use_cache=use_cache, keep_last_logits=keep_last_logits))
+    return out.logits, output_cache(out, use_cache)
+
+
+def forward_kwargs(cache, *, use_cache: bool = True, keep_last_logits: bool = True) -> dict:
+    """The keyword arguments of ``forward``'s model call (nnsight's trace passes the same ones)."""
     kwargs = {"cache": cache if use_cache else None, "use_cache": use_cache}  # 5.x: ``past_key_values`` became ``cache``
     if keep_last_logits:
         kwargs["logits_to_keep"] = 1  # only the last position's logits: the LM head is the costliest matmul
-    out = model(input_ids=input_ids, **kwargs)
-    return out.logits, out.cache if use_cache else None
+    return kwargs
+
+
+def output_cache(out, use_cache: bool):
+    """The cache a forward pass returned (None without one)."""
+    return out.cache if use_cache else None
 
 
 def cache_length(cache) -> int:

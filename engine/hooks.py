@@ -94,7 +94,7 @@ def _rows(t: torch.Tensor, rows, dim: int) -> torch.Tensor:
         return t
     if isinstance(rows, slice):
         return t[(slice(None),) * dim + (rows,)]
-    return t.index_select(dim, rows)
+    return t.index_select(dim, rows.to(t.device))
 
 
 def _masked_scores(q: torch.Tensor, k: torch.Tensor, rows, scaling: float) -> torch.Tensor:
@@ -104,9 +104,9 @@ def _masked_scores(q: torch.Tensor, k: torch.Tensor, rows, scaling: float) -> to
     repeat_interleave do)."""
     k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
     n = q.shape[2]
-    query_pos = _rows(torch.arange(n), rows, 0)
+    query_pos = _rows(torch.arange(n, device=q.device), rows, 0)
     scores = torch.matmul(_rows(q, rows, 2), k.transpose(-1, -2)) * scaling
-    future = torch.arange(n)[None, :] > query_pos[:, None]  # [query, key]
+    future = torch.arange(n, device=q.device)[None, :] > query_pos[:, None]  # [query, key]
     return scores.masked_fill(future, float("-inf"))
 
 

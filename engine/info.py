@@ -24,6 +24,11 @@ class ModelInfo:
     n_active_params: int = 0  # parameters each token runs through (a mixture of experts: fewer); 0: n_params
     chat_template: bool = False  # the tokenizer has a chat template (engine.chat): chat turns are possible
     special_ids: tuple[int, ...] = ()  # the tokenizer's special tokens (<|im_start|>, <|im_end|>, ...), ascending
+    backend: str = "hooks"  # what records each step (engine.runtime.BACKENDS): engine.hooks, or nnsight's tracing
+    device: str = "cpu"  # where the weights are ("cpu", "cuda:0", "mps"; "meta" for a remote model: none here)
+    device_name: str = ""  # the GPU's name ("" on the CPU)
+    dtype: str = "float32"  # the weights' dtype
+    remote_host: str = ""  # the nnsight server each step is sent to ("" when steps run here)
 
     @property
     def kv_heads(self) -> int:
@@ -38,6 +43,15 @@ class ModelInfo:
         what full heads would hold (n_head x head_dim); each 0 where that is d_model (GPT-2: KVStats's default)."""
         kv, full = self.kv_heads * self.head_dim, self.n_head * self.head_dim
         return (0 if kv == self.d_model else kv), (0 if full == self.d_model else full)
+
+    @property
+    def runs_on(self) -> str:
+        """Where the model runs and what records its steps: "cpu, float32, forward hooks",
+        "cuda:0 (NVIDIA H200), bfloat16, nnsight's tracing", or the remote server."""
+        if self.remote_host:
+            return f"{self.remote_host} through nnsight (the weights stay on the server; each step is one request)"
+        device = f"{self.device} ({self.device_name})" if self.device_name else self.device
+        return f"{device}, {self.dtype}, " + ("nnsight's tracing" if self.backend == "nnsight" else "forward hooks")
 
     @property
     def label(self) -> str:

@@ -106,7 +106,7 @@ def final_norm(model):
 def top_by_id(logits: torch.Tensor, k: int) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` highest of each row of ``logits`` [N, V], best first, ties by lower id
     (``sampling.top_ids``): (ids int64 [N, k], values float32 [N, k])."""
-    values = logits.float().numpy()
+    values = logits.float().cpu().numpy()
     ids = np.stack([top_ids(row, k) for row in values]) if len(values) else np.zeros((0, k), dtype=np.int64)
     return ids, np.take_along_axis(values, ids, axis=1).astype(np.float32)
 
@@ -120,15 +120,15 @@ def logit_lens(model, resid: torch.Tensor, next_ids: np.ndarray, k: int = LENS_T
     Rows go ``chunk`` at a time: [N, V] float32 logits at once would be 2.6 GB for 13,000 rows.
     """
     out_ids, out_logits, probs, ranks = [], [], [], []
-    next_t = torch.as_tensor(np.asarray(next_ids, dtype=np.int64))
+    next_t = torch.as_tensor(np.asarray(next_ids, dtype=np.int64), device=resid.device)
     for lo in range(0, resid.shape[0], chunk):
         logits = model.lm_head(final_norm(model)(resid[lo : lo + chunk])).float()  # [n, V]
         logits = logits / getattr(model.config, "logits_scaling", 1.0)  # GraniteMoe divides its logits
         ids, top = top_by_id(logits, k)
         nxt = next_t[lo : lo + chunk]
         picked = logits.gather(1, nxt[:, None])  # [n, 1]
-        probs.append(torch.softmax(logits, dim=-1).gather(1, nxt[:, None])[:, 0].numpy())
-        ranks.append(((logits > picked).sum(-1) + 1).numpy())
+        probs.append(torch.softmax(logits, dim=-1).gather(1, nxt[:, None])[:, 0].cpu().numpy())
+        ranks.append(((logits > picked).sum(-1) + 1).cpu().numpy())
         out_ids.append(ids)
         out_logits.append(top)
     return (np.concatenate(out_ids), np.concatenate(out_logits), np.concatenate(probs).astype(np.float32),
@@ -182,10 +182,10 @@ def inside(session, step: int | None = None, position: int | None = None, *,
     compute_ms = (perf_counter() - t0) * 1e3
 
     def per_layer(name: str) -> np.ndarray:  # [L, ...] at position p, float32
-        return torch.stack([rec[name.format(L=i)][0, -1] for i in range(n_layers)]).float().numpy()
+        return torch.stack([rec[name.format(L=i)][0, -1] for i in range(n_layers)]).float().cpu().numpy()
 
     def per_token(name: str) -> np.ndarray:  # a router's [tokens, ...] hook: [L, ...] at position p
-        return torch.stack([rec[name.format(L=i)][-1] for i in range(n_layers)]).float().numpy()
+        return torch.stack([rec[name.format(L=i)][-1] for i in range(n_layers)]).float().cpu().numpy()
 
     q = torch.stack([rec[f"blocks.{i}.attn.hook_q"][0, -1] for i in range(n_layers)])  # [L, H, dh]
     if family.rope:
@@ -194,15 +194,15 @@ def inside(session, step: int | None = None, position: int | None = None, *,
         with torch.inference_mode():  # what RoPE receives: after Qwen3's per-head norm
             q, k_own = (torch.stack(x) for x in zip(*(hf_compat.pre_rope(a, q[i], k_own[i]) for i, a in enumerate(attns))))
         rot_q = torch.stack([rec[f"blocks.{i}.attn.hook_rot_q"][0, -1] for i in range(n_layers)])  # [L, H, dh]
-        scale = torch.tensor([a.scaling for a in attns])  # [L]
+        scale = torch.tensor([a.scaling for a in attns], device=q.device)  # [L]
     else:
         k_own, rot_q = keys[:, :, -1], q
-        scale = torch.tensor([block.attn.scaling for block in model.transformer.h])  # [L]
+        scale = torch.tensor([block.attn.scaling for block in model.transformer.h], device=q.device)  # [L]
     group = q.shape[1] // keys.shape[1]  # query heads per key/value head
     scores = torch.einsum("lhd,lhtd->lht", rot_q, keys.repeat_interleave(group, dim=1)) * scale[:, None, None]  # [L, H, T]: row p of hook_attn_scores
     resid_pre, resid_post = per_layer("blocks.{L}.hook_resid_pre"), per_layer("blocks.{L}.hook_resid_post")
     t1 = perf_counter()
-    resid = torch.from_numpy(np.concatenate([resid_pre[:1], resid_post]))
+    resid = torch.from_numpy(np.concatenate([resid_pre[:1], resid_post])).to(model.device, model.dtype)
     lens_ids, lens_logits, next_prob, next_rank = logit_lens(model, resid, np.full(n_layers + 1, next_id))
     lens_ms = (perf_counter() - t1) * 1e3
     parts = param_parts(model)
@@ -216,8 +216,8 @@ def inside(session, step: int | None = None, position: int | None = None, *,
         extra = dict(
             family=family.name, rope=True,
             kv_head=np.arange(q.shape[1], dtype=np.int64) // group,
-            rot_q=rot_q.float().numpy(), rot_k=per_layer("blocks.{L}.attn.hook_rot_k"),
-            inv_freq=hf_compat.rope_inv_freq(model).float().numpy(),
+            rot_q=rot_q.float().cpu().numpy(), rot_k=per_layer("blocks.{L}.attn.hook_rot_k"),
+            inv_freq=hf_compat.rope_inv_freq(model).float().cpu().numpy(),
             mlp_pre_linear=per_layer("blocks.{L}.mlp.hook_pre_linear") if has("blocks.{L}.mlp.hook_pre_linear") else no_mlp,
             router_probs=per_token("blocks.{L}.mlp.hook_router_probs") if family.moe else None,
             experts=per_token("blocks.{L}.mlp.hook_expert_indices").astype(np.int64) if family.moe else None,
@@ -232,20 +232,20 @@ def inside(session, step: int | None = None, position: int | None = None, *,
         context_len=len(ids),
         token_id=int(ids[p]),
         next_id=int(next_id),
-        token_embed=rec["hook_embed"][0, -1].float().numpy(),
-        pos_embed=rec["hook_pos_embed"][0, -1].float().numpy() if has("hook_pos_embed") else np.zeros(d, dtype=np.float32),
+        token_embed=rec["hook_embed"][0, -1].float().cpu().numpy(),
+        pos_embed=rec["hook_pos_embed"][0, -1].float().cpu().numpy() if has("hook_pos_embed") else np.zeros(d, dtype=np.float32),
         resid_pre=resid_pre,
         ln1_scale=per_layer("blocks.{L}.ln1.hook_scale")[:, 0],
         ln1_normalized=per_layer("blocks.{L}.ln1.hook_normalized"),
         ln1_out=per_layer("blocks.{L}.ln1.hook_out"),
-        q=q.float().numpy(),
-        k=k_own.float().numpy(),
-        v=torch.stack([v[0, :, -1] for _, v in layer_kv]).numpy(),
+        q=q.float().cpu().numpy(),
+        k=k_own.float().cpu().numpy(),
+        v=torch.stack([v[0, :, -1] for _, v in layer_kv]).float().cpu().numpy(),
         kv_layers=layers_kv,
-        keys=torch.stack([layer_kv[i][0][0] for i in layers_kv]).numpy(),
-        values=torch.stack([layer_kv[i][1][0] for i in layers_kv]).numpy(),
-        scores=scores.numpy(),
-        pattern=torch.stack([rec[f"blocks.{i}.attn.hook_pattern"][0, :, -1] for i in range(n_layers)]).float().numpy(),
+        keys=torch.stack([layer_kv[i][0][0] for i in layers_kv]).float().cpu().numpy(),
+        values=torch.stack([layer_kv[i][1][0] for i in layers_kv]).float().cpu().numpy(),
+        scores=scores.float().cpu().numpy(),
+        pattern=torch.stack([rec[f"blocks.{i}.attn.hook_pattern"][0, :, -1] for i in range(n_layers)]).float().cpu().numpy(),
         z=per_layer("blocks.{L}.attn.hook_z"),
         attn_out=per_layer("blocks.{L}.hook_attn_out"),
         resid_mid=per_layer("blocks.{L}.hook_resid_mid"),
@@ -257,14 +257,14 @@ def inside(session, step: int | None = None, position: int | None = None, *,
         mlp_out=per_layer("blocks.{L}.hook_mlp_out"),
         resid_post=resid_post,
         ln_final_scale=float(rec["ln_final.hook_scale"][0, -1, 0]),
-        ln_final_normalized=rec["ln_final.hook_normalized"][0, -1].float().numpy(),
-        final_hidden=rec["ln_final.hook_out"][0, -1].float().numpy(),
+        ln_final_normalized=rec["ln_final.hook_normalized"][0, -1].float().cpu().numpy(),
+        final_hidden=rec["ln_final.hook_out"][0, -1].float().cpu().numpy(),
         lens_ids=lens_ids,
         lens_logits=lens_logits,
         lens_next_prob=next_prob,
         lens_next_rank=next_rank,
         lm_head_tied=lm_head_tied(model),
-        attn_scale=scale.numpy().astype(np.float32),
+        attn_scale=scale.cpu().numpy().astype(np.float32),
         params=parts,
         n_params=sum(part.count for part in parts),
         compute_ms=compute_ms,
@@ -304,7 +304,7 @@ def inside_arrays(session) -> dict[str, np.ndarray]:
     model, n_layers = session.require_model("recompute the path"), session.info.n_layer
     points = export_points(families.family_of(model))
     ids = session.token_ids()[: records[-1].end]
-    rows = torch.tensor([r.end - 1 for r in records], dtype=torch.long)  # each step's newest position
+    rows = torch.tensor([r.end - 1 for r in records], dtype=torch.long, device=model.device)  # each step's newest position
     at_rows = hooks.Keep(rows=rows)
     keep = {name: at_rows for name in points.values()}
     keep |= {"blocks.0.hook_resid_pre": at_rows, "blocks.{L}.hook_resid_post": at_rows}
@@ -316,8 +316,8 @@ def inside_arrays(session) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
         for s, r in enumerate(rows.tolist()):
             for key, value in stacked.items():
-                out[f"{key}_{s}"] = value[:, s].float().numpy()
-            out[f"scores_{s}"] = scores[:, :, s, : r + 1].float().numpy()  # the visible positions 0..r
+                out[f"{key}_{s}"] = value[:, s].float().cpu().numpy()
+            out[f"scores_{s}"] = scores[:, :, s, : r + 1].float().cpu().numpy()  # the visible positions 0..r
         resid = torch.stack([rec["blocks.0.hook_resid_pre"][0]] + [rec[f"blocks.{i}.hook_resid_post"][0] for i in range(n_layers)])
         depth_rows = resid.transpose(0, 1).reshape(-1, resid.shape[-1])  # [S x (L + 1), d], step-major
         next_ids = np.repeat([r.chosen for r in records], n_layers + 1)

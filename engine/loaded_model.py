@@ -12,6 +12,7 @@ import torch
 from .info import ModelInfo
 from .projection import Projection
 from .projection import fit as fit_projection
+from .step_backend import HooksBackend, StepBackend
 from .tokens import Tokenizer
 
 
@@ -21,28 +22,34 @@ class LoadedModel:
 
     ``projection`` is the model's fixed PCA basis, fitted on first use and then kept here, with
     the weights it was fitted on. A session reopened from a file without its model has
-    ``model=None`` and says why in ``missing_reason``.
+    ``model=None`` and says why in ``missing_reason``. ``backend`` records each step
+    (engine.step_backend: engine.hooks' forward hooks, or nnsight's tracing).
     """
 
     model: torch.nn.Module | None
     tokenizer: Tokenizer
     info: ModelInfo
     missing_reason: str = ""
+    backend: StepBackend = field(default_factory=HooksBackend)
     _projection: Projection | None = field(default=None, init=False, repr=False)
     _weights_hash: str = field(default="", init=False, repr=False)
 
     @property
     def projection(self) -> Projection:
+        if self._projection is None and self.backend.remote_host:  # the weights are on the server: fitted there
+            self._projection = self.backend.embedding_projection()
         if self._projection is None:
             weight = self.model.get_input_embeddings().weight.detach()
-            self._projection = fit_projection(weight.float().numpy())
+            self._projection = fit_projection(weight.float().cpu().numpy())
         return self._projection
 
     @property
     def weights_hash(self) -> str:
         """"sha256:<hex>" over the state dict (each tensor's name, dtype, shape and bytes, in name order;
         a tied tensor counted once): a session file names the weights it was saved with. Computed on
-        first use (0.3 s for GPT-2 small) and kept."""
+        first use (0.3 s for GPT-2 small) and kept. A remote model's: "hub:<hub id>" (its weights are not here)."""
+        if not self._weights_hash and self.backend.remote_host:  # no weights here: the hub id names them
+            self._weights_hash = f"hub:{self.info.source}"
         if not self._weights_hash:
             digest, seen = hashlib.sha256(), set()
             for name, tensor in sorted(self.model.state_dict().items()):

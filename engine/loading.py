@@ -24,7 +24,9 @@ from .errors import ModelLoadError
 from .info import ModelInfo
 from .loaded_model import LoadedModel
 from .quiet import silence_libraries
+from .runtime import CPU, Runtime
 from .session import warm_up
+from .step_backend import HooksBackend, StepBackend
 from .tokens import Tokenizer
 
 log = logging.getLogger(__name__)
@@ -59,12 +61,18 @@ def load_model(
     source: str | os.PathLike | None = None,
     *,
     progress: ProgressCallback | None = None,
+    runtime: Runtime | None = None,
 ) -> LoadedModel:
     """Load a model: None for the bundled demo, a folder path, or a name such as ``gpt2``.
 
     A name is looked up first among the models bundled in resources/models/ (so a classroom build
     with GPT-2 small inside works offline), then in the Hugging Face cache, then downloaded.
+    ``runtime`` (engine.runtime; default: the CPU in float32, forward hooks) says on which device, in which dtype and through which backend;
+    a remote one loads no weights (engine.remote_model).
     """
+    runtime = runtime or CPU
+    if runtime.is_remote:
+        return load_remote(source, runtime)
     if source is None:
         folder, name, is_demo = paths.demo_model_dir(), paths.DEMO_MODEL_NAME, True
     elif looks_like_path(str(source)):
@@ -74,7 +82,22 @@ def load_model(
         folder, name, is_demo = bundled, str(source), bundled == paths.demo_model_dir()
     else:
         folder, name, is_demo = resolve_hub_id(str(source), progress), str(source), False
-    return load_folder(folder, name=name, is_demo=is_demo)
+    return load_folder(folder, name=name, is_demo=is_demo, runtime=runtime)
+
+
+def load_remote(source: str | None, runtime: Runtime) -> LoadedModel:
+    """A model whose steps run on ``runtime.remote_host`` (engine.remote_model): named by its hub id,
+    only its config and tokenizer here. No warm-up: each pass would be a request to the server."""
+    if source is None or looks_like_path(str(source)):
+        raise ModelLoadError(
+            f"--remote needs a hub id such as meta-llama/Llama-3.1-70B (got {source or 'the bundled demo'}): "
+            "the server loads the weights by name; a local weights folder cannot be sent."
+        )
+    from .remote_model import remote_parts
+
+    model, tokenizer, info, backend = remote_parts(str(source), runtime)
+    check_tokenizer(tokenizer, model.config, Path(str(source)))
+    return LoadedModel(model=model, tokenizer=tokenizer, info=info, backend=backend)
 
 
 def bundled_model(name: str) -> Path | None:
@@ -82,8 +105,12 @@ def bundled_model(name: str) -> Path | None:
     return next((d for d in paths.bundled_model_dirs() if d.name == name), None)
 
 
-def load_folder(folder: Path, *, name: str | None = None, is_demo: bool = False) -> LoadedModel:
+def load_folder(folder: Path, *, name: str | None = None, is_demo: bool = False, runtime: Runtime | None = None) -> LoadedModel:
     """Load a Hugging Face model folder of a supported family after checking its files."""
+    from .devices import resolve
+
+    runtime = runtime or CPU
+    device, dtype = resolve(runtime.device, runtime.dtype)  # before the weights: a refused device costs nothing
     folder = Path(folder)
     name = name or folder.name
     config = check_folder(folder)
@@ -95,7 +122,7 @@ def load_folder(folder: Path, *, name: str | None = None, is_demo: bool = False)
         model, loading_info = AutoModelForCausalLM.from_pretrained(
             folder,
             attn_implementation="eager",  # attention weights are only returned by the eager path
-            dtype=torch.float32,
+            dtype=dtype,
             local_files_only=True,
             output_loading_info=True,
         )
@@ -110,12 +137,15 @@ def load_folder(folder: Path, *, name: str | None = None, is_demo: bool = False)
         )
     if not all(torch.isfinite(p).all() for p in model.parameters()):
         raise ModelLoadError(f"The weights in {folder} hold NaN or infinite values: the file is corrupt.")
-    return wrap_model(model, folder, name=name, is_demo=is_demo)
+    return wrap_model(model.to(device), folder, name=name, is_demo=is_demo, backend=runtime.backend)
 
 
-def wrap_model(model, folder: Path, *, name: str, is_demo: bool = False) -> LoadedModel:
-    """A loaded transformers model (eager attention) with the tokenizer in ``folder``, checked, and its info."""
+def wrap_model(model, folder: Path, *, name: str, is_demo: bool = False, backend: str = "hooks") -> LoadedModel:
+    """A loaded transformers model (eager attention) with the tokenizer in ``folder``, checked, and its info;
+    ``backend`` ("hooks" or "nnsight", engine.runtime.BACKENDS) records its steps."""
     from transformers import AutoTokenizer
+
+    from .devices import describe
 
     model.eval()
     try:
@@ -145,10 +175,23 @@ def wrap_model(model, folder: Path, *, name: str, is_demo: bool = False) -> Load
         d_head=0 if d_head == cfg.hidden_size // n_head else d_head,
         chat_template=chat.has_chat_template(tokenizer),
         special_ids=chat.special_ids(tokenizer),
+        backend=backend,
+        **describe(model),
     )
-    loaded = LoadedModel(model=model, tokenizer=tokenizer, info=info)
+    loaded = LoadedModel(model=model, tokenizer=tokenizer, info=info, backend=step_backend(backend, model, hf_tokenizer))
     warm_up(loaded)  # the first step a person takes is then timed as itself
     return loaded
+
+
+def step_backend(name: str, model, hf_tokenizer) -> StepBackend:
+    """The backend that records the steps of a local ``model``."""
+    if name == "hooks":
+        return HooksBackend()
+    try:
+        from .nnsight_backend import NnsightBackend
+    except ImportError as exc:
+        raise ModelLoadError(f"--backend nnsight needs the nnsight package ({exc}): pip install 'nexttoken[nnsight]'.") from exc
+    return NnsightBackend.around(model, hf_tokenizer)
 
 
 TOKENIZER_PROBE = "Hello, World! naïve 🐈 \t\n<|endoftext|> 42"

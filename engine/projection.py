@@ -49,8 +49,13 @@ def fit(embedding: np.ndarray, k: int = 3) -> Projection:
     cov /= max(n - 1, 1)  # [d, d]
     values, vectors = np.linalg.eigh(cov)  # ascending
     order = np.argsort(values)[::-1][:k]
-    components = vectors[:, order].T  # [k, d]
-    signs = np.sign(components[np.arange(len(order)), np.argmax(np.abs(components), axis=1)])
+    return from_components(mean, vectors[:, order].T, values[order] / values.sum())
+
+
+def from_components(mean: np.ndarray, components: np.ndarray, explained: np.ndarray) -> Projection:
+    """The Projection of PCA ``components`` [k, d] (largest variance first), each signed so that its
+    largest-magnitude loading is positive (the one sign rule, wherever the eigenvectors were computed)."""
+    components = np.asarray(components, dtype=np.float64)
+    signs = np.sign(components[np.arange(len(components)), np.argmax(np.abs(components), axis=1)])
     components = components * signs[:, None]
-    explained = values[order] / values.sum()
-    return Projection(mean.astype(np.float32), components.astype(np.float32), explained.astype(np.float32))
+    return Projection(np.asarray(mean, np.float32), components.astype(np.float32), np.asarray(explained, np.float32))

@@ -98,7 +98,7 @@ class Session:
         self.tree = BranchTree()
         self._cache = None
         self._latest_dist: Distribution | None = None
-        self._use_cache = bool(use_cache)
+        self._use_cache = bool(use_cache) and _keeps_cache(loaded)  # a remote step keeps no cache
         self.last_catch_up: tuple[int, float] | None = None  # the last step's cache catch-up (see _catch_up)
 
     # ----------------------------------------------------------------- state
@@ -109,7 +109,7 @@ class Session:
 
     @use_cache.setter
     def use_cache(self, on: bool) -> None:
-        self._use_cache = bool(on)
+        self._use_cache = bool(on) and _keeps_cache(self.loaded)
         if not on:
             self._cache = None
 
@@ -170,7 +170,7 @@ class Session:
             return empty, empty.copy()
         keys, values = layers[layer]  # [batch, kv_heads, T, dh]
         kv_head = head // (info.n_head // info.kv_heads)  # query heads share key/value heads in runs
-        return keys[0, kv_head].float().numpy().copy(), values[0, kv_head].float().numpy().copy()
+        return keys[0, kv_head].float().cpu().numpy().copy(), values[0, kv_head].float().cpu().numpy().copy()
 
     def query(self, layer: int, head: int, step: int | None = None) -> np.ndarray:
         """float32 [dh]: the query of the newest position computed at ``step`` (default: the latest)
@@ -183,17 +183,17 @@ class Session:
         record = self.trace(step).record if step is not None else self._current("read a query")
         model = self.require_model("compute a query")
         dh = info.head_dim
-        x = torch.from_numpy(record.resid[layer, -1:])  # [1, d]: block L's input (resid[L] is its resid_pre)
+        x = torch.from_numpy(record.resid[layer, -1:]).to(model.device, model.dtype)  # [1, d]: block L's input (resid[L] is its resid_pre)
         with torch.inference_mode():
             if families.family_of(model).rope:  # the rotated query, at this position: what meets the cached keys
                 block = model.model.layers[layer]
-                position = torch.tensor([record.end - 1])
+                position = torch.tensor([record.end - 1], device=model.device)
                 rope = hf_compat.rotary_embeddings(model, position)
                 q, _ = hf_compat.rotated_qk(block.self_attn, block.input_layernorm(x)[None], rope)  # [1, H, 1, dh]
-                return q[0, head, 0].float().numpy().copy()
+                return q[0, head, 0].float().cpu().numpy().copy()
             block = model.transformer.h[layer]
             q = block.attn.c_attn(block.ln_1(x))[0, : info.d_model]  # [d]: queries of every head
-        return q[head * dh : (head + 1) * dh].float().numpy().copy()
+        return q[head * dh : (head + 1) * dh].float().cpu().numpy().copy()
 
     @property
     def projection(self) -> Projection:
@@ -302,10 +302,14 @@ class Session:
         self.tree.prune(self._path)
 
     # ------------------------------------------------------------- stepping
-    def require_model(self, what: str):
-        """The model, or SessionError when this session was opened from a file without it."""
+    def require_model(self, what: str, *, weights: bool = True):
+        """The model, or SessionError when this session was opened from a file without it, or when
+        ``weights`` are needed and the model runs on a remote server (only its architecture is here)."""
         if self.loaded.model is None:
             raise SessionError(self.loaded.missing_reason or f"No model is loaded to {what} with.")
+        if weights and self.info.remote_host:
+            raise SessionError(f"{self.info.name} runs on {self.info.remote_host}: its weights are not here to {what} with "
+                               "(a remote step brings back what the step's views show; the Inside view recomputes with the weights).")
         return self.loaded.model
 
     def stop_reason(self) -> tuple[str | None, str]:
@@ -376,7 +380,7 @@ class Session:
         (``_catch_up``), so the step itself is always an ordinary one. Without it (no-cache mode)
         the whole sequence is fed and the newest n rows are kept.
         """
-        model = self.require_model("compute a step")
+        model = self.require_model("compute a step", weights=False)  # the backend runs it, here or on a server
         t_step = perf_counter()
         n_layers, n = self.info.n_layer, len(new_ids)
         whole = self._context(step).tolist()  # positions 0..start + n - 1
@@ -388,10 +392,11 @@ class Session:
         if not self._use_cache:
             self._cache = None
         try:
-            with torch.inference_mode(), hooks.capture(model, n_layers, step_hooks(model)) as rec:
+            with torch.inference_mode():
                 t_fwd = perf_counter()
-                logits, self._cache = hf_compat.forward(
-                    model, torch.tensor([fed], dtype=torch.long), self._cache, use_cache=self._use_cache
+                rec, logits, self._cache = self.loaded.backend.forward(  # engine.step_backend: hooks or nnsight
+                    model, n_layers, torch.tensor([fed], dtype=torch.long), self._cache, use_cache=self._use_cache,
+                    keep=step_hooks(model), n_new=n,
                 )
                 forward_ms = (perf_counter() - t_fwd) * 1e3
                 record_arrays = _step_arrays(rec, n_layers, self.info.d_model, n, logits)
@@ -540,6 +545,13 @@ class Session:
         )
 
 
+def _keeps_cache(loaded) -> bool:
+    """Whether ``loaded``'s steps may keep a KV cache (engine.step_backend; a session file's view-only
+    model has no backend: it never steps)."""
+    backend = getattr(loaded, "backend", None)
+    return backend is None or backend.keeps_cache
+
+
 WARM_UP_PROMPT = "Hello, this warms the model up"
 
 
@@ -562,15 +574,15 @@ def _step_arrays(rec: dict[str, torch.Tensor], n_layers: int, d: int, n: int, lo
         [_rows(rec["blocks.0.hook_resid_pre"][0], n)] + [_rows(rec[f"blocks.{i}.hook_resid_post"][0], n) for i in layers]
     )  # [L + 1, n, d]
     return dict(
-        token_embed=_rows(rec["hook_embed"].reshape(-1, d), n).float().numpy(),  # [n, d]
+        token_embed=_rows(rec["hook_embed"].reshape(-1, d), n).float().cpu().numpy(),  # [n, d]
         pos_embed=_pos_embed(rec, d, n),  # [n, d]
-        attn=attn.numpy(),
-        resid=resid.float().numpy(),  # [L + 1, n, d]
-        attn_out=torch.cat([rec[f"blocks.{i}.hook_attn_out"][0] for i in layers]).numpy(),  # [L, d] float16
-        mlp_out=torch.cat([rec[f"blocks.{i}.hook_mlp_out"][0] for i in layers]).numpy(),  # [L, d] float16
-        final_hidden=rec["ln_final.hook_out"][0, -1].float().numpy().copy(),  # [d]
-        logits=logits[0, -1].float().numpy().copy(),  # [V]
-        experts=(torch.cat([rec[f"blocks.{i}.mlp.hook_expert_indices"] for i in layers]).numpy().astype(np.int64)
+        attn=attn.cpu().numpy(),
+        resid=resid.float().cpu().numpy(),  # [L + 1, n, d]
+        attn_out=torch.cat([rec[f"blocks.{i}.hook_attn_out"][0] for i in layers]).cpu().numpy(),  # [L, d] float16
+        mlp_out=torch.cat([rec[f"blocks.{i}.hook_mlp_out"][0] for i in layers]).cpu().numpy(),  # [L, d] float16
+        final_hidden=rec["ln_final.hook_out"][0, -1].float().cpu().numpy().copy(),  # [d]
+        logits=logits[0, -1].float().cpu().numpy().copy(),  # [V]
+        experts=(torch.cat([rec[f"blocks.{i}.mlp.hook_expert_indices"] for i in layers]).cpu().numpy().astype(np.int64)
                  if "blocks.0.mlp.hook_expert_indices" in rec else None),  # [L, k]
     )
 
@@ -580,7 +592,7 @@ def _pos_embed(rec: dict[str, torch.Tensor], d: int, n: int) -> np.ndarray:
     residual stream (its positions are rotations of each query and key)."""
     if "hook_pos_embed" not in rec:
         return np.zeros((n, d), dtype=np.float32)
-    return _rows(rec["hook_pos_embed"].reshape(-1, d), n).float().numpy()
+    return _rows(rec["hook_pos_embed"].reshape(-1, d), n).float().cpu().numpy()
 
 
 def _rows(t: torch.Tensor, n: int, dim: int = -2) -> torch.Tensor:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Create .venv in the repository root and install nexttoken with its test extras (EXTRAS=packaging
-# adds the packaging tools, EXTRAS=parity TransformerLens for the hook parity test; EXTRAS=packaging,parity both).
+# adds the packaging tools, EXTRAS=parity TransformerLens for the hook parity test, EXTRAS=nnsight the nnsight backend;
+# EXTRAS=packaging,parity,nnsight all three).
 # torch goes first, as the CPU build (scripts/torch_install.py: on Linux a local +cpu wheel pip already
 # finds, else PyTorch's CPU index; on Windows and macOS the default wheel), so that the loose torch
 # requirement in pyproject.toml is already met and pip never pulls the multi-GB CUDA build.

@@ -135,10 +135,16 @@ class KVPanel(QGroupBox):
         self.value_bars.setOpts(x=layers + 0.2, height=kv.value_positions)
         self.capacity.setValue(min(kv.positions, capacity))
         self.capacity.setFormat(f"context window: {kv.positions:,} of {capacity:,} positions cached ({kv.positions / capacity:.0%})")
-        self.bytes_label.setText(
-            f"<b>{human_bytes(kv.total_bytes)}</b> = <span style='color:{th.KEYS}'>■</span> keys and "
-            f"<span style='color:{th.VALUES}'>■</span> values: {kv.arithmetic()}" + grouped_heads_sentence(kv, result.info)
-        )
+        if result.info.remote_host:  # nothing is cached between remote requests
+            self.bytes_label.setText(
+                f"No KV cache: each step is one request to {result.info.remote_host}, a full forward pass over the "
+                "text so far; the time per step includes the server and the network."
+            )
+        else:
+            self.bytes_label.setText(
+                f"<b>{human_bytes(kv.total_bytes)}</b> = <span style='color:{th.KEYS}'>■</span> keys and "
+                f"<span style='color:{th.VALUES}'>■</span> values: {kv.arithmetic()}" + grouped_heads_sentence(kv, result.info)
+            )
         steps = np.fromiter((r.step for r in records), np.int64, len(records))
         sizes = np.fromiter((r.kv.total_bytes for r in records), np.float64, len(records))
         ms = np.fromiter((r.forward_ms for r in records), np.float64, len(records))
