@@ -20,7 +20,7 @@ from engine.defaults import DEFAULT_SETTINGS
 from engine.sampling import SamplingSettings
 
 if TYPE_CHECKING:
-    from .result import InsideResult, SessionResult
+    from .result import AttributionResult, InsideResult, SessionResult
 
 
 @dataclass(frozen=True)
@@ -156,6 +156,21 @@ class Inspect(Request):
 
 
 @dataclass(frozen=True)
+class Attribute(Request):
+    """Split the logit of ``target`` (-1: the token that came next, the chosen one at a step's
+    newest position) minus that of ``versus`` (-1: none) at ``position`` (-1: the step's newest) of
+    history ``step`` (-1: the latest) into what each part of the model writes into it
+    (``engine.attribution``, the Why view). Answered with an ``Attributed``; like Inspect it neither
+    changes the session nor ends a play loop."""
+
+    kind: ClassVar[str] = "attribute"
+    step: int = -1
+    position: int = -1
+    target: int = -1
+    versus: int = -1
+
+
+@dataclass(frozen=True)
 class Switch(Request):
     """Show the branch through tree ``node`` (``engine.branches``) as it was, up to that node: no
     forward pass; -1 (the tree's root): before the prefill, every branch kept."""
@@ -209,11 +224,12 @@ class Refresh(Request):
     kind: ClassVar[str] = "refresh"
 
 
-REQUESTS = (Load, SetPrompt, SetChat, SetStops, Step, Play, Back, Choose, Resample, Reset, SetCache, Inspect, Switch,
-            SaveSession, OpenSession, Refresh)
+REQUESTS = (Load, SetPrompt, SetChat, SetStops, Step, Play, Back, Choose, Resample, Reset, SetCache, Inspect, Attribute,
+            Switch, SaveSession, OpenSession, Refresh)
 RESTARTS = (Load, SetPrompt, SetChat, Reset, OpenSession)  # after one of these, results of older requests are stale
 KEPT_ON_RESTART = (Load, SaveSession, SetStops)  # still run after a restart (a save's result is stale, its message is not; stop sequences are the person's)
-COALESCING = (Step, Resample, Choose, Inspect, Switch)  # a newer one replaces an older one still waiting
+COALESCING = (Step, Resample, Choose, Inspect, Attribute, Switch)  # a newer one replaces an older one still waiting
+LOOKS = (Inspect, Attribute)  # ask what the model computed for a view: change nothing, end no play loop
 
 CONTROLS = ("play_generation", "latest_barrier", "cancel_load")
 """The host attributes the window may set while a request runs (and nothing else):
@@ -245,6 +261,13 @@ class Inspected(Reply):
     """The answer to an Inspect request (``app.result.InsideResult``)."""
 
     answer: "InsideResult | None" = None
+
+
+@dataclass(frozen=True)
+class Attributed(Reply):
+    """The answer to an Attribute request (``app.result.AttributionResult``)."""
+
+    answer: "AttributionResult | None" = None
 
 
 @dataclass(frozen=True)
@@ -292,4 +315,4 @@ class Progress(Reply):
     total: int = 0
 
 
-REPLIES = (Finished, Inspected, Failed, PromptTooLong, DownloadCancelled, Crashed, NotSent, Skipped, Progress)
+REPLIES = (Finished, Inspected, Attributed, Failed, PromptTooLong, DownloadCancelled, Crashed, NotSent, Skipped, Progress)

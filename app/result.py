@@ -131,3 +131,15 @@ class InsideResult:
 
     trace: object
     pieces: dict
+
+
+@dataclass(frozen=True)
+class AttributionResult:
+    """The answer to an Attribute request: ``attribution``, an ``engine.attribution_trace.Attribution``;
+    ``target_piece`` and ``versus_piece`` (versus -1: ""), the readable text of the two tokens; and
+    ``source_pieces``, the text of every position the heads read (positions 0..p), for the Why view."""
+
+    attribution: object
+    target_piece: str
+    versus_piece: str
+    source_pieces: tuple[str, ...]

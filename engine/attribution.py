@@ -23,6 +23,7 @@ import torch
 
 from . import families, hf_compat
 from .attribution_trace import Attribution
+from .errors import SessionError
 from .inside import final_norm, recompute_position, resolve
 
 _POINTS = ("hook_embed", "hook_pos_embed", "blocks.{L}.attn.hook_z", "blocks.{L}.attn.hook_pattern",
@@ -71,9 +72,10 @@ def attribute(session, step: int | None = None, position: int | None = None, *,
     n_layers, n_heads = session.info.n_layer, session.info.n_head
     target = next_id if target is None else int(target)
     vocab = model.lm_head.weight.shape[0]
-    for token in (target, versus):
-        if not -1 <= token < vocab or token == target == -1:
-            raise ValueError(f"token id {token} is not in the vocabulary (0 to {vocab - 1})")
+    if not 0 <= target < vocab or not -1 <= versus < vocab:
+        raise SessionError(f"Token ids are 0 to {vocab - 1}: {target if not 0 <= target < vocab else versus} is not one.")
+    if versus == target:
+        raise SessionError("A token against itself: every part is 0.")
     t0 = perf_counter()
     names = [name for name in _POINTS if name in family.points]
     rec, logits, cache = recompute_position(session, ids, p, names, use_cache=use_cache)
