@@ -195,7 +195,10 @@ class WhyPanel(QWidget):
         for box, token in ((self.target_box, target), (self.versus_box, versus)):
             index = 0 if token < 0 else box.findData(int(token))
             if index >= 0:
+                box.blockSignals(True)  # one request for the pair, not one for each box
                 box.setCurrentIndex(index)
+                box.blockSignals(False)
+        self.refresh()
 
     def _on_box_changed(self, _index: int) -> None:
         self.refresh()
