@@ -73,14 +73,14 @@ def what(target_piece: str, versus_piece: str) -> str:
 
 
 def summary(a, target_piece: str, versus_piece: str = "", n: int = 3) -> str:
-    """One paragraph: what is split, that the parts add up, and the largest pushes and pulls."""
+    """One line or two: what is split, that the parts add up, the largest pushes, pulls and heads
+    (A = attention, M = MLP, LxHy = layer x head y)."""
     pushes, pulls = largest(a, n)
-    parts = ", ".join(f"{b.label} {b.value:+.2f}" for b in pushes) or "none"
-    against = ", ".join(f"{b.label} {b.value:+.2f}" for b in pulls) or "none"
+    named = lambda bars: ", ".join(f"{b.short} {b.value:+.2f}" for b in bars) or "none"  # noqa: E731
     heads = ", ".join(f"L{layer}H{head} {value:+.2f}" for layer, head, value in top_heads(a, n))
-    return (f"Why {what(target_piece, versus_piece)} is {a.logit:.2f} at position {a.position} (step {a.step}): "
-            f"the {len(waterfall(a))} parts below add up to {a.total:.2f}. Largest pushes: {parts}. "
-            f"Largest pulls: {against}. Heads that write the most: {heads}.")
+    return (f"Why {what(target_piece, versus_piece)} is {a.logit:.2f} (position {a.position}, step {a.step}): "
+            f"{len(waterfall(a))} parts add up to {a.total:.2f}. Pushes: {named(pushes)} · Pulls: {named(pulls)} · "
+            f"Heads: {heads}")
 
 
 def scale_sentence(a) -> str:
@@ -101,7 +101,6 @@ def head_sentence(a, layer: int, head: int, pieces) -> str:
     """What the selected head wrote and where from (its two largest sources by |part|)."""
     bars = source_bars(a, layer, head)
     order = sorted(range(len(bars)), key=lambda j: (-abs(float(bars[j])), j))[:2]
-    where = " and ".join(f"“{clip(pieces[j], 12) if j < len(pieces) else ''}” (position {j}, {float(bars[j]):+.2f})" for j in order)
-    kv = f" (it reads key/value head {int(a.kv_head[head])})" if a.kv_head.max() + 1 < a.heads.shape[1] else ""
-    return (f"Head L{layer}H{head}{kv} writes {float(a.heads[layer, head]):+.2f} into it: its attention weight on each "
-            f"position × that position's value × W_O, read out the same way. Most from {where}.")
+    where = ", ".join(f"“{clip(pieces[j], 12) if j < len(pieces) else ''}” ({j}: {float(bars[j]):+.2f})" for j in order)
+    kv = f" (key/value head {int(a.kv_head[head])})" if a.kv_head.max() + 1 < a.heads.shape[1] else ""
+    return f"Head L{layer}H{head}{kv} writes {float(a.heads[layer, head]):+.2f}, most from {where}"

@@ -89,8 +89,9 @@ class WhyPanel(QWidget):
         self.fall_caption, self.heads_caption, self.source_caption = QLabel(), QLabel(), QLabel()
         for label in (self.fall_caption, self.heads_caption, self.source_caption):
             label.setWordWrap(True)
-        self.heads_caption.setText("<b>Each head's part</b> (rows: layers, columns: heads; yellow pushes, blue pulls). "
-                                   "The one that writes the most is selected first; click another to select it everywhere.")
+        self.heads_caption.setText("<b>Each head's part</b>: click one to select it")
+        self.heads_caption.setToolTip("Rows: layers, columns: heads; yellow pushes, blue pulls. The head that writes the most "
+                                      "is selected first; a click selects another everywhere (the attention panel too).")
         self.honest = QLabel(HONEST)
         self.honest.setWordWrap(True)
         grid = QGridLayout()
@@ -118,6 +119,7 @@ class WhyPanel(QWidget):
         state.layerChanged.connect(self._on_state_selection)
         state.headChanged.connect(self._on_state_selection)
         state.subscribe_theme(self._on_state_theme)
+        self._on_state_theme(state.theme)
 
     def plot_views(self) -> list[pg.GraphicsView]:
         return []  # drawn when the engine answers, not in a step's turns
@@ -274,9 +276,10 @@ class WhyPanel(QWidget):
         self.fall_plot.setRange(xRange=(-0.6, n + 0.6), yRange=(low - pad, high + pad), padding=0)
         th.style_plot(self.fall_plot, theme, left="logit", bottom="part, in the order the model adds them")
         self.fall_caption.setText(
-            f"<b>From the embedding through every block to the logit</b>: yellow pushes it up, blue pulls it down, "
-            f"the dark bar is the sum ({a.total:.2f}; the model's logit: {a.logit:.2f}). A = attention, M = MLP. "
-            + wn.scale_sentence(a))
+            f"<b>Embedding → every block → logit</b> (A attention, M MLP; yellow pushes, blue pulls; dark: the sum "
+            f"{a.total:.2f}, the model's logit {a.logit:.2f})")
+        self.fall_caption.setToolTip(wn.scale_sentence(a))
+        self.honest.setToolTip(wn.scale_sentence(a))
 
     def _draw_head(self) -> None:
         a, pieces = self.answer.attribution, self.answer.source_pieces
@@ -296,8 +299,14 @@ class WhyPanel(QWidget):
         self.source_plot.setRange(xRange=(-0.6, T - 0.4), yRange=(low - pad, high + pad), padding=0)
         th.style_plot(self.source_plot, theme, left="logit", bottom="position the head read")
         self.source_caption.setText("<b>Where the selected head took its part from</b>: " + wn.head_sentence(a, layer, head, pieces))
+        self.source_caption.setToolTip("Its attention weight on each position × that position's value × W_O, read out "
+                                       "through the final norm and the LM head like every part: the bars add up to the head's part.")
 
     def _on_state_theme(self, theme: th.Theme) -> None:
+        lines = theme.text_px()
+        self.fall_view.setMinimumHeight(9 * lines)  # the bars keep room to read whatever the captions take
+        self.heads_view.setMinimumHeight(9 * lines)
+        self.source_view.setMinimumHeight(6 * lines)
         self.setFont(theme.font())
         self.header.setFont(theme.font(1, bold=True))
         for view in (self.fall_view, self.heads_view, self.source_view):

@@ -41,9 +41,8 @@ def test_the_largest_pushes_and_pulls_are_named():
     assert [b.label for b in pulls] == ["block 0's MLP"]
     assert wn.top_heads(a, 2) == [(0, 0, 2.0), (0, 1, -1.0)]
     text = wn.summary(a, "␣Paris", "␣the")
-    assert "the logit of “␣Paris” minus that of “␣the” is 3.88 at position 6 (step 1)" in text
-    assert "block 1's MLP +4.00, block 0's attention +1.12" in text and "Largest pulls: block 0's MLP -3.00" in text
-    assert "L0H0 +2.00" in text
+    assert "the logit of “␣Paris” minus that of “␣the” is 3.88 (position 6, step 1): 6 parts add up to 3.88" in text
+    assert "Pushes: M1 +4.00, A0 +1.12, emb +1.00 · Pulls: M0 -3.00 · Heads: L0H0 +2.00, L0H1 -1.00" in text
 
 
 def test_the_readout_sentence_is_true_for_the_norm_and_the_logit_scaling():
@@ -58,8 +57,7 @@ def test_a_heads_sentence_names_its_largest_sources_and_its_key_value_head():
     sources[1, 1, [2, 5]] = [0.5, -1.5]
     a = made(sources=sources, heads=np.array([[2.0, -1.0], [0.25, -1.0]], np.float32), kv_head=np.array([0, 0]))
     text = wn.head_sentence(a, 1, 1, ["a", "b", "c", "d", "e", "f", "g"])
-    assert "Head L1H1 (it reads key/value head 0) writes -1.00" in text
-    assert "“f” (position 5, -1.50) and “c” (position 2, +0.50)" in text
+    assert text == "Head L1H1 (key/value head 0) writes -1.00, most from “f” (5: -1.50), “c” (2: +0.50)"
 
 
 # ------------------------------------------------------------------ the view in a window
