@@ -28,8 +28,8 @@ CANDIDATES = 10  # candidates offered as targets
 _MAP = pg.colormap.get(DIVERGING)
 PUSH, PULL = _MAP.map(1.0, mode="qcolor").name(), _MAP.map(0.0, mode="qcolor").name()  # the heads map's two ends: one
 # colour means one thing in all three plots
-HONEST = ("Direct attribution measures what each part writes straight into this logit through the final norm "
-          "and the LM head, not what it causes through the later layers that read it (patching measures that).")
+HONEST = ("Direct attribution: what each part writes straight into this logit, not what it causes through the "
+          "later layers that read it (patching measures that).")
 
 
 def tick_every(n: int, width_px: int, label_px: int) -> int:
@@ -272,9 +272,10 @@ class WhyPanel(QWidget):
         self.fall_plot.getAxis("bottom").setTicks([ticks])
         low = min(0.0, float(np.min(np.minimum(y0, y0 + height))))
         high = max(0.0, float(np.max(np.maximum(y0, y0 + height))))
-        pad = 0.08 * (high - low or 1.0)
+        pad = 0.22 * (high - low or 1.0)  # room for the names above and below the largest bars
         self.fall_plot.setRange(xRange=(-0.6, n + 0.6), yRange=(low - pad, high + pad), padding=0)
-        th.style_plot(self.fall_plot, theme, left="logit", bottom="part, in the order the model adds them")
+        th.style_plot(self.fall_plot, theme, left="logit")  # the ticks name the parts, in the order the model adds them
+        self.fall_plot.getAxis("bottom").setHeight(theme.text_px(-1) + 10)
         self.fall_caption.setText(
             f"<b>Embedding → every block → logit</b> (A attention, M MLP; yellow pushes, blue pulls; dark: the sum "
             f"{a.total:.2f}, the model's logit {a.logit:.2f})")
@@ -297,16 +298,17 @@ class WhyPanel(QWidget):
         low, high = min(0.0, float(values.min(initial=0))), max(0.0, float(values.max(initial=0)))
         pad = 0.08 * (high - low or 1.0)
         self.source_plot.setRange(xRange=(-0.6, T - 0.4), yRange=(low - pad, high + pad), padding=0)
-        th.style_plot(self.source_plot, theme, left="logit", bottom="position the head read")
+        th.style_plot(self.source_plot, theme, left="logit")  # the ticks are the positions' tokens
+        self.source_plot.getAxis("bottom").setHeight(theme.text_px(-1) + 10)
         self.source_caption.setText("<b>Where the selected head took its part from</b>: " + wn.head_sentence(a, layer, head, pieces))
         self.source_caption.setToolTip("Its attention weight on each position × that position's value × W_O, read out "
                                        "through the final norm and the LM head like every part: the bars add up to the head's part.")
 
     def _on_state_theme(self, theme: th.Theme) -> None:
         lines = theme.text_px()
-        self.fall_view.setMinimumHeight(9 * lines)  # the bars keep room to read whatever the captions take
-        self.heads_view.setMinimumHeight(9 * lines)
-        self.source_view.setMinimumHeight(6 * lines)
+        self.fall_view.setMinimumHeight(7 * lines)  # the bars keep room to read whatever the captions take
+        self.heads_view.setMinimumHeight(7 * lines)
+        self.source_view.setMinimumHeight(4 * lines)
         self.setFont(theme.font())
         self.header.setFont(theme.font(1, bold=True))
         for view in (self.fall_view, self.heads_view, self.source_view):
