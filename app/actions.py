@@ -155,7 +155,7 @@ class Commands(QObject):
 
     def _view_switcher(self) -> QWidget:
         """The views, one at a time, chosen by buttons in the menu bar's free corner (Alt+1 to
-        Alt+5): no row of their own, so the panels keep every pixel of height."""
+        Alt+7): no row of their own, so the panels keep every pixel of height."""
         switcher = QWidget()
         row = QHBoxLayout(switcher)
         row.setContentsMargins(0, 0, 4, 0)

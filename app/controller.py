@@ -53,6 +53,7 @@ class SessionController(QObject):
 
     resultReady = Signal(object)  # SessionResult, not stale
     insideReady = Signal(object)  # InsideResult, the answer to ``inspect``, not stale
+    attributionReady = Signal(object)  # AttributionResult, the answer to ``attribute``, not stale
     failed = Signal(object)  # protocol.Failed (a kind of it), not stale
     busyChanged = Signal(bool)
     downloadProgress = Signal("qint64", "qint64")  # bytes done, bytes total (models pass 2 GiB)
@@ -177,6 +178,11 @@ class SessionController(QObject):
         """Ask for everything on the path at ``position`` of ``step`` (``insideReady`` answers)."""
         return self._request(p.Inspect(step=step, position=position, layer=layer))
 
+    def attribute(self, step: int = -1, position: int = -1, target: int = -1, versus: int = -1) -> int:
+        """Ask for the parts of ``target``'s logit (minus ``versus``'s) at ``position`` of ``step``
+        (-1: the chosen token, no second token, the newest position, the latest step; ``attributionReady`` answers)."""
+        return self._request(p.Attribute(step=step, position=position, target=target, versus=versus))
+
     def cancel_load(self) -> int:
         """Stop the download of the Load that runs (the person pressed Cancel): it fails with
         ``DownloadCancelled`` and the session it would have replaced stays. Returns that Load's
@@ -241,6 +247,8 @@ class SessionController(QObject):
                     self.refresh()
             case Verdict.SHOW, p.Inspected():
                 self.insideReady.emit(reply.answer)
+            case Verdict.SHOW, p.Attributed():
+                self.attributionReady.emit(reply.answer)
 
     def _on_result(self, result) -> None:
         request = result.request

@@ -157,13 +157,18 @@ class ScriptedRun:
         if getattr(view, "awaiting", lambda: False)():  # a view's answer from the engine is on its way
             from PySide6.QtCore import QTimer
 
-            self.window.controller.insideReady.connect(lambda _answer: QTimer.singleShot(50, lambda: self._capture(result)))
+            c = self.window.controller
+            for answered in (c.insideReady, c.attributionReady, c.failed):  # drawn, or refused: picture it either way
+                answered.connect(lambda _answer: QTimer.singleShot(50, lambda: self._capture(result)))
             return
         self._capture(result)
 
     def _capture(self, result) -> None:
         from PySide6.QtWidgets import QApplication
 
+        if getattr(self, "_captured", False):  # a second answer after the first was pictured
+            return
+        self._captured = True
         QApplication.processEvents()
         image = self.window.grab()
         code = 0

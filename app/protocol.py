@@ -161,6 +161,21 @@ class Inspect(Request):
 
 
 @dataclass(frozen=True)
+class Attribute(Request):
+    """Split the logit of ``target`` (-1: the token that came next, the chosen one at a step's
+    newest position) minus that of ``versus`` (-1: none) at ``position`` (-1: the step's newest) of
+    history ``step`` (-1: the latest) into what each part of the model writes into it
+    (``engine.attribution``, the Why view). Answered with an ``Attributed``; like Inspect it neither
+    changes the session nor ends a play loop."""
+
+    kind: ClassVar[str] = "attribute"
+    step: int = -1
+    position: int = -1
+    target: int = -1
+    versus: int = -1
+
+
+@dataclass(frozen=True)
 class Switch(Request):
     """Show the branch through tree ``node`` (``engine.branches``) as it was, up to that node: no
     forward pass; -1 (the tree's root): before the prefill, every branch kept."""
@@ -214,12 +229,13 @@ class Refresh(Request):
     kind: ClassVar[str] = "refresh"
 
 
-REQUESTS = (Load, SetPrompt, SetChat, SetStops, Step, Play, Back, Choose, Resample, Reset, SetCache, Inspect, Switch,
-            SaveSession, OpenSession, Refresh)
+REQUESTS = (Load, SetPrompt, SetChat, SetStops, Step, Play, Back, Choose, Resample, Reset, SetCache, Inspect, Attribute,
+            Switch, SaveSession, OpenSession, Refresh)
 RESTARTS = (Load, SetPrompt, SetChat, Reset, OpenSession)  # after one of these, results of older requests are stale
 KEPT_ON_RESTART = (Load, SaveSession, SetStops)  # still run after a restart (a save's result is stale, its message is not; stop sequences are the person's)
 PROMPT_EDITS = (SetPrompt, SetChat)  # the person's text: still run after any restart but a newer edit (a Load may be refused)
-COALESCING = (Step, Resample, Choose, Inspect, Switch)  # a newer one replaces an older one still waiting
+COALESCING = (Step, Resample, Choose, Inspect, Attribute, Switch)  # a newer one replaces an older one still waiting
+LOOKS = (Inspect, Attribute)  # ask what the model computed for a view: change nothing, end no play loop
 
 CONTROLS = ("play_generation", "latest_barrier", "cancel_load")
 """The host attributes the window may set while a request runs (and nothing else):
@@ -349,6 +365,18 @@ class InsideResult:
     pieces: dict
 
 
+@dataclass(frozen=True)
+class AttributionResult:
+    """The answer to an Attribute request: ``attribution``, an ``engine.attribution_trace.Attribution``;
+    ``target_piece`` and ``versus_piece`` (versus -1: ""), the readable text of the two tokens; and
+    ``source_pieces``, the text of every position the heads read (positions 0..p), for the Why view."""
+
+    attribution: object
+    target_piece: str
+    versus_piece: str
+    source_pieces: tuple[str, ...]
+
+
 # ------------------------------------------------------------------ replies
 @dataclass(frozen=True)
 class Reply:
@@ -371,6 +399,13 @@ class Inspected(Reply):
     """The answer to an Inspect request (``InsideResult``)."""
 
     answer: InsideResult | None = None
+
+
+@dataclass(frozen=True)
+class Attributed(Reply):
+    """The answer to an Attribute request (``AttributionResult``)."""
+
+    answer: AttributionResult | None = None
 
 
 @dataclass(frozen=True)
@@ -418,4 +453,4 @@ class Progress(Reply):
     total: int = 0
 
 
-REPLIES = (Finished, Inspected, Failed, PromptTooLong, DownloadCancelled, Crashed, NotSent, Skipped, Progress)
+REPLIES = (Finished, Inspected, Attributed, Failed, PromptTooLong, DownloadCancelled, Crashed, NotSent, Skipped, Progress)

@@ -4,7 +4,7 @@
 lists (tests/app/test_request_policy.py, no QApplication).
 
 - **One in flight.** Only one request runs at a time; the others wait here, in order.
-- **Coalescing.** A new Step, Resample, Choose, Inspect or Switch replaces one of its kind still
+- **Coalescing.** A new Step, Resample, Choose, Inspect, Attribute or Switch replaces one of its kind still
   waiting last (a held-down Step key queues one step, not hundreds).
 - **Stale results.** A restart (Load, SetPrompt, SetChat, Reset, OpenSession) drops everything
   waiting but a Load, a Save, new stop sequences and a prompt edit (see below), and raises the
@@ -103,7 +103,7 @@ class RequestPolicy:
             return
         if isinstance(request, p.PROMPT_EDITS):
             self.edit_generation = request.generation
-        if not isinstance(request, p.Inspect):  # any other request ends a play loop
+        if not isinstance(request, p.LOOKS):  # any other request ends a play loop
             self.set_play(request.generation if isinstance(request, p.Play) else 0)
         if isinstance(request, p.RESTARTS):
             self.barrier = request.generation

@@ -30,10 +30,12 @@ from engine.trace import StepRecord, shared_prefix
 
 from . import protocol as p
 
-from .protocol import Facts, InsideResult, SessionResult
+from .protocol import AttributionResult, Facts, InsideResult, SessionResult
 from .saver import Saver, SaveJob
 
 log = logging.getLogger(__name__)
+
+_REPLY = {p.Inspect: p.Inspected, p.Attribute: p.Attributed}  # the reply of each request not answered by a session
 
 
 class Cancelled(Exception):
@@ -176,6 +178,7 @@ class SessionHost:
             p.Reset: self._reset,
             p.SetCache: self._set_cache,
             p.Inspect: self._inspect,
+            p.Attribute: self._attribute,
             p.Switch: self._switch,
             p.SaveSession: self._save,
             p.OpenSession: self._open,
@@ -198,7 +201,7 @@ class SessionHost:
         g = request.generation
         try:
             answer = self._run[type(request)](request)
-            reply = p.Inspected(g, answer) if isinstance(request, p.Inspect) else p.Finished(g, answer)
+            reply = _REPLY.get(type(request), p.Finished)(g, answer)
         except GenerationStopped as exc:
             reply = p.Finished(g, self._result(request, Facts(stop=str(exc)), stopped=True))
         except Cancelled:
@@ -345,20 +348,37 @@ class SessionHost:
         session.use_cache = request.on
         return self._result(request)
 
+    def _stepped_session(self, what: str) -> Session:
+        """The session, when it has a step and its model (a view of what the model computed asks)."""
+        session = self._need_session()
+        if session.n_steps == 0:
+            raise NextTokenError(f"Step once first: {what} is shown for a step that has run.")
+        if session.loaded.model is None:
+            raise NextTokenError(session.loaded.missing_reason)
+        return session
+
     def _inspect(self, request: p.Inspect):
         from engine.inside import inside  # the logit lens and the path: only when a view asks
 
-        session = self._need_session()
-        if session.n_steps == 0:
-            raise NextTokenError("Step once first: the path inside the model is shown for a step that has run.")
-        if session.loaded.model is None:
-            raise NextTokenError(session.loaded.missing_reason)
+        session = self._stepped_session("the path inside the model")
         step = None if request.step < 0 else request.step
         position = None if request.position < 0 else request.position
         trace = inside(session, step, position, kv_layers=(int(request.layer),))
         ids = {trace.token_id, trace.next_id, *(int(i) for i in trace.lens_ids.ravel())}
         tokenizer = session.loaded.tokenizer
         return InsideResult(trace, {i: tokenizer.piece(i) for i in ids})
+
+    def _attribute(self, request: p.Attribute) -> AttributionResult:
+        from engine.attribution import attribute  # only when the Why view asks
+
+        session = self._stepped_session("what each part of the model adds to a logit")
+        r = request
+        a = attribute(session, None if r.step < 0 else r.step, None if r.position < 0 else r.position,
+                      target=None if r.target < 0 else r.target, versus=r.versus)
+        piece = session.loaded.tokenizer.piece
+        ids = session.token_ids()[: a.position + 1]
+        return AttributionResult(a, piece(a.target), piece(a.versus) if a.versus >= 0 else "",
+                                 tuple(piece(int(i)) for i in ids))
 
     def _switch(self, request: p.Switch) -> SessionResult:
         self._need_session().switch(int(request.node))

@@ -44,6 +44,7 @@ from .panels.logits_panel import LogitsPanel
 from .panels.sampling_panel import SamplingPanel
 from .panels.stages_panel import StagesPanel
 from .panels.tokens_panel import TokensPanel
+from .panels.why_panel import WhyPanel
 from .player import Player
 from .preferences import Preferences
 from .protocol import SessionResult
@@ -92,7 +93,7 @@ class MainWindow(QMainWindow):
         self.help = PanelHelp(self, self.state, keys | {self.sampling: "sampling", self.kv: "kv"})
         self.commands = Commands(self)
         self.commands.build_menus()
-        panels = [self.tokens, *self.stages.panels(), self.inside, self.sampling_view, self.cache_view, self.branches_view]
+        panels = [self.tokens, *self.stages.panels(), self.inside, self.why_view, self.sampling_view, self.cache_view, self.branches_view]
         self.exporter = ExportActions(self, panels, lambda text, error=False: self.status_line.say(text, error=error))
         self.exporter.add_to(self.menuBar())  # File → Export, Edit → Copy, each titled panel's "⋯"
         self.commands.end_file_menu()
@@ -122,6 +123,7 @@ class MainWindow(QMainWindow):
         c.modelLoaded.connect(self._on_controller_model_loaded)
         c.noticed.connect(lambda result: self.status_line.say(wording.result_status(result)))
         c.insideReady.connect(self._on_controller_inside_ready)
+        c.attributionReady.connect(self._on_controller_attribution_ready)
         self.painter.resultStarted.connect(self._on_painter_result_started)
         self.painter.resultApplied.connect(self.resultApplied)
         self.painter.resultApplied.connect(self._on_painter_result_applied)
@@ -133,6 +135,7 @@ class MainWindow(QMainWindow):
         self.logits.tokenChosen.connect(self._on_logits_token_chosen)
         self.inside.inspectRequested.connect(c.inspect)
         self.cache_view.inspectRequested.connect(c.inspect)
+        self.why_view.attributeRequested.connect(c.attribute)
         self.branches_view.switchRequested.connect(self.switch_branch)
         self.sampling.set_settings(c.settings)
         self.sampling.settingsChanged.connect(c.set_settings)
@@ -166,6 +169,7 @@ class MainWindow(QMainWindow):
         layout.addWidget(self.stages, 1)
         self._central_layout = layout
         self.inside = InsidePanel(s)
+        self.why_view = WhyPanel(s)
         self.sampling_view = StagesPanel(s)
         self.cache_view = CachePanel(s)
         self.branches_view = BranchesPanel(s)
@@ -173,7 +177,7 @@ class MainWindow(QMainWindow):
         # its tab bar re-measured itself on every layout pass a step set off (+10 ms a drawn step).
         self.views = QStackedWidget()
         self.flow_view = flow_view.FlowView(s, self.tokens, layout)  # the prompt stays on screen: it borrows the tokens
-        for page in (self.flow_view, overview, self.inside, self.sampling_view, self.cache_view, self.branches_view):
+        for page in (self.flow_view, overview, self.inside, self.why_view, self.sampling_view, self.cache_view, self.branches_view):
             self.views.addWidget(page)
         central = QWidget()
         outer = QVBoxLayout(central)
@@ -335,6 +339,10 @@ class MainWindow(QMainWindow):
             self.inside.show_inside(answer.trace, answer.pieces)
         if self.cache_view.wants(answer.trace):
             self.cache_view.show_inside(answer.trace)
+
+    def _on_controller_attribution_ready(self, answer) -> None:
+        if self.why_view.wants(answer):
+            self.why_view.show_attribution(answer)
 
     def _on_controller_model_loaded(self, result: SessionResult) -> None:
         """``result``'s model is the one the engine holds: the label names it, and it is remembered."""

@@ -10,7 +10,7 @@ from engine.defaults import truncation_keeps
 from . import protocol as p
 from .protocol import SessionResult
 
-BRANCHES = "the Branches view, Alt+5"
+BRANCHES = "the Branches view, Alt+7"
 RESTART = "Use Model → Restart the model to try again."
 
 

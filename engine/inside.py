@@ -135,8 +135,9 @@ def logit_lens(model, resid: torch.Tensor, next_ids: np.ndarray, k: int = LENS_T
             np.concatenate(ranks).astype(np.int64))
 
 
-def _resolve(session, step: int | None, position: int | None) -> tuple[int, int, np.ndarray, int]:
-    """(step, position, context ids of that step, next id) for a request, or SessionError."""
+def resolve(session, step: int | None, position: int | None) -> tuple[int, int, np.ndarray, int]:
+    """(step, position, context ids of that step, next id) for a request (default: the latest step,
+    its newest position), or SessionError."""
     records = session.records
     if not records:
         raise SessionError("No step has run yet.")
@@ -152,6 +153,23 @@ def _resolve(session, step: int | None, position: int | None) -> tuple[int, int,
     return s, p, ids, next_id
 
 
+def recompute_position(session, ids: np.ndarray, p: int, names, *, use_cache: bool = True):
+    """Position ``p`` of ``ids`` run as a decode step, hooked at ``names`` (point templates, kept at p
+    alone), against the keys and values of positions 0..p-1: a copy of the session's KV cache when
+    ``use_cache`` and it holds them, else computed first by an unhooked sdpa pass over 0..p-1.
+
+    Returns (the recorded points, the logits at p float32 [V], the pass's cache holding 0..p)."""
+    model = session.require_model("recompute the path")
+    last = hooks.Keep(rows=slice(-1, None))  # position p is the pass's last position either way
+    past = session.kv_prefix(p) if use_cache else None
+    if past is None and p > 0:  # no cache to copy: compute positions 0..p-1's keys and values, unhooked
+        with torch.inference_mode(), hf_compat.attention(model, "sdpa"):
+            _, past = hf_compat.forward(model, torch.from_numpy(ids[:p])[None], None)
+    with torch.inference_mode(), hooks.capture(model, session.info.n_layer, {name: last for name in names}) as rec:
+        logits, cache = hf_compat.forward(model, torch.from_numpy(ids[p : p + 1])[None], past)
+    return rec, logits[0, -1].float(), cache
+
+
 def inside(session, step: int | None = None, position: int | None = None, *,
            kv_layers: tuple[int, ...] | None = None, use_cache: bool = True) -> InsideTrace:
     """Everything on the path at ``position`` (default: the step's newest) of ``step`` (default: latest).
@@ -162,21 +180,14 @@ def inside(session, step: int | None = None, position: int | None = None, *,
     tokens). The two give the same values to float precision. ``kv_layers`` (default: all) are the layers whose
     keys and values of every visible position are included (float32 2 x H x T x dh each).
     """
-    s, p, ids, next_id = _resolve(session, step, position)
+    s, p, ids, next_id = resolve(session, step, position)
     model, info = session.require_model("recompute the path"), session.info
     family = families.family_of(model)
     names = [name for name in _PATH + _FAMILY_PATH if name in family.points]
     n_layers = info.n_layer
     layers_kv = tuple(range(n_layers)) if kv_layers is None else tuple(sorted(set(kv_layers)))
-    last = hooks.Keep(rows=slice(-1, None))  # position p is the pass's last position either way
     t0 = perf_counter()
-    past = session.kv_prefix(p) if use_cache else None
-    if past is None and p > 0:  # no cache to copy: compute positions 0..p-1's keys and values, unhooked
-        with torch.inference_mode(), hf_compat.attention(model, "sdpa"):
-            _, past = hf_compat.forward(model, torch.from_numpy(ids[:p])[None], None)
-    fed = ids[p : p + 1]
-    with torch.inference_mode(), hooks.capture(model, n_layers, {name: last for name in names}) as rec:
-        _, cache = hf_compat.forward(model, torch.from_numpy(fed)[None], past)
+    rec, _, cache = recompute_position(session, ids, p, names, use_cache=use_cache)
     layer_kv = hf_compat.layer_tensors(cache)  # every layer's keys and values, positions 0..p
     keys = torch.stack([k[0] for k, _ in layer_kv])  # [L, KV, T, dh] (after RoPE for the Llama design)
     compute_ms = (perf_counter() - t0) * 1e3

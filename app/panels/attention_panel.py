@@ -45,7 +45,7 @@ CAPTION_BESIDE = 60  # characters of room beside the controls that put the capti
 BAR_LINES = 12  # lines of the colour bar's font: its least height under the overview (six numbers, two lines apart)
 
 
-class _ClickableImage(pg.ImageItem):
+class ClickableImage(pg.ImageItem):
     """An ImageItem that reports where it was clicked, in image coordinates (x = column, y = row)."""
 
     clicked = Signal(float, float)
@@ -117,7 +117,7 @@ class AttentionPanel(QGroupBox):
         self.masked_fill.setPen(pg.mkPen(None))
         self.plot.addItem(self.masked_fill)
         self.plot.addItem(self.masked)
-        self.image = _ClickableImage()
+        self.image = ClickableImage()
         self.image.clicked.connect(self._on_image_clicked)
         self.plot.addItem(self.image)
         self._rgba = np.zeros((0, 0, 4), np.uint8)  # the image: the coloured matrix, grown in powers of two
@@ -139,7 +139,7 @@ class AttentionPanel(QGroupBox):
         self.overview: pg.PlotItem = self.overview_view.addPlot()
         th.fix_plot(self.overview).invertY(True)
         self.overview.getViewBox().setDefaultPadding(0.0)  # tiles fill the box: usable at 12 x 12
-        self.mosaic = _ClickableImage()
+        self.mosaic = ClickableImage()
         self.mosaic.clicked.connect(self._on_mosaic_clicked)
         self.overview.addItem(self.mosaic)
         self.tile_marker = QGraphicsRectItem()

@@ -197,7 +197,7 @@ def test_the_menus_and_the_panel_buttons(window):
     panels = next(a.menu() for a in export.actions() if a.text() == "Picture of a panel")
     assert [a.text() for a in panels.actions()] == [
         "Prompt and tokens…", "Embeddings…", "Attention…", "Candidates…", "Sampling…", "KV cache…",
-        "Inside view…", "Sampling view…", "KV cache view…", "Branches view…",
+        "Inside view…", "Why view…", "Sampling view…", "KV cache view…", "Branches view…",
     ]  # fmt: skip
     assert len(window.exporter.buttons) == 6
     for button in window.exporter.buttons:

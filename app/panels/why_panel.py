@@ -1,0 +1,317 @@
+"""Why this token? The step's logit split into what each part of the model writes straight into it.
+
+A waterfall from the token embedding through every block's attention and MLP to the logit; a
+layer × head map of the heads' parts (a click selects that head everywhere, through the app state);
+for the selected head, a bar per position it read. The target is the chosen token, any candidate,
+or one candidate rather than another. The engine computes the parts on request
+(``controller.attribute``, answered by an ``engine.attribution_trace.Attribution``): nothing is
+added to a step while this view is closed. Words and bars come from ``app.why_numbers``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QRectF, QTimer, Signal
+from PySide6.QtWidgets import QComboBox, QGridLayout, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+
+from engine.tokens import clip
+
+from .. import theme as th
+from .. import why_numbers as wn
+from ..guard import guarded
+from ..state import AppState
+from .attention_panel import ClickableImage
+from .heatmap import DIVERGING, Frame
+
+CANDIDATES = 10  # candidates offered as targets
+_MAP = pg.colormap.get(DIVERGING)
+PUSH, PULL = _MAP.map(1.0, mode="qcolor").name(), _MAP.map(0.0, mode="qcolor").name()  # the heads map's two ends: one
+# colour means one thing in all three plots
+HONEST = ("Direct attribution: what each part writes straight into this logit, not what it causes through the "
+          "later layers that read it (patching measures that).")
+
+
+def tick_every(n: int, width_px: int, label_px: int) -> int:
+    """Label every k-th of ``n`` bars so that labels ``label_px`` wide fit in ``width_px``."""
+    return max(1, int(np.ceil(n * label_px / max(1, width_px))))
+
+
+class WhyPanel(QWidget):
+    """The direct logit attribution of the current step: waterfall, heads map, and the selected head's sources."""
+
+    attributeRequested = Signal(int, int, int, int)  # step, position, target, versus (-1: none)
+
+    def __init__(self, state: AppState, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.state = state
+        self.header = QLabel("Step once: then each part of the model's share of the chosen token's logit is shown here.")
+        self.header.setWordWrap(True)
+        self.target_box, self.versus_box = QComboBox(), QComboBox()
+        self.target_box.setToolTip("The token whose logit is split: the chosen one, or any candidate")
+        self.versus_box.setToolTip("Another candidate: the split is then of the difference of the two logits, "
+                                   "which removes what the two share")
+        for box in (self.target_box, self.versus_box):
+            box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+            box.currentIndexChanged.connect(self._on_box_changed)
+        row = QHBoxLayout()
+        row.addWidget(QLabel("Why"))
+        row.addWidget(self.target_box)
+        row.addWidget(QLabel("rather than"))
+        row.addWidget(self.versus_box)
+        row.addStretch(1)
+        # the waterfall
+        self.fall_view = th.plot_widget()
+        self.fall_plot = th.fix_plot(self.fall_view.getPlotItem())
+        self.fall_plot.showGrid(y=True, alpha=0.25)
+        self.fall_bars = pg.BarGraphItem(x=[], y0=[], height=[], width=0.8)
+        self.fall_plot.addItem(self.fall_bars)
+        self.zero_line = pg.InfiniteLine(0, angle=0, pen=pg.mkPen(th.NEUTRAL, width=1))
+        self.fall_plot.addItem(self.zero_line)
+        self.fall_labels: list[pg.TextItem] = []
+        # the heads map
+        self.heads_view = th.plot_widget()
+        self.heads_plot = th.fix_plot(self.heads_view.getPlotItem())
+        self.heads_plot.invertY(True)
+        self.heads_image = ClickableImage()
+        self.heads_image.setColorMap(pg.colormap.get(DIVERGING))
+        self.heads_image.clicked.connect(self._on_heads_clicked)
+        self.heads_plot.addItem(self.heads_image)
+        self.heads_frame = Frame()
+        self.heads_frame.setPen(pg.mkPen(th.SELECTED, width=2))
+        self.heads_plot.addItem(self.heads_frame)
+        # the selected head's sources
+        self.source_view = th.plot_widget()
+        self.source_plot = th.fix_plot(self.source_view.getPlotItem())
+        self.source_plot.showGrid(y=True, alpha=0.25)
+        self.source_bars = pg.BarGraphItem(x=[], height=[], width=0.8)
+        self.source_plot.addItem(self.source_bars)
+        self.fall_caption, self.heads_caption, self.source_caption = QLabel(), QLabel(), QLabel()
+        for label in (self.fall_caption, self.heads_caption, self.source_caption):
+            label.setWordWrap(True)
+        self.heads_caption.setText("<b>Each head's part</b>: click one to select it")
+        self.heads_caption.setToolTip("Rows: layers, columns: heads; yellow pushes, blue pulls. The head that writes the most "
+                                      "is selected first; a click selects another everywhere (the attention panel too).")
+        self.honest = QLabel(HONEST)
+        self.honest.setWordWrap(True)
+        grid = QGridLayout()
+        grid.addWidget(self.fall_caption, 0, 0)
+        grid.addWidget(self.heads_caption, 0, 1)
+        grid.addWidget(self.fall_view, 1, 0)
+        grid.addWidget(self.heads_view, 1, 1)
+        grid.addWidget(self.source_caption, 2, 0, 1, 2)
+        grid.addWidget(self.source_view, 3, 0, 1, 2)
+        grid.setColumnStretch(0, 3)
+        grid.setColumnStretch(1, 1)
+        grid.setRowStretch(1, 3)
+        grid.setRowStretch(3, 2)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.header)
+        layout.addLayout(row)
+        layout.addLayout(grid, 1)
+        layout.addWidget(self.honest)
+        self.answer = None  # the AttributionResult shown
+        self._asked: tuple[int, int, int, int] | None = None
+        self._step_boxes: tuple[int, int] | None = None  # (step, position) the boxes were filled for
+        self._pick_top_head = True  # until the first answer for a model is drawn, or a head is clicked here
+        self._model = None
+        state.subscribe(self._on_state_result)
+        state.layerChanged.connect(self._on_state_selection)
+        state.headChanged.connect(self._on_state_selection)
+        state.subscribe_theme(self._on_state_theme)
+        self._on_state_theme(state.theme)
+
+    def plot_views(self) -> list[pg.GraphicsView]:
+        return []  # drawn when the engine answers, not in a step's turns
+
+    # ------------------------------------------------------------ asking
+    def wanted(self) -> tuple[int, int, int, int] | None:
+        """(step, position, target, versus) this view wants for the current step, or None before one."""
+        result = self.state.result
+        if result is None or result.trace is None:
+            return None
+        trace = result.trace
+        target = self.target_box.currentData()
+        versus = self.versus_box.currentData()
+        return (trace.step, trace.record.end - 1, trace.chosen if target is None else int(target),
+                -1 if versus is None else int(versus))
+
+    def wants(self, answer) -> bool:
+        a = answer.attribution
+        return self._asked is not None and (a.step, a.position, a.target, a.versus) == self._asked
+
+    def awaiting(self) -> bool:
+        shown = None if self.answer is None else self.answer.attribution
+        return self._asked is not None and (shown is None or (shown.step, shown.position, shown.target, shown.versus) != self._asked)
+
+    def refresh(self) -> None:
+        """Ask the engine for the parts this view wants, if it is on screen and has not asked yet."""
+        wanted = self.wanted()
+        if wanted is None or not self.isVisible() or wanted == self._asked:
+            return
+        self._asked = wanted
+        self.attributeRequested.emit(*wanted)
+
+    @guarded
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        super().showEvent(event)
+        QTimer.singleShot(0, self.refresh)
+
+    def _on_state_result(self, result) -> None:
+        if result.info is not self._model:
+            self._model, self._pick_top_head = result.info, True
+        if result.trace is None:
+            self._asked, self.answer, self._step_boxes = None, None, None
+            self._fill_boxes(None)
+            self.header.setText("Step once: then each part of the model's share of the chosen token's logit is shown here.")
+            for bars in (self.fall_bars, self.source_bars):
+                bars.setOpts(x=[], height=[])
+            self.heads_image.clear()
+            return
+        here = (result.trace.step, result.trace.record.end - 1)
+        if here != self._step_boxes:  # another step: its own candidates, the chosen token first
+            self._step_boxes = here
+            self._fill_boxes(result.trace)
+        self.refresh()
+
+    def _fill_boxes(self, trace) -> None:
+        for box in (self.target_box, self.versus_box):
+            box.blockSignals(True)
+            box.clear()
+        self.versus_box.addItem("— (the logit alone)", None)
+        if trace is not None:
+            ids = [int(i) for i in trace.candidate_ids[:CANDIDATES]]
+            pieces = dict(zip((int(i) for i in trace.candidate_ids), trace.candidate_pieces))
+            pieces.setdefault(trace.chosen, trace.chosen_piece)
+            order = [trace.chosen] + [i for i in ids if i != trace.chosen]
+            for i in order:
+                mark = " (chosen)" if i == trace.chosen else ""
+                self.target_box.addItem(f"“{clip(pieces[i], 16)}”{mark}", i)
+                self.versus_box.addItem(f"“{clip(pieces[i], 16)}”{mark}", i)
+        for box in (self.target_box, self.versus_box):
+            box.setCurrentIndex(0)
+            box.blockSignals(False)
+
+    def choose(self, target: int, versus: int = -1) -> None:
+        """Split ``target``'s logit (minus ``versus``'s: -1 none), two of this step's candidates."""
+        for box, token in ((self.target_box, target), (self.versus_box, versus)):
+            index = 0 if token < 0 else box.findData(int(token))
+            if index >= 0:
+                box.blockSignals(True)  # one request for the pair, not one for each box
+                box.setCurrentIndex(index)
+                box.blockSignals(False)
+        self.refresh()
+
+    def _on_box_changed(self, _index: int) -> None:
+        self.refresh()
+
+    def _on_heads_clicked(self, x: float, y: float) -> None:
+        if self.answer is None:
+            return
+        L, H = self.answer.attribution.heads.shape
+        layer, head = int(y), int(x)
+        if 0 <= layer < L and 0 <= head < H:
+            self._pick_top_head = False
+            self.state.set_layer(layer)
+            self.state.set_head(head)
+
+    def _on_state_selection(self, _value: int) -> None:
+        if self.answer is not None:
+            self._draw_head()
+
+    # ------------------------------------------------------------ drawing
+    def show_attribution(self, answer) -> None:
+        """Draw ``answer`` (an AttributionResult this view asked for)."""
+        self.answer = answer
+        a = answer.attribution
+        self.header.setText(wn.summary(a, answer.target_piece, answer.versus_piece))
+        self._draw_waterfall()
+        show = np.asarray(a.heads, np.float32)
+        scale = float(np.abs(show).max()) or 1.0
+        self.heads_image.setImage(show, autoLevels=False, levels=(-scale, scale))
+        L, H = show.shape
+        self.heads_image.setRect(0, 0, H, L)
+        self.heads_plot.setRange(xRange=(0, H), yRange=(0, L), padding=0)
+        theme = self.state.theme
+        every_row = tick_every(L, self.heads_view.height() - 3 * theme.text_px(), int(theme.text_px(-1) * 1.4))
+        every_column = tick_every(H, self.heads_view.width() - 4 * theme.text_px(), theme.text_px(-1) * 2)
+        self.heads_plot.getAxis("left").setTicks([[(i + 0.5, str(i)) for i in range(0, L, every_row)]])
+        self.heads_plot.getAxis("bottom").setTicks([[(h + 0.5, str(h)) for h in range(0, H, every_column)]])
+        th.style_plot(self.heads_plot, theme, left="layer", bottom="head")
+        if self._pick_top_head:  # the first answer for this model: the head that writes the most is selected
+            self._pick_top_head = False
+            layer, head, _ = wn.top_heads(a, 1)[0]
+            self.state.set_layer(layer)
+            self.state.set_head(head)
+        self._draw_head()
+
+    def _draw_waterfall(self) -> None:
+        a = self.answer.attribution
+        bars = wn.waterfall(a)
+        n = len(bars)
+        x = np.arange(n + 1, dtype=float)
+        y0 = np.array([b.start for b in bars] + [0.0])
+        height = np.array([b.value for b in bars] + [a.total])
+        brushes = [PUSH if b.value >= 0 else PULL for b in bars] + [th.NEUTRAL]
+        self.fall_bars.setOpts(x=x, y0=y0, height=height, width=0.8, brushes=brushes, pen=pg.mkPen(th.NEUTRAL, width=1))
+        theme = self.state.theme
+        for item in self.fall_labels:
+            self.fall_plot.removeItem(item)
+        pushes, pulls = wn.largest(a, 3)
+        self.fall_labels = []
+        index = {b.key: i for i, b in enumerate(bars)}
+        for b in pushes + pulls:  # the largest named on the plot too
+            label = pg.TextItem(wn.part_label(b.key)[1], color=theme.text, anchor=(0.5, 1.0 if b.value > 0 else 0.0))
+            label.setFont(theme.font(-1, bold=True))
+            label.setPos(index[b.key], max(b.start, b.end) if b.value > 0 else min(b.start, b.end))
+            self.fall_plot.addItem(label)
+            self.fall_labels.append(label)
+        shorts = [b.short for b in bars] + ["logit"]
+        every = tick_every(n + 1, self.fall_view.width(), theme.text_px(-1) * 3)
+        ticks = [(i, s) for i, s in enumerate(shorts) if i % every == 0 or i == n]
+        self.fall_plot.getAxis("bottom").setTicks([ticks])
+        low = min(0.0, float(np.min(np.minimum(y0, y0 + height))))
+        high = max(0.0, float(np.max(np.maximum(y0, y0 + height))))
+        pad = 0.22 * (high - low or 1.0)  # room for the names above and below the largest bars
+        self.fall_plot.setRange(xRange=(-0.6, n + 0.6), yRange=(low - pad, high + pad), padding=0)
+        th.style_plot(self.fall_plot, theme, left="logit")  # the ticks name the parts, in the order the model adds them
+        self.fall_plot.getAxis("bottom").setHeight(theme.text_px(-1) + 10)
+        self.fall_caption.setText(
+            f"<b>Embedding → every block → logit</b> (A attention, M MLP; yellow pushes, blue pulls; dark: the sum "
+            f"{a.total:.2f}, the model's logit {a.logit:.2f})")
+        self.fall_caption.setToolTip(wn.scale_sentence(a))
+        self.honest.setToolTip(wn.scale_sentence(a))
+
+    def _draw_head(self) -> None:
+        a, pieces = self.answer.attribution, self.answer.source_pieces
+        L, H = a.heads.shape
+        layer, head = min(self.state.layer, L - 1), min(self.state.head, H - 1)
+        self.heads_frame.setRect(QRectF(head, layer, 1, 1))
+        values = wn.source_bars(a, layer, head)
+        T = len(values)
+        brushes = [PUSH if v >= 0 else PULL for v in values]
+        self.source_bars.setOpts(x=np.arange(T), height=values, width=0.8, brushes=brushes, pen=pg.mkPen(th.NEUTRAL, width=1))
+        theme = self.state.theme
+        every = tick_every(T, self.source_view.width(), theme.text_px(-1) * 5)
+        ticks = [(j, clip(pieces[j], 8)) for j in range(T) if j % every == 0 or j == T - 1]
+        self.source_plot.getAxis("bottom").setTicks([ticks])
+        low, high = min(0.0, float(values.min(initial=0))), max(0.0, float(values.max(initial=0)))
+        pad = 0.08 * (high - low or 1.0)
+        self.source_plot.setRange(xRange=(-0.6, T - 0.4), yRange=(low - pad, high + pad), padding=0)
+        th.style_plot(self.source_plot, theme, left="logit")  # the ticks are the positions' tokens
+        self.source_plot.getAxis("bottom").setHeight(theme.text_px(-1) + 10)
+        self.source_caption.setText("<b>Where the selected head took its part from</b>: " + wn.head_sentence(a, layer, head, pieces))
+        self.source_caption.setToolTip("Its attention weight on each position × that position's value × W_O, read out "
+                                       "through the final norm and the LM head like every part: the bars add up to the head's part.")
+
+    def _on_state_theme(self, theme: th.Theme) -> None:
+        lines = theme.text_px()
+        self.fall_view.setMinimumHeight(7 * lines)  # the bars keep room to read whatever the captions take
+        self.heads_view.setMinimumHeight(7 * lines)
+        self.source_view.setMinimumHeight(4 * lines)
+        self.setFont(theme.font())
+        self.header.setFont(theme.font(1, bold=True))
+        for view in (self.fall_view, self.heads_view, self.source_view):
+            th.style_plot(view.getPlotItem(), theme)
+        if self.answer is not None:
+            self.show_attribution(self.answer)

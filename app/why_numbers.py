@@ -1,0 +1,106 @@
+"""What the Why view draws, as plain data: the waterfall's bars, the largest pushes and pulls, and
+the sentences that name them. Plain Python and numpy (tested without Qt); the numbers are the
+engine's ``engine.attribution_trace.Attribution``, the words are written here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from engine.tokens import clip
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One bar of the waterfall: ``key`` (Attribution.parts' key), ``label`` (a person's words),
+    ``short`` (an axis tick), ``start`` (the running sum before it) and ``value`` (its part)."""
+
+    key: str
+    label: str
+    short: str
+    start: float
+    value: float
+
+    @property
+    def end(self) -> float:
+        return self.start + self.value
+
+
+def part_label(key: str) -> tuple[str, str]:
+    """(label, tick) of an Attribution.parts key: "attn 3" -> ("block 3's attention", "A3")."""
+    if key.startswith(("attn ", "mlp ")):
+        kind, layer = key.split()
+        return (f"block {layer}'s attention" if kind == "attn" else f"block {layer}'s MLP"), f"{'A' if kind == 'attn' else 'M'}{layer}"
+    return {"embed": ("the token embedding", "emb"), "pos_embed": ("the position embedding", "pos"),
+            "norm_shift": ("the final norm's shift", "shift"), "head_bias": ("the LM head's bias", "bias")}[key]
+
+
+def waterfall(a) -> list[Bar]:
+    """The bars from the embedding through every block to the logit, in the order the model adds them
+    (a part that is 0 by the model's design, the norm's shift of RMSNorm or a missing bias, is left out)."""
+    bars, running = [], 0.0
+    for key, value in a.parts():
+        if key in ("norm_shift", "head_bias") and value == 0.0:
+            continue
+        label, short = part_label(key)
+        bars.append(Bar(key, label, short, running, float(value)))
+        running += float(value)
+    return bars
+
+
+def largest(a, n: int = 3) -> tuple[list[Bar], list[Bar]]:
+    """The ``n`` largest pushes (positive parts, largest first) and pulls (negative, most negative first)."""
+    bars = waterfall(a)
+    pushes = sorted((b for b in bars if b.value > 0), key=lambda b: -b.value)[:n]
+    pulls = sorted((b for b in bars if b.value < 0), key=lambda b: b.value)[:n]
+    return pushes, pulls
+
+
+def top_heads(a, n: int = 3) -> list[tuple[int, int, float]]:
+    """(layer, head, part) of the ``n`` heads with the largest |part|, largest first (ties: lower layer, head)."""
+    flat = a.heads.ravel()
+    order = sorted(range(flat.size), key=lambda i: (-abs(float(flat[i])), i))[:n]
+    H = a.heads.shape[1]
+    return [(i // H, i % H, float(flat[i])) for i in order]
+
+
+def what(target_piece: str, versus_piece: str) -> str:
+    """The quantity split: "the logit of ' Paris'" or "the logit of ' Paris' minus that of ' the'"."""
+    text = f"the logit of “{clip(target_piece, 16)}”"
+    return text + (f" minus that of “{clip(versus_piece, 16)}”" if versus_piece else "")
+
+
+def summary(a, target_piece: str, versus_piece: str = "", n: int = 3) -> str:
+    """One line or two: what is split, that the parts add up, the largest pushes, pulls and heads
+    (A = attention, M = MLP, LxHy = layer x head y)."""
+    pushes, pulls = largest(a, n)
+    named = lambda bars: ", ".join(f"{b.short} {b.value:+.2f}" for b in bars) or "none"  # noqa: E731
+    heads = ", ".join(f"L{layer}H{head} {value:+.2f}" for layer, head, value in top_heads(a, n))
+    return (f"Why {what(target_piece, versus_piece)} is {a.logit:.2f} (position {a.position}, step {a.step}): "
+            f"{len(waterfall(a))} parts add up to {a.total:.2f}. Pushes: {named(pushes)} · Pulls: {named(pulls)} · "
+            f"Heads: {heads}")
+
+
+def scale_sentence(a) -> str:
+    """How the parts were read out, true for this model's final norm and logits."""
+    norm = ("the final LayerNorm's scale at this position held fixed (each part's mean subtracted, as the norm does)"
+            if a.norm_centres else "the final RMSNorm's scale at this position held fixed (RMSNorm subtracts no mean)")
+    scaling = f", then divided by the model's logit scaling {a.logit_scale:g}" if a.logit_scale != 1.0 else ""
+    return (f"Each part is a vector the residual stream received, read out through the final norm and the LM head "
+            f"with {norm}{scaling}: norm scale {a.norm_scale:.3g}.")
+
+
+def source_bars(a, layer: int, head: int) -> np.ndarray:
+    """float32 [T]: head ``head`` of ``layer``'s part from each position it read (sums to its part)."""
+    return a.sources[layer, head]
+
+
+def head_sentence(a, layer: int, head: int, pieces) -> str:
+    """What the selected head wrote and where from (its two largest sources by |part|)."""
+    bars = source_bars(a, layer, head)
+    order = sorted(range(len(bars)), key=lambda j: (-abs(float(bars[j])), j))[:2]
+    where = ", ".join(f"“{clip(pieces[j], 12) if j < len(pieces) else ''}” ({j}: {float(bars[j]):+.2f})" for j in order)
+    kv = f" (key/value head {int(a.kv_head[head])})" if a.kv_head.max() + 1 < a.heads.shape[1] else ""
+    return f"Head L{layer}H{head}{kv} writes {float(a.heads[layer, head]):+.2f}, most from {where}"

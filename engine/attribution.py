@@ -1,0 +1,127 @@
+"""Direct logit attribution: one logit split exactly into what each part of the model writes into it.
+
+The residual stream at the last layer is a sum of the vectors added to it: the token embedding (and
+GPT-2's position embedding), then each block's attention output and MLP output. The final norm is
+linear in that sum once its scale at the position is held fixed (TransformerLens's
+``apply_ln_to_stack``: LayerNorm subtracts the mean, RMSNorm does not), and so is the LM head, so
+the logit of a token is the sum of each vector read out through them, plus the final norm's shift
+and any LM-head bias (every part divided by the model's logit scaling, GraniteMoe's
+``logits_scaling``). An attention output splits further into its heads (z_h @ W_O[h]) and its bias
+b_O, and a head's output over the positions it read (pattern x value @ W_O[h]).
+
+This measures what each part writes straight into the logit, not what it causes through the later
+layers that read it: patching measures that. Computed on request, by one recompute of the position
+(``engine.inside.recompute_position``): nothing is recorded during a step.
+"""
+
+from __future__ import annotations
+
+from time import perf_counter
+
+import numpy as np
+import torch
+
+from . import families, hf_compat
+from .attribution_trace import Attribution
+from .errors import SessionError
+from .inside import final_norm, recompute_position, resolve
+
+_POINTS = ("hook_embed", "hook_pos_embed", "blocks.{L}.attn.hook_z", "blocks.{L}.attn.hook_pattern",
+           "blocks.{L}.hook_attn_out", "blocks.{L}.hook_mlp_out", "ln_final.hook_scale")
+
+
+def _factor(model, family: families.Family, name: str) -> float:
+    """The config factor the family's point ``name`` is multiplied by (GraniteMoe's multipliers; else 1)."""
+    factor = family.points[name].factor
+    return float(getattr(model.config, factor)) if factor else 1.0
+
+
+def output_weights(model, family: families.Family, layer: int, n_heads: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(W_O float64 [H, dh, d], b_O float64 [d] or None) of ``layer``'s attention output projection:
+    the module hook_z is the input of (GPT-2's Conv1D c_proj holds [in, out]; a Linear o_proj [out, in])."""
+    proj = model.get_submodule(family.points["blocks.{L}.attn.hook_z"].module.format(L=layer))
+    weight = proj.weight.T if isinstance(proj, torch.nn.Linear) else proj.weight  # [H x dh, d]
+    bias = None if proj.bias is None else proj.bias.double()
+    return weight.double().reshape(n_heads, -1, weight.shape[-1]), bias
+
+
+def readout(model, target: int, versus: int = -1) -> tuple[torch.Tensor, float, float]:
+    """(direction float64 [d], the final norm's shift read out, the LM head's bias) for the logit of
+    ``target`` minus that of ``versus`` (-1: none), each divided by the logit scaling, before the
+    final norm's scale: a part's share is its (centred) vector · direction / scale."""
+    norm, head = final_norm(model), model.lm_head
+    w_u = head.weight[target].double() - (head.weight[versus].double() if versus >= 0 else 0.0)  # [d]
+    scaling = float(getattr(model.config, "logits_scaling", 1.0))
+    direction = norm.weight.double() * w_u / scaling
+    shift = float(norm.bias.double() @ w_u) / scaling if getattr(norm, "bias", None) is not None else 0.0
+    bias = 0.0
+    if head.bias is not None:
+        bias = float(head.bias[target].double() - (head.bias[versus].double() if versus >= 0 else 0.0)) / scaling
+    return direction, shift, bias
+
+
+@torch.inference_mode()
+def attribute(session, step: int | None = None, position: int | None = None, *,
+              target: int | None = None, versus: int = -1, use_cache: bool = True) -> Attribution:
+    """The parts of ``target``'s logit (default: the token that came next, the chosen one at a step's
+    newest position), minus ``versus``'s when given, at ``position`` (default: the step's newest)
+    of ``step`` (default: the latest). See ``Attribution``."""
+    s, p, ids, next_id = resolve(session, step, position)
+    model = session.require_model("split the logit")
+    family = families.family_of(model)
+    n_layers, n_heads = session.info.n_layer, session.info.n_head
+    target = next_id if target is None else int(target)
+    vocab = model.lm_head.weight.shape[0]
+    if not 0 <= target < vocab or not -1 <= versus < vocab:
+        raise SessionError(f"Token ids are 0 to {vocab - 1}: {target if not 0 <= target < vocab else versus} is not one.")
+    if versus == target:
+        raise SessionError("A token against itself: every part is 0.")
+    t0 = perf_counter()
+    names = [name for name in _POINTS if name in family.points]
+    rec, logits, cache = recompute_position(session, ids, p, names, use_cache=use_cache)
+    values = [v[0].double() for _, v in hf_compat.layer_tensors(cache)]  # per layer [KV, T, dh], positions 0..p
+
+    def at_p(name: str) -> torch.Tensor:  # [d] (or [H, dh]) at position p, float64
+        return rec[name][0, -1].double()
+
+    centres = family.points["ln_final.hook_scale"].view == "scale"  # LayerNorm; RMSNorm's view is "rms_scale"
+    scale = float(rec["ln_final.hook_scale"][0, -1, 0])
+    direction, shift, head_bias = readout(model, target, versus)
+    direction = direction / scale
+    if centres:  # (c - mean(c)) · u == c · (u - mean(u))
+        direction = direction - direction.mean()
+
+    def part(vector: torch.Tensor) -> float:
+        return float(vector @ direction)
+
+    residual = _factor(model, family, "blocks.{L}.hook_attn_out")
+    heads = np.zeros((n_layers, n_heads), np.float64)
+    attn_bias = np.zeros(n_layers, np.float64)
+    mlp = np.zeros(n_layers, np.float64)
+    sources = np.zeros((n_layers, n_heads, p + 1), np.float64)
+    kv_head = np.arange(n_heads) // (n_heads // values[0].shape[0])  # query heads share key/value heads in runs
+    has_bias = False
+    for layer in range(n_layers):
+        w_o, b_o = output_weights(model, family, layer, n_heads)
+        per_head = torch.einsum("hed,d->he", w_o, direction) * residual  # [H, dh]: what one unit of z_h adds
+        z = at_p(f"blocks.{layer}.attn.hook_z")  # [H, dh]
+        heads[layer] = (z * per_head).sum(-1).numpy()
+        pattern = rec[f"blocks.{layer}.attn.hook_pattern"][0, :, -1].double()  # [H, T]
+        value_read = torch.einsum("htd,hd->ht", values[layer][kv_head], per_head)  # [H, T]
+        sources[layer] = (pattern * value_read).numpy()
+        if b_o is not None:
+            has_bias = True
+            attn_bias[layer] = float(b_o @ direction) * residual
+        mlp[layer] = part(at_p(f"blocks.{layer}.hook_mlp_out"))
+    has_pos = "hook_pos_embed" in family.points
+    logit = float(logits[target] - (logits[versus] if versus >= 0 else 0.0))
+    return Attribution(
+        step=s, position=p, target=target, versus=int(versus), logit=logit,
+        embed=part(at_p("hook_embed")),
+        pos_embed=part(at_p("hook_pos_embed")) if has_pos else 0.0,
+        heads=heads.astype(np.float32), attn_bias=attn_bias.astype(np.float32), mlp=mlp.astype(np.float32),
+        norm_shift=shift, head_bias=head_bias, sources=sources.astype(np.float32),
+        kv_head=kv_head.astype(np.int64), norm_scale=scale, norm_centres=centres,
+        logit_scale=float(getattr(model.config, "logits_scaling", 1.0)),
+        has_pos_embed=has_pos, has_attn_bias=has_bias, compute_ms=(perf_counter() - t0) * 1e3,
+    )

@@ -1,0 +1,115 @@
+"""The Why view: its bars and words (app.why_numbers, no Qt), and the view in a window, asking the
+engine for the parts only while it is on screen."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app import protocol as p
+from app import why_numbers as wn
+from engine.attribution_trace import Attribution
+
+from .helpers import run
+
+
+def made(**kw) -> Attribution:
+    """An attribution whose every part is a distinct power of two, so a sum shows which parts it holds."""
+    base = dict(step=1, position=6, target=11, versus=-1, logit=3.875, embed=1.0, pos_embed=0.5,
+                heads=np.array([[2.0, -1.0], [0.25, 0.0]], np.float32), attn_bias=np.array([0.125, 0.0], np.float32),
+                mlp=np.array([-3.0, 4.0], np.float32), norm_shift=0.0, head_bias=0.0,
+                sources=np.zeros((2, 2, 7), np.float32), kv_head=np.array([0, 0]), norm_scale=2.0, norm_centres=True,
+                logit_scale=1.0, has_pos_embed=True, has_attn_bias=True)
+    return Attribution(**(base | kw))
+
+
+def test_the_waterfall_runs_in_the_models_order_and_ends_at_the_sum():
+    a = made()
+    bars = wn.waterfall(a)
+    assert [b.short for b in bars] == ["emb", "pos", "A0", "M0", "A1", "M1"]  # no shift, no LM-head bias: both 0
+    assert [b.value for b in bars] == [1.0, 0.5, 1.125, -3.0, 0.25, 4.0]
+    assert [b.start for b in bars] == [0.0, 1.0, 1.5, 2.625, -0.375, -0.125]
+    assert bars[-1].end == a.total == 3.875
+    with_shift = wn.waterfall(made(norm_shift=0.0625, has_pos_embed=False))
+    assert [b.short for b in with_shift][:2] == ["emb", "A0"] and with_shift[-1].short == "shift"
+
+
+def test_the_largest_pushes_and_pulls_are_named():
+    a = made()
+    pushes, pulls = wn.largest(a, 2)
+    assert [b.label for b in pushes] == ["block 1's MLP", "block 0's attention"]
+    assert [b.label for b in pulls] == ["block 0's MLP"]
+    assert wn.top_heads(a, 2) == [(0, 0, 2.0), (0, 1, -1.0)]
+    text = wn.summary(a, "␣Paris", "␣the")
+    assert "the logit of “␣Paris” minus that of “␣the” is 3.88 (position 6, step 1): 6 parts add up to 3.88" in text
+    assert "Pushes: M1 +4.00, A0 +1.12, emb +1.00 · Pulls: M0 -3.00 · Heads: L0H0 +2.00, L0H1 -1.00" in text
+
+
+def test_the_readout_sentence_is_true_for_the_norm_and_the_logit_scaling():
+    assert "LayerNorm" in wn.scale_sentence(made()) and "mean subtracted" in wn.scale_sentence(made())
+    rms = wn.scale_sentence(made(norm_centres=False, logit_scale=6.0))
+    assert "RMSNorm subtracts no mean" in rms and "logit scaling 6" in rms
+    assert "logit scaling" not in wn.scale_sentence(made())
+
+
+def test_a_heads_sentence_names_its_largest_sources_and_its_key_value_head():
+    sources = np.zeros((2, 2, 7), np.float32)
+    sources[1, 1, [2, 5]] = [0.5, -1.5]
+    a = made(sources=sources, heads=np.array([[2.0, -1.0], [0.25, -1.0]], np.float32), kv_head=np.array([0, 0]))
+    text = wn.head_sentence(a, 1, 1, ["a", "b", "c", "d", "e", "f", "g"])
+    assert text == "Head L1H1 (key/value head 0) writes -1.00, most from “f” (5: -1.50), “c” (2: +0.50)"
+
+
+# ------------------------------------------------------------------ the view in a window
+def show_why(window, qtbot):
+    with qtbot.waitSignal(window.controller.attributionReady, timeout=30_000) as answer:
+        window.show_view("why")
+    qtbot.waitUntil(lambda: not window.why_view.awaiting(), timeout=30_000)
+    return answer.args[0]
+
+
+def test_the_view_splits_the_chosen_tokens_logit_and_follows_a_click(window, qtbot):
+    run(qtbot, window, window.step, p.Step)
+    result = run(qtbot, window, window.step, p.Step)
+    answer = show_why(window, qtbot)
+    a, record = answer.attribution, result.records[-1]
+    assert a.step == result.trace.step and a.target == record.chosen and a.versus == -1
+    assert a.logit == pytest.approx(float(record.logits[record.chosen]), abs=1e-4)
+    why = window.why_view
+    assert f"“{result.trace.chosen_piece}”" in why.header.text() and f"{a.logit:.2f}" in why.header.text()
+    assert why.heads_image.image.shape == a.heads.shape
+    top_layer, top_head, _ = wn.top_heads(a, 1)[0]
+    assert (window.state.layer, window.state.head) == (top_layer, top_head)  # the first answer selects the top head
+    why._on_heads_clicked(2.5, 1.5)  # head 2 of layer 1
+    assert (window.state.layer, window.state.head) == (1, 2)
+    heights = why.source_bars.opts["height"]
+    assert np.asarray(heights).sum() == pytest.approx(float(a.heads[1, 2]), abs=1e-5)
+    assert "Head L1H2" in why.source_caption.text()
+
+
+def test_one_candidate_rather_than_another(window, qtbot):
+    result = run(qtbot, window, window.step, p.Step)
+    show_why(window, qtbot)
+    first, second = (int(i) for i in result.trace.candidate_ids[:2])
+    with qtbot.waitSignal(window.controller.attributionReady, timeout=30_000) as answer:
+        window.why_view.choose(second, first)
+    a = answer.args[0].attribution
+    assert (a.target, a.versus) == (second, first)
+    logits = result.records[-1].logits
+    assert a.total == pytest.approx(float(logits[second] - logits[first]), abs=1e-4)
+    qtbot.waitUntil(lambda: not window.why_view.awaiting(), timeout=30_000)
+    assert "rather" not in window.why_view.header.text() and "minus that of" in window.why_view.header.text()
+
+
+def test_a_closed_view_adds_nothing_to_a_step(window, qtbot, monkeypatch):
+    import engine.attribution
+
+    calls = []
+    real = engine.attribution.attribute
+    monkeypatch.setattr(engine.attribution, "attribute", lambda *a, **kw: calls.append(1) or real(*a, **kw))
+    window.show_view("overview")
+    for _ in range(2):
+        run(qtbot, window, window.step, p.Step)
+    assert calls == []
+    show_why(window, qtbot)
+    assert calls == [1]
