@@ -38,6 +38,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--system", default=None, help="with --chat: a system message before the user turn")
     p.add_argument("--json", action="store_true", help="print one JSON object per step instead of a table")
     p.add_argument("--export", metavar="FILE.npz", help="save the session (see README, 'Session files')")
+    p.add_argument("--describe", action="store_true",
+                   help="print what the model is made of (engine.architecture.Architecture) as JSON, and exit")
     return p.parse_args(argv)
 
 
@@ -68,6 +70,9 @@ def run(args: argparse.Namespace) -> int:
         repetition_penalty=args.repetition_penalty,
         seed=args.seed,
     )
+    if args.describe:
+        print(json.dumps(load_model(args.model).info.architecture.to_dict(), indent=2, ensure_ascii=False))
+        return 0
     if args.steps < 1:
         raise NextTokenError(f"--steps must be at least 1 (got {args.steps}).")  # before the model loads
     session = Session(load_model(args.model), settings, max_new_tokens=args.steps, use_cache=not args.no_cache,

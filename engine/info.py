@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .architecture import Architecture
+
 
 @dataclass(frozen=True)
 class ModelInfo:
@@ -24,6 +26,7 @@ class ModelInfo:
     n_active_params: int = 0  # parameters each token runs through (a mixture of experts: fewer); 0: n_params
     chat_template: bool = False  # the tokenizer has a chat template (engine.chat): chat turns are possible
     special_ids: tuple[int, ...] = ()  # the tokenizer's special tokens (<|im_start|>, <|im_end|>, ...), ascending
+    architecture: Architecture | None = None  # what the model is made of (engine.architecture); None: not known
 
     @property
     def kv_heads(self) -> int:
