@@ -53,9 +53,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     from .about import version_text
 
     p = argparse.ArgumentParser(
-        prog="nexttoken", description="Watch a GPT-2 model produce its next token, step by step.", allow_abbrev=False
+        prog="nexttoken", description="Watch a language model produce its next token, step by step, with the model's own numbers.", allow_abbrev=False
     )
-    p.add_argument("--model", default=None, help="model folder or hub id such as gpt2 (default: the last used, else the tiny demo)")
+    p.add_argument("--model", default=None, help="model folder or hub id such as gpt2 (default: the model used last; the first time, SmolLM2-135M-Instruct "
+                        "when scripts/setup.sh fetched it into models/, else the bundled tiny demo model)")
     p.add_argument("--prompt", default="", help="prompt to start with")
     p.add_argument("--steps", type=steps_count, default=0, help="steps to run at start (with --screenshot: before the picture)")
     p.add_argument("--chat", action="store_true",

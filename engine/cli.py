@@ -16,10 +16,10 @@ from .tokens import clip
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m engine",
-        description="Step a language model (GPT-2, Llama, Qwen, GraniteMoe, ...) through a prompt one token at a time and print each step.",
+        description="Step a language model through a prompt one token at a time and print each step.",
     )
     p.add_argument("--prompt", default=DEFAULT_PROMPT, help=f"text to continue (default: {DEFAULT_PROMPT!r})")
-    p.add_argument("--model", default=None, help="model folder or hub id (default: the bundled tiny demo model)")
+    p.add_argument("--model", default=None, help="model folder or hub id (default: the bundled tiny demo model, gpt2-tiny-demo)")
     p.add_argument("--steps", type=int, default=5, help="new tokens to generate (default: 5)")
     p.add_argument("--greedy", action="store_true", help="always take the most likely token")
     d = DEFAULT_SETTINGS
