@@ -433,14 +433,10 @@ class InsidePanel(QWidget):
         if dense:
             self.mlp_pre.show_vector(t.mlp_pre[L], self._says("mlp_pre_note"))
             self.mlp_post.show_vector(t.mlp_post[L], self._says("mlp_post_note"))
-            self.mlp_up.show_vector(t.mlp_pre_linear[L], f"{t.attn_out.shape[-1]} → {t.mlp_pre_linear.shape[-1]}")
+            if not self.mlp_up.isHidden():  # the up projection: a gated MLP's second one
+                self.mlp_up.show_vector(t.mlp_pre_linear[L], f"{t.attn_out.shape[-1]} → {t.mlp_pre_linear.shape[-1]}")
             units, values = t.top_units(L, TOP_UNITS)
-            if not self.mlp_up.isHidden():
-                self.mlp_top.setText("Strongest units: " + ", ".join(
-                    f"unit {int(u):,} = {self._says('mlp_activation')}({float(t.mlp_pre[L, u]):+.2f}) × "
-                    f"{float(t.mlp_pre_linear[L, u]):+.2f} = {float(v):+.2f}" for u, v in zip(units, values)))
-            else:
-                self.mlp_top.setText("Strongest units: " + ", ".join(f"unit {int(u):,} = {float(v):+.2f}" for u, v in zip(units, values)))
+            self.mlp_top.setText("Strongest units: " + ", ".join(f"unit {int(u):,} = {float(v):+.2f}" for u, v in zip(units, values)))
         self.mlp_out.show_vector(t.mlp_out[L], self._says("mlp_out_note"))
         self.resid_post.show_vector(t.resid_post[L], f"the MLP added a vector of length {_norm(t.mlp_out[L]):.2f}")
         self._draw_details(L, H)
@@ -501,9 +497,13 @@ class InsidePanel(QWidget):
         for widget in (self.router, self.experts_text):
             widget.setHidden(not arch.experts)
         if arch.mlp == "gated":
+            act = self._says("mlp_activation")
+            units, values = t.top_units(L, TOP_UNITS)
             self.gate_text.setText(
                 f"<b>Gated MLP</b>: two projections of the same input, gate and up ({arch.d_model} → {arch.d_mlp} each); "
-                f"{self._says('mlp_activation')}(gate) × up, then the down projection ({arch.d_mlp} → {arch.d_model}).")
+                f"{act}(gate) × up, then the down projection ({arch.d_mlp} → {arch.d_model}). Strongest units: " + ", ".join(
+                    f"unit {int(u):,} = {act}({float(t.mlp_pre[L, u]):+.2f}) × {float(t.mlp_pre_linear[L, u]):+.2f} = {float(v):+.2f}"
+                    for u, v in zip(units, values)))
         if not arch.experts:
             return
         probs = t.router_probs[L]
@@ -516,7 +516,7 @@ class InsidePanel(QWidget):
         _one_line_ticks(self.router, [f"e{i}" + ("*" if i in set(int(e) for e in chosen) else "") for i in range(len(probs))])
         picks = ", ".join(f"expert {int(e)} × {float(w):.3f}" for e, w in zip(chosen, t.expert_weights[L]))
         self.experts_text.setText(
-            f"Chosen for this token (marked *): {picks} (their outputs, times these weights, are added). {self._says('routing')} "
+            f"Chosen for this token (marked *): {picks} (their outputs, times these weights, are added). {t.router_rule} "
             f"Parameters active for this token: {t.active_params:,} of {t.n_params:,} "
             f"({t.active_params / t.n_params:.0%}): the other experts' weights sat idle."
         )
