@@ -84,6 +84,16 @@ def sentence(stage: str, n: FlowNumbers, language: str = "en") -> str:
     return words("tour", template_key(stage, n), n.arch, values(n), language)
 
 
+def stage_index(name_or_number: str) -> int:
+    """The stage ``--tour`` names: a stage's name ("ln_final") or its number from 1; ValueError for neither."""
+    names = [stage for stage, _box in STAGES]
+    if name_or_number in names:
+        return names.index(name_or_number)
+    if name_or_number.isdigit() and 1 <= int(name_or_number) <= len(names):
+        return int(name_or_number) - 1
+    raise ValueError(f"no tour stage {name_or_number!r}: a number from 1 to {len(names)} or one of {', '.join(names)}")
+
+
 class Tour:
     """Where the presenter is in the tour: a stage index that moves forward and back, no wrapping."""
 
