@@ -27,6 +27,8 @@ class ModelDialog(QDialog):
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QTableWidget.NoEditTriggers)
         self.table.setWordWrap(True)
+        self.table.setSelectionMode(QTableWidget.NoSelection)
+        self.table.setFocusPolicy(Qt.NoFocus)
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(0, QHeaderView.ResizeToContents)
         header.setSectionResizeMode(1, QHeaderView.Stretch)
@@ -36,7 +38,7 @@ class ModelDialog(QDialog):
         layout.addWidget(self.title)
         layout.addWidget(self.table, 1)
         layout.addWidget(buttons)
-        self.resize(900, 620)
+        self.resize(900, 200)
 
     def show_model(self, info) -> None:
         """Fill the table for ``info`` (an engine.info.ModelInfo) and show the dialog."""
@@ -52,6 +54,9 @@ class ModelDialog(QDialog):
                 item.setToolTip(text)
                 self.table.setItem(i, j, item)
         self.table.resizeRowsToContents()
+        rows_h = sum(self.table.rowHeight(r) for r in range(self.table.rowCount()))
+        self.table.setMinimumHeight(min(self.table.horizontalHeader().height() + rows_h + 4, 2000))
+        self.adjustSize()
         self.show()
         self.raise_()
 
