@@ -133,7 +133,7 @@ def describe(model, tokenizer) -> Architecture:
     norms = ["before attention"] + (["on each query and key head"] if hasattr(attn, "q_norm") else [])
     norms += ["before the MLP", "after the last block"]
     mlp_module = _mlp(block)
-    kind, d_mlp, n_experts, top_k, routing = _mlp_kind(mlp_module, cfg)
+    kind, d_mlp, n_experts, top_k, routing = _mlp_kind(model, mlp_module, cfg)
     scale = float(attn.scaling)
     lm_head = model.get_output_embeddings()
     return Architecture(
@@ -227,32 +227,33 @@ def _has_bias(module, name: str) -> bool:
     return part is not None and getattr(part, "bias", None) is not None
 
 
-def _mlp_kind(mlp, cfg) -> tuple[str, int, int, int, str]:
+def _mlp_kind(model, mlp, cfg) -> tuple[str, int, int, int, str]:
     """(kind, hidden width, experts, experts per token, routing rule) of a block's MLP module."""
     n_experts = getattr(cfg, "num_local_experts", 0) or 0
     if n_experts:
-        return EXPERTS, int(cfg.intermediate_size), int(n_experts), int(cfg.num_experts_per_tok), _routing(mlp, cfg)
+        return EXPERTS, int(cfg.intermediate_size), int(n_experts), int(cfg.num_experts_per_tok), _routing(model, mlp)
     if hasattr(mlp, "gate_proj") and hasattr(mlp, "up_proj"):
         return GATED, int(mlp.up_proj.out_features), 0, 0, ""
     weight = mlp.c_fc.weight  # GPT-2's Conv1D: [d_model, d_mlp]
     return DENSE, int(weight.shape[1]), 0, 0, ""
 
 
-def _routing(mlp, cfg) -> str:
-    """Which rule the router's chosen weights follow, found by asking the router: their softmax
-    over the k chosen logits alone (they add up to 1), or their share of the softmax over every expert."""
-    import torch
-
+def _routing(model, mlp) -> str:
+    """Which rule the router's chosen weights follow, found by asking the router (four embedding rows
+    as its input): their softmax over the k chosen logits alone (they add up to 1), or their share
+    of the softmax over every expert. Tensor methods only: this module imports no torch."""
     router = getattr(mlp, "router", None) or mlp.gate
-    generator = torch.Generator().manual_seed(0)
-    x = torch.randn(4, cfg.hidden_size, generator=generator, dtype=router.weight.dtype)
-    with torch.inference_mode():
-        logits, weights, index = router(x)[:3]
-        chosen = logits.float().gather(-1, index)
-        if torch.allclose(weights.float(), torch.softmax(chosen, dim=-1), atol=1e-5):
-            return TOP_K_THEN_SOFTMAX
-        if torch.allclose(weights.float(), torch.softmax(logits.float(), dim=-1).gather(-1, index), atol=1e-5):
-            return SOFTMAX_THEN_TOP_K
+    x = model.get_input_embeddings().weight[:4].detach().to(router.weight.dtype)
+    logits, weights, index = (t.detach() for t in router(x)[:3])
+    chosen = logits.float().gather(-1, index)
+
+    def close(a, b) -> bool:
+        return float((a - b).abs().max()) < 1e-5
+
+    if close(weights.float(), chosen.softmax(dim=-1)):
+        return TOP_K_THEN_SOFTMAX
+    if close(weights.float(), logits.float().softmax(dim=-1).gather(-1, index)):
+        return SOFTMAX_THEN_TOP_K
     return "other"
 
 
