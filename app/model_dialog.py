@@ -55,8 +55,8 @@ class ModelDialog(QDialog):
                 self.table.setItem(i, j, item)
         self.table.resizeRowsToContents()
         rows_h = sum(self.table.rowHeight(r) for r in range(self.table.rowCount()))
-        self.table.setMinimumHeight(min(self.table.horizontalHeader().height() + rows_h + 4, 2000))
-        self.adjustSize()
+        self.table.setMinimumHeight(self.table.horizontalHeader().height() + rows_h + 4)  # every row in view, no scrolling
+        self.resize(max(self.width(), 900), self.sizeHint().height())
         self.show()
         self.raise_()
 
