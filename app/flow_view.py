@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QBoxLayout, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QBoxLayout, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
 from .guard import guarded
+from .model_words import architecture_line
 from .panels.flow_panel import FlowPanel
 from .state import AppState
 from .tour import STAGES, Tour, sentence
@@ -37,20 +38,37 @@ class FlowView(QWidget):
                                     "← / Page Up the one before; Esc or T leaves it")
         self.hint = QLabel("The step in the order the model computes. Click a box to open it; Alt+1 or F comes back.")
         self.hint.setTextFormat(Qt.PlainText)
+        self.model_line = QLabel("")  # the model in one line (app.model_words.architecture_line)
+        self.model_line.setTextFormat(Qt.PlainText)
+        self.model_line.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
+        self.model_line.setToolTip("What the loaded model is made of (Model → About this model, Ctrl+I, for the whole table)")
+        self.model_button = QPushButton("Model…")
+        self.model_button.setToolTip("About this model (Ctrl+I): what it is made of, as a table")
+        self._info = None  # the ModelInfo model_line describes
         row = QHBoxLayout()
         row.setContentsMargins(4, 0, 4, 0)
         row.addWidget(self.hint, 1)
+        row.addWidget(self.model_button)
         row.addWidget(self.tour_button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 2, 6, 2)
         layout.setSpacing(4)
         layout.addLayout(row)
+        layout.addWidget(self.model_line)
         layout.addWidget(self.flow, 1)
         self._layout = layout
+        state.subscribe(self._on_state_result)
         state.subscribe_theme(self._on_state_theme)
+
+    def _on_state_result(self, result) -> None:
+        if result.info is not self._info:  # another model: say what it is made of
+            self._info = result.info
+            line = architecture_line(result.info.architecture)
+            self.model_line.setText(f"{result.info.name}: {line}" if line else result.info.name)
 
     def _on_state_theme(self, theme) -> None:
         self.hint.setFont(theme.font(-1))
+        self.model_line.setFont(theme.font(-1))
         self.tour_button.setFont(theme.font(-1, bold=True))
 
     @guarded
@@ -102,11 +120,11 @@ class TourMode(QObject):
     def toggle(self) -> None:
         self.stop() if self.running else self.start()
 
-    def start(self) -> None:
-        """Show the flow and light up its first stage."""
+    def start(self, index: int = 0) -> None:
+        """Show the flow and light up its stage ``index`` (0: the first; ``app.tour.stage_index``)."""
         self._show_flow()
         self.running = True
-        self.tour.index = 0
+        self.tour.index = index
         step, back, unfocus = self._actions
         step.setShortcuts([QKeySequence(Qt.Key_Space)])
         back.setShortcuts([])

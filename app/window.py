@@ -77,7 +77,7 @@ class MainWindow(QMainWindow):
         self.gate = StepGate()
         self._closed = False
         self._viewing = False  # a session opened from a file without its model is on screen
-        self.setWindowTitle("nexttoken — watch GPT-2 pick its next token")
+        self.setWindowTitle("nexttoken — watch a language model pick its next token")
         # an explicit minimum, so that the layout sets none of its own: it grew the window past its
         # screen for a moment of a change of focus and never gave the height back; the pages make the room
         self.setMinimumSize(640, 480)
@@ -111,6 +111,7 @@ class MainWindow(QMainWindow):
         self.tour.toggle_action.setToolTip(self.flow_view.tour_button.toolTip())
         self.flow_back_action = self.commands.add_flow_back(self._show_flow)
         self.flow_view.flow.openRequested.connect(self._on_flow_open_requested)
+        self.flow_view.model_button.clicked.connect(self.commands.show_model_dialog)
         self.views.currentChanged.connect(self._on_views_current_changed)
         for panel in self.stages.panels():  # the Overview's panels draw a step only once they are on screen
             self.painter.deliver_when_shown(panel)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .architecture import Architecture
+
 
 @dataclass(frozen=True)
 class ModelInfo:
@@ -29,6 +31,7 @@ class ModelInfo:
     device_name: str = ""  # the GPU's name ("" on the CPU)
     dtype: str = "float32"  # the weights' dtype
     remote_host: str = ""  # the nnsight server each step is sent to ("" when steps run here)
+    architecture: Architecture | None = None  # what the model is made of (engine.architecture); None: not known
 
     @property
     def kv_heads(self) -> int:

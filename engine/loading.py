@@ -19,7 +19,8 @@ from typing import Callable
 
 import torch
 
-from . import chat, families, paths
+from . import chat, devices, families, paths
+from .architecture import describe
 from .errors import ModelLoadError
 from .info import ModelInfo
 from .loaded_model import LoadedModel
@@ -145,8 +146,6 @@ def wrap_model(model, folder: Path, *, name: str, is_demo: bool = False, backend
     ``backend`` ("hooks" or "nnsight", engine.runtime.BACKENDS) records its steps."""
     from transformers import AutoTokenizer
 
-    from .devices import describe
-
     model.eval()
     try:
         hf_tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
@@ -176,7 +175,8 @@ def wrap_model(model, folder: Path, *, name: str, is_demo: bool = False, backend
         chat_template=chat.has_chat_template(tokenizer),
         special_ids=chat.special_ids(tokenizer),
         backend=backend,
-        **describe(model),
+        **devices.describe(model),
+        architecture=describe(model, tokenizer),
     )
     loaded = LoadedModel(model=model, tokenizer=tokenizer, info=info, backend=step_backend(backend, model, hf_tokenizer))
     warm_up(loaded)  # the first step a person takes is then timed as itself
