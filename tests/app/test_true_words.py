@@ -131,8 +131,9 @@ def inside_texts(result, trace, loaded) -> list[tuple[str, str]]:
 
     from app.panels.inside_panel import InsidePanel
     from app.state import AppState
+    from app import theme as th
 
-    state = AppState()
+    state = AppState(th.NORMAL, th.PROJECTOR)
     panel = InsidePanel(state)
     state.set_result(result)
     state.set_layer(1)
