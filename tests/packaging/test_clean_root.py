@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.packaging.tools import missing, tool
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "packaging" / "clean_root_test.sh"
 RELEASES = ("bookworm", "trixie")  # Debian 12, and 13 with its t64 library renames
@@ -30,10 +32,9 @@ pytestmark = [
 
 
 def test_the_deb_installs_runs_on_xcb_and_removes_cleanly_on_debian_12_and_13():
+    tool("debootstrap"), tool("Xvfb")
     if os.geteuid() != 0:
-        pytest.skip("debootstrap, chroot and mount need root")
-    missing = [t for t in ("debootstrap", "Xvfb") if not shutil.which(t)]
-    assert not missing, f"{missing} missing: apt-get install debootstrap xvfb (.ci/run installs them)"
+        missing("debootstrap, chroot and mount need root")
     pytest.importorskip("PyInstaller", reason="install the packaging extra: pip install -e .[packaging]")
     build = subprocess.run([sys.executable, str(ROOT / "packaging" / "build.py"), "--if-changed", "--deb"],
                            cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S)

@@ -29,12 +29,11 @@ sys.path.insert(0, str(ROOT / "packaging"))
 import deb  # noqa: E402
 from build import project_version  # noqa: E402
 
+from tests.packaging.tools import tool  # noqa: E402
+
 
 def desktop_file_validate() -> str:
-    found = shutil.which("desktop-file-validate")
-    if not found:
-        pytest.fail("desktop-file-validate is missing: apt-get install desktop-file-utils (.ci/run installs it)")
-    return found
+    return tool("desktop-file-validate")
 
 
 def test_desktop_entry_is_valid_and_names_the_command_and_icon():
