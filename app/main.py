@@ -75,7 +75,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--open", metavar="FILE.npz", help="show a saved session (File → Save session, or python -m engine --export)")
     p.add_argument("--step", type=steps_count, default=None, metavar="N",
                    help="with --open: show step N of the saved branch (0 = the prefill; default: the step it was saved at)")
-    p.add_argument("--smoke-test", action="store_true", help="load the bundled model, step 3 tokens, print JSON, exit")
+    p.add_argument("--smoke-test", action="store_true",
+                   help="load the bundled demo model (or --model), step 3 tokens (or --steps), print JSON, exit")
     p.add_argument("--engine", choices=("process", "thread"), default="process",
                    help="where the model runs: a child process (default: the window never waits for it) or a thread of the window's process")
     p.add_argument("--size", type=window_size, metavar="WxH",
@@ -173,6 +174,8 @@ class ScriptedRun:
                 "model": result.info.name,
                 "steps": self.steps_done,
                 "tokens": [] if trace is None else [p for p in trace.pieces[len(result.prompt_ids):]] + [trace.chosen_piece],
+                # the last step's most likely token: what greedy decoding picks there
+                "greedy": None if trace is None else trace.candidate_pieces[0],
                 "text_tokens": 0 if trace is None else len(trace.context_ids) + 1,
                 "window": [image.width(), image.height()],
                 "seconds": round(perf_counter() - self.started, 2),
@@ -315,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         window.focus.toggle(window.panel_named(args.focus))
     window.show()
     splash.finish(window)
-    model = None if args.smoke_test else args.model
+    model = args.model  # the smoke test: the bundled demo unless --model names one
     if saved_model is not None and model is None:  # the session's own model, so that it can step on
         from engine import paths
 
