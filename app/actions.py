@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
 from engine import paths
 
 from .about import about_text
+from .site_defaults import read_site_defaults
 from .views import VIEW_BUTTONS, VIEWS
 
 GPT2_SMALL = "gpt2"
@@ -55,7 +56,8 @@ class Commands(QObject):
         self.demo_action = action("Tiny demo model (bundled)", lambda: w.load_model(None))
         bundled = any(d.name == GPT2_SMALL for d in paths.bundled_model_dirs())
         where = "bundled" if bundled else "downloads about 550 MB once"
-        self.gpt2_action = action(f"GPT-2 small (124M, {where})", lambda: w.load_model(GPT2_SMALL))
+        offered = bundled or read_site_defaults().hub_downloads  # defaults.conf: hub_downloads = no
+        self.gpt2_action = offered and action(f"GPT-2 small (124M, {where})", lambda: w.load_model(GPT2_SMALL))
         offline = paths.offline_model()  # SmolLM2-135M-Instruct: bundled by an installer, or fetched by scripts/setup.sh
         kind = "bundled" if offline in paths.bundled_model_dirs() else "offline"
         self.offline_action = offline and action(f"{paths.OFFLINE_MODEL_NAME} ({kind})", lambda: w.load_model(str(offline)))

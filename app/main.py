@@ -13,6 +13,7 @@ import argparse
 import gc
 import json
 import logging
+import os
 import re
 import sys
 from time import perf_counter
@@ -270,6 +271,11 @@ def main(argv: list[str] | None = None) -> int:
 
     setup_logging()  # a log file, and safe printing in windowed builds without a console
     started = perf_counter()
+    from .site_defaults import read_site_defaults
+
+    site = read_site_defaults()  # /etc/nexttoken/defaults.conf and the bundle's: before the user's own settings
+    if not site.hub_downloads:
+        os.environ["HF_HUB_OFFLINE"] = "1"  # inherited by the engine's process: it never goes online
     if args.engine == "process":
         from .engine_process import prestart
 
@@ -286,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     from .window import MainWindow
 
     scripted = bool(args.screenshot or args.smoke_test)
-    window = MainWindow(projector=args.projector, remember=not args.smoke_test, engine=args.engine)
+    window = MainWindow(projector=args.projector or site.projector, remember=not args.smoke_test, engine=args.engine)
     if args.size is not None:
         window.resize(*args.size)
     elif scripted or not window.preferences.restore_geometry(window):
@@ -327,12 +333,14 @@ def main(argv: list[str] | None = None) -> int:
     def start() -> None:
         from engine import paths
 
-        # a new user's first model: SmolLM2 when setup.sh fetched it (the smoke test: the bundled demo)
-        offline = None if args.smoke_test else paths.offline_model()
+        # a new user's first model: the site's default, else SmolLM2 when bundled or fetched by setup.sh
+        # (the smoke test: the bundled demo)
+        offline = paths.offline_model()
+        first = None if args.smoke_test else site.model or (offline and str(offline))
         from engine.chat import ChatTurn
 
         chat = ChatTurn(args.system, args.prompt) if args.chat else None
-        window.start(model, args.prompt, fallback=True if args.open else not scripted, first=offline and str(offline),
+        window.start(model, args.prompt, fallback=True if args.open else not scripted, first=first,
                      chat=chat, stops=tuple(args.stop))
         if args.open:  # queued behind the load: it opens with that model
             window.open_session(args.open, -1 if args.step is None else args.step)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 
+from app import site_defaults
 from engine import paths
 
 
@@ -28,3 +29,10 @@ def test_every_bundled_model_is_in_the_model_menu(make_window, tmp_path, monkeyp
     texts = model_menu_texts(make_window())
     assert texts[:3] == [f"{paths.OFFLINE_MODEL_NAME} (bundled)", "Tiny demo model (bundled)", "GPT-2 small (124M, bundled)"]
     assert texts.count(f"{paths.OFFLINE_MODEL_NAME} (bundled)") == 1 and "my-checkpoint (bundled)" in texts
+
+
+def test_no_hub_download_is_offered_when_defaults_conf_says_so(make_window, tmp_path, monkeypatch):
+    conf = tmp_path / "defaults.conf"
+    conf.write_text("[nexttoken]\nhub_downloads = no\n")
+    monkeypatch.setattr(site_defaults, "site_files", lambda: [conf])
+    assert not [t for t in model_menu_texts(make_window()) if t.startswith("GPT-2 small")]
