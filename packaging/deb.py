@@ -8,8 +8,12 @@ What the package installs (``dpkg -r nexttoken`` removes all of it; the app writ
     /usr/bin/nexttoken                                a relative link to ../../opt/nexttoken/nexttoken
     /usr/share/applications/nexttoken.desktop         the menu entry (packaging/linux/nexttoken.desktop)
     /usr/share/icons/hicolor/<n>x<n>/apps/nexttoken.png
-    /usr/share/doc/nexttoken/copyright                what is bundled, under which licence
+    /usr/share/doc/nexttoken/copyright                what is bundled, its copyright notices and licence
+    /usr/share/doc/nexttoken/changelog.gz             the (native) package's changelog
     /usr/share/doc/nexttoken/licenses/<component>/    the licence files of what is bundled
+    /usr/share/lintian/overrides/nexttoken            lintian tags a bundled app in /opt carries, each explained
+    /etc/nexttoken/defaults.conf                      a conffile: the defaults a school's IT sets once
+                                                      (app/site_defaults.py; kept on remove, gone on purge)
 
 No maintainer scripts: Debian's triggers refresh the menu and the icon cache. Needs ``dpkg-deb``
 (Debian and Ubuntu have it) and PySide6 (to draw the icon sizes with packaging/make_icon.py).
@@ -17,6 +21,7 @@ No maintainer scripts: Debian's triggers refresh the menu and the icon cache. Ne
 
 from __future__ import annotations
 
+import gzip
 import math
 import os
 import platform
@@ -24,11 +29,17 @@ import re
 import shutil
 import subprocess
 import sys
+import time
+from datetime import datetime, timezone
+from email.utils import format_datetime
 from pathlib import Path
 
 from licences import copy_files
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from app.site_defaults import SYSTEM_FILE, template  # noqa: E402  (plain Python)
+
 LINUX = ROOT / "packaging" / "linux"
 NAME = "nexttoken"
 MAINTAINER = "nexttoken maintainers <maintainers@users.noreply.a-seed-d1ba04bb.example>"
@@ -110,8 +121,14 @@ def make_deb(app_dir: Path, dist: Path, version: str, stem: str = NAME) -> Path:
     share = stage / "usr" / "share"
     (share / "applications").mkdir(parents=True)
     shutil.copy(LINUX / f"{NAME}.desktop", share / "applications" / f"{NAME}.desktop")
+    (share / "lintian" / "overrides").mkdir(parents=True)  # the tags a bundled app in /opt carries, and why
+    shutil.copy(LINUX / "lintian-overrides", share / "lintian" / "overrides" / NAME)
     write_icons(share / "icons" / "hicolor")
-    write_licences(share / "doc" / NAME, app_dir)
+    write_licences(share / "doc" / NAME, app_dir, version)
+    write_changelog(share / "doc" / NAME, version)
+    conffile = stage / SYSTEM_FILE.relative_to("/")
+    conffile.parent.mkdir(parents=True)
+    conffile.write_text(template(), encoding="utf-8")
     for path in [stage, *stage.rglob("*")]:  # dpkg-deb keeps modes: 755 folders, 644 data, 755 programs
         if path.is_dir() and not path.is_symlink():
             path.chmod(0o755)
@@ -120,6 +137,7 @@ def make_deb(app_dir: Path, dist: Path, version: str, stem: str = NAME) -> Path:
     (stage / "DEBIAN").mkdir()
     depends, recommends = system_packages(app_dir)
     (stage / "DEBIAN" / "control").write_text(control(version, arch, installed_size_kib(stage), depends, recommends))
+    (stage / "DEBIAN" / "conffiles").write_text(f"{SYSTEM_FILE}\n")
     target = deb_path(dist, version, stem)
     subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "-z6", "--build", str(stage), str(target)],
                    check=True, stdout=subprocess.DEVNULL)
@@ -217,28 +235,60 @@ def write_icons(hicolor: Path) -> None:
         (folder / f"{NAME}.png").write_bytes(png_bytes(draw(n)))
 
 
-def write_licences(doc: Path, app_dir: Path) -> None:
-    """/usr/share/doc/nexttoken/: copyright (one stanza per component) and licenses/ (the bundle's, plus system libraries')."""
+COPYRIGHT_LINE = re.compile(r"^\s*(?:copyright\b|\(c\)|©).{0,20}?\b(?:19|20)\d\d\b.*$", re.IGNORECASE | re.MULTILINE)
+NOTICES_SHOWN = 4  # copyright lines quoted per component; the texts beside it have every one
+COPYRIGHT_HEAD = """\
+{name} {version}: what this package bundles, who holds the copyright and under which licence.
+
+This is a plain-text copyright file, not Debian's machine-readable format: most of the bundled
+Python packages live inside one file (the archive at the end of /opt/nexttoken/nexttoken), so
+no file pattern could tell their files apart. nexttoken bundles Python, PyTorch (CPU), Qt
+(through PySide6) and the Python packages below in /opt/nexttoken/_internal/. The Qt libraries
+are separate shared objects there (libQt6*.so), which a user may replace with compatible builds
+of their own (LGPL-3.0). Each component's licence texts are in
+/usr/share/doc/nexttoken/licenses/<the folder named below>/.
+"""
+
+
+def write_licences(doc: Path, app_dir: Path, version: str) -> None:
+    """/usr/share/doc/nexttoken/: copyright (a paragraph per component: its copyright lines, licence and
+    texts) and licenses/ (the bundle's, plus the copyright files of the system libraries it carries)."""
     licences = doc / "licenses"
     shutil.copytree(app_dir / "_internal" / "licenses", licences)  # packaging/licences.py wrote it at build time
     rows = [line.split(": ", 1) for line in (licences / "README.txt").read_text(encoding="utf-8").splitlines()[2:] if ": " in line]
-    stanzas = [(component, licence, sorted(licences.glob(f"{folder_of(component)}/*"))) for component, licence in rows]
+    paragraphs = [(component, licence, licences / folder_of(component)) for component, licence in rows]
     for package, libraries in system_library_packages(app_dir).items():
-        copied = copy_files([Path("/usr/share/doc", package, "copyright")], licences / "system" / package)
-        stanzas.append((f"{', '.join(libraries)} (from the build machine's Debian/Ubuntu package {package})",
-                        "see its copyright file", copied))
-    lines = ["Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/",
-             f"Upstream-Name: {NAME}", "Comment: nexttoken bundles Python, PyTorch (CPU), Qt (through PySide6) and",
-             " the Python packages below in /opt/nexttoken/_internal/. The Qt libraries are separate shared",
-             " objects there (libQt6*.so), which a user may replace with compatible builds of their own (LGPL-3.0).",
-             " Licence texts: /usr/share/doc/nexttoken/licenses/<component>/.", ""]
-    for component, licence, copied in stanzas:
-        lines += [f"Files: *  ({component})" if component == "nexttoken" else f"Files: {component}",
-                  f"License: {licence}"]
-        if copied:
-            lines.append("Comment: " + ", ".join(str(p.relative_to(doc)) for p in copied))
-        lines.append("")
-    (doc / "copyright").write_text("\n".join(lines))
+        copy_files([Path("/usr/share/doc", package, "copyright")], licences / "system" / package)
+        paragraphs.append((f"{', '.join(libraries)} (from the build machine's Debian/Ubuntu package {package})",
+                           "see its copyright file", licences / "system" / package))
+    lines = [COPYRIGHT_HEAD.format(name=NAME, version=version)]
+    for component, licence, folder in paragraphs:
+        notices = copyright_notices(folder)
+        shown = notices[:NOTICES_SHOWN] + ([f"... and {len(notices) - NOTICES_SHOWN} more in the texts"]
+                                           if len(notices) > NOTICES_SHOWN else [])
+        lines += [component, "Copyright: " + ("\n           ".join(shown) or "not stated in its licence texts"),
+                  f"License: {licence}", f"Texts: licenses/{folder.relative_to(licences).as_posix()}/", ""]
+    (doc / "copyright").write_text("\n".join(lines), encoding="utf-8")
+
+
+def copyright_notices(folder: Path) -> list[str]:
+    """The distinct copyright lines ("Copyright (c) 2016 ...") in the texts under ``folder``, in file order."""
+    found: dict[str, None] = {}
+    for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+        for line in COPYRIGHT_LINE.findall(f.read_text(encoding="utf-8", errors="replace")):
+            found.setdefault(" ".join(line.split()), None)
+    return list(found)
+
+
+def write_changelog(doc: Path, version: str) -> None:
+    """usr/share/doc/nexttoken/changelog.gz: a native package's changelog, one entry for this version."""
+    when = datetime.fromtimestamp(int(os.environ.get("SOURCE_DATE_EPOCH", time.time())), timezone.utc)
+    text = (f"{NAME} ({version}) unstable; urgency=medium\n\n"
+            f"  * Built from the nexttoken sources by packaging/deb.py (the one-folder app under /opt).\n\n"
+            f" -- {MAINTAINER}  {format_datetime(when)}\n")
+    with open(doc / "changelog.gz", "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=0,
+                                                               filename="") as out:
+        out.write(text.encode("utf-8"))
 
 
 def folder_of(component: str) -> str:
