@@ -276,6 +276,9 @@ def main(argv: list[str] | None = None) -> int:
     site = read_site_defaults()  # /etc/nexttoken/defaults.conf and the bundle's: before the user's own settings
     if not site.hub_downloads:
         os.environ["HF_HUB_OFFLINE"] = "1"  # inherited by the engine's process: it never goes online
+    from .torch_cache import use_own_cache
+
+    use_own_cache()  # no empty torchinductor_<user> folder left in the temporary directory
     if args.engine == "process":
         from .engine_process import prestart
 
