@@ -1,4 +1,6 @@
-"""The .deb installed into minimal Debian 12 and 13 roots (packaging/clean_root_test.sh) and run there on xcb.
+"""The .deb installed into minimal Debian 12 and 13 roots (packaging/clean_root_test.sh) and run there on xcb:
+its SmolLM2 answers " Paris", a new user's first window opens it, /etc/nexttoken/defaults.conf is read,
+and purge after remove leaves nothing.
 
 Slow, and only as root with debootstrap and Xvfb (.ci/run installs them) and Debian's archive reachable.
 Time on this 2-core machine: the .deb as test_deb.py builds it (reused when current), then per release
@@ -47,5 +49,10 @@ def test_the_deb_installs_runs_on_xcb_and_removes_cleanly_on_debian_12_and_13():
     for release in RELEASES:
         assert re.search(rf"clean_root_test: {release}: PASS", output), output[-6000:]
     assert output.count("install_check: every library under /opt/nexttoken resolves") == len(RELEASES)
-    assert output.count("install_check: removed; nothing of it is left") == len(RELEASES)
-    assert len(re.findall(r'nexttoken --smoke-test on xcb in \d+ s: \{"ok": true', output)) == len(RELEASES)
+    for line in ("install_check: removed; nothing of it is left but its conffile /etc/nexttoken/defaults.conf",
+                 "install_check: purged after remove: /etc/nexttoken is gone",
+                 "install_check: a new user's first window opened SmolLM2-135M-Instruct",
+                 "install_check: with /etc/nexttoken/defaults.conf naming gpt2-tiny-demo, a new user's first window opened the demo"):
+        assert output.count(line) == len(RELEASES), line
+    smoke = re.findall(r'nexttoken --smoke-test on xcb in \d+ s: (\{"ok": true.*)', output)
+    assert len(smoke) == len(RELEASES) and all('"model": "SmolLM2-135M-Instruct"' in s and '"greedy": "␣Paris"' in s for s in smoke)
