@@ -56,7 +56,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="nexttoken", description="Watch a GPT-2 model produce its next token, step by step.", allow_abbrev=False
     )
-    p.add_argument("--model", default=None, help="model folder or hub id such as gpt2 (default: the last used, else the tiny demo)")
+    p.add_argument("--model", default=None,
+                   help="model folder, bundled model or hub id such as gpt2 (default: the last used, else the one "
+                        "defaults.conf names, else SmolLM2-135M-Instruct where bundled or fetched, else the tiny demo)")
     p.add_argument("--prompt", default="", help="prompt to start with")
     p.add_argument("--steps", type=steps_count, default=0, help="steps to run at start (with --screenshot: before the picture)")
     p.add_argument("--chat", action="store_true",

@@ -5,7 +5,8 @@
 What the package installs (``dpkg -r nexttoken`` removes all of it; the app writes nothing beside itself):
 
     /opt/nexttoken/                                   the PyInstaller folder (nexttoken + _internal/)
-    /usr/bin/nexttoken                                a relative link to ../../opt/nexttoken/nexttoken
+    /usr/bin/nexttoken                                a link to /opt/nexttoken/nexttoken
+    /usr/share/man/man1/nexttoken.1.gz                its manual page (nexttoken --help)
     /usr/share/applications/nexttoken.desktop         the menu entry (packaging/linux/nexttoken.desktop)
     /usr/share/icons/hicolor/<n>x<n>/apps/nexttoken.png
     /usr/share/doc/nexttoken/copyright                what is bundled, its copyright notices and licence
@@ -22,6 +23,7 @@ No maintainer scripts: Debian's triggers refresh the menu and the icon cache. Ne
 from __future__ import annotations
 
 import gzip
+import hashlib
 import math
 import os
 import platform
@@ -117,13 +119,14 @@ def make_deb(app_dir: Path, dist: Path, version: str, stem: str = NAME) -> Path:
     shutil.copytree(app_dir, stage / "opt" / NAME, symlinks=True, copy_function=link_or_copy)
     bin_dir = stage / "usr" / "bin"
     bin_dir.mkdir(parents=True)
-    (bin_dir / NAME).symlink_to(Path("..", "..", "opt", NAME, NAME))
+    (bin_dir / NAME).symlink_to(Path("/opt", NAME, NAME))  # absolute: it crosses top-level folders (Policy 10.5)
     share = stage / "usr" / "share"
     (share / "applications").mkdir(parents=True)
     shutil.copy(LINUX / f"{NAME}.desktop", share / "applications" / f"{NAME}.desktop")
     (share / "lintian" / "overrides").mkdir(parents=True)  # the tags a bundled app in /opt carries, and why
     shutil.copy(LINUX / "lintian-overrides", share / "lintian" / "overrides" / NAME)
     write_icons(share / "icons" / "hicolor")
+    write_manual_page(share / "man" / "man1", version)
     write_licences(share / "doc" / NAME, app_dir, version)
     write_changelog(share / "doc" / NAME, version)
     conffile = stage / SYSTEM_FILE.relative_to("/")
@@ -138,6 +141,7 @@ def make_deb(app_dir: Path, dist: Path, version: str, stem: str = NAME) -> Path:
     depends, recommends = system_packages(app_dir)
     (stage / "DEBIAN" / "control").write_text(control(version, arch, installed_size_kib(stage), depends, recommends))
     (stage / "DEBIAN" / "conffiles").write_text(f"{SYSTEM_FILE}\n")
+    (stage / "DEBIAN" / "md5sums").write_text(md5sums(stage, exclude={SYSTEM_FILE}))
     target = deb_path(dist, version, stem)
     subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "-z6", "--build", str(stage), str(target)],
                    check=True, stdout=subprocess.DEVNULL)
@@ -211,6 +215,21 @@ def with_t64(package: str) -> str:
     return f"{package}t64 | {package}" if package in T64_RENAMED else package
 
 
+def md5sums(stage: Path, exclude: set[Path]) -> str:
+    """DEBIAN/md5sums: "<md5>  <path>" for every file dpkg installs (not the conffiles, which dpkg tracks itself)."""
+    lines = []
+    for path in sorted(stage.rglob("*")):
+        rel = path.relative_to(stage)
+        if path.is_symlink() or not path.is_file() or rel.parts[0] == "DEBIAN" or Path("/", rel) in exclude:
+            continue
+        digest = hashlib.md5(usedforsecurity=False)
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+        lines.append(f"{digest.hexdigest()}  {rel.as_posix()}\n")
+    return "".join(lines)
+
+
 def installed_size_kib(stage: Path) -> int:
     """Installed-Size as dpkg-gencontrol counts it: each file rounded up to KiB, 1 per folder or link."""
     total = 0
@@ -246,7 +265,9 @@ no file pattern could tell their files apart. nexttoken bundles Python, PyTorch 
 (through PySide6) and the Python packages below in /opt/nexttoken/_internal/. The Qt libraries
 are separate shared objects there (libQt6*.so), which a user may replace with compatible builds
 of their own (LGPL-3.0). Each component's licence texts are in
-/usr/share/doc/nexttoken/licenses/<the folder named below>/.
+/usr/share/doc/nexttoken/licenses/<the folder named below>/; on Debian systems the
+GNU licences and Apache-2.0 are also in /usr/share/common-licenses/ (LGPL-3, GPL-3,
+Apache-2.0).
 """
 
 
@@ -280,11 +301,27 @@ def copyright_notices(folder: Path) -> list[str]:
     return list(found)
 
 
+def write_manual_page(folder: Path, version: str) -> None:
+    """usr/share/man/man1/nexttoken.1.gz: the summary, then ``nexttoken --help`` as it prints it."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "QT_QPA_PLATFORM": "offscreen", "COLUMNS": "78"}
+    usage = subprocess.run([sys.executable, "-m", "app", "--help"], cwd=ROOT, env=env, capture_output=True, text=True,
+                           check=True).stdout
+    usage = usage.replace("\u2192", "->").replace("\\", "\\e")
+    body = "\n".join(("\\&" + line) if line.startswith((".", "'")) else line for line in usage.splitlines())
+    long = " ".join(DESCRIPTION.split())
+    text = (f'.TH NEXTTOKEN 1 "" "nexttoken {version}" "User Commands"\n.SH NAME\nnexttoken \\- {SUMMARY}\n'
+            f".SH DESCRIPTION\n{long}\n.SH OPTIONS\n.nf\n{body}\n.fi\n")
+    folder.mkdir(parents=True)
+    with open(folder / f"{NAME}.1.gz", "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=0,
+                                                                  filename="") as out:
+        out.write(text.encode("utf-8"))
+
+
 def write_changelog(doc: Path, version: str) -> None:
     """usr/share/doc/nexttoken/changelog.gz: a native package's changelog, one entry for this version."""
     when = datetime.fromtimestamp(int(os.environ.get("SOURCE_DATE_EPOCH", time.time())), timezone.utc)
     text = (f"{NAME} ({version}) unstable; urgency=medium\n\n"
-            f"  * Built from the nexttoken sources by packaging/deb.py (the one-folder app under /opt).\n\n"
+            f"  * Built from the nexttoken sources by packaging/deb.py.\n\n"
             f" -- {MAINTAINER}  {format_datetime(when)}\n")
     with open(doc / "changelog.gz", "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=0,
                                                                filename="") as out:
