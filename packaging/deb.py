@@ -117,6 +117,7 @@ def make_deb(app_dir: Path, dist: Path, version: str, stem: str = NAME) -> Path:
     shutil.rmtree(stage, ignore_errors=True)
     # Hard links where the file system allows: the stage then costs no copy of the ~870 MB folder.
     shutil.copytree(app_dir, stage / "opt" / NAME, symlinks=True, copy_function=link_or_copy)
+    defuse_shebangs(stage / "opt" / NAME)
     bin_dir = stage / "usr" / "bin"
     bin_dir.mkdir(parents=True)
     (bin_dir / NAME).symlink_to(Path("/opt", NAME, NAME))  # absolute: it crosses top-level folders (Policy 10.5)
@@ -348,6 +349,28 @@ def system_library_packages(app_dir: Path) -> dict[str, list[str]]:
                 if Path(path).name not in names:
                     names.append(Path(path).name)
     return dict(sorted(packages.items()))
+
+
+def defuse_shebangs(folder: Path) -> list[Path]:
+    """Turn the "#!" of every non-executable file under ``folder`` into "# " (same length, same lines).
+
+    The Python sources torch and transformers bundle (read for TorchScript, never run as programs)
+    keep their upstream "#!/usr/bin/python" lines, which lintian reads as scripts with a wrong
+    interpreter. The stage holds hard links to dist/: a changed file is written anew, not in place.
+    """
+    changed = []
+    for path in sorted(folder.rglob("*")):
+        if path.is_symlink() or not path.is_file() or path.stat().st_mode & 0o111:
+            continue
+        with open(path, "rb") as f:
+            if f.read(2) != b"#!":
+                continue
+        data, mode = path.read_bytes(), path.stat().st_mode
+        path.unlink()  # break the hard link to dist/
+        path.write_bytes(b"# " + data[2:])
+        path.chmod(mode)
+        changed.append(path)
+    return changed
 
 
 def link_or_copy(src: str, dst: str) -> None:

@@ -107,6 +107,19 @@ def test_copyright_file_gives_each_component_its_notices_licence_and_texts(tmp_p
         assert (doc / paragraph.split("\nTexts: ")[1].strip()).is_dir(), name
 
 
+def test_shebangs_of_files_that_are_not_programs_are_defused_without_touching_the_build(tmp_path):
+    dist, stage = tmp_path / "dist", tmp_path / "stage"
+    dist.mkdir()
+    (dist / "source.py").write_text("#!/usr/bin/python\nprint(1)\n")
+    (dist / "tool").write_text("#!/bin/sh\necho\n")
+    (dist / "tool").chmod(0o755)
+    shutil.copytree(dist, stage, copy_function=deb.link_or_copy)
+    assert deb.defuse_shebangs(stage) == [stage / "source.py"]
+    assert (stage / "source.py").read_text() == "# /usr/bin/python\nprint(1)\n"
+    assert (dist / "source.py").read_text().startswith("#!")  # the hard link was broken first
+    assert (stage / "tool").read_text().startswith("#!/bin/sh")
+
+
 def test_changelog_is_a_native_debian_changelog_entry(tmp_path, monkeypatch):
     import gzip
 
