@@ -120,6 +120,18 @@ def test_shebangs_of_files_that_are_not_programs_are_defused_without_touching_th
     assert (stage / "tool").read_text().startswith("#!/bin/sh")
 
 
+def test_md5sums_list_every_installed_file_but_the_control_files_and_conffiles(tmp_path):
+    import hashlib
+
+    for rel, text in (("opt/nexttoken/a", "a"), ("etc/nexttoken/defaults.conf", "c"), ("DEBIAN/control", "x")):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    (tmp_path / "usr" / "bin").mkdir(parents=True)
+    (tmp_path / "usr" / "bin" / "nexttoken").symlink_to("/opt/nexttoken/a")
+    listed = deb.md5sums(tmp_path, exclude={Path("/etc/nexttoken/defaults.conf")})
+    assert listed == f"{hashlib.md5(b'a').hexdigest()}  opt/nexttoken/a\n"
+
+
 def test_changelog_is_a_native_debian_changelog_entry(tmp_path, monkeypatch):
     import gzip
 
