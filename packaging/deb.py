@@ -90,6 +90,9 @@ SYSTEM_PACKAGES = {
     "liblzma.so.5": "liblzma5", "libsqlite3.so.0": "libsqlite3-0", "libuuid.so.1": "libuuid1",
     "libxcb-glx.so.0": "libxcb-glx0", "libzstd.so.1": "libzstd1",
 }
+# The bundled libmount and libblkid (util-linux, copied from the build machine) run sensible-pager.
+ALWAYS_DEPENDS = ("sensible-utils",)
+SHARED_LIBRARY = re.compile(r"\.so(\.[0-9.]+)?$")
 # Libraries needed only by optional plugins: Recommends, not Depends (Qt skips a plugin it cannot load).
 OPTIONAL_PLUGINS = ("plugins/platformthemes/libqgtk3.so",)  # GTK dialogs and theme on GNOME
 # Packages renamed by Debian 13's and Ubuntu 24.04's 64-bit time_t transition ("t64"): Depends names
@@ -137,7 +140,7 @@ def make_deb(app_dir: Path, dist: Path, version: str, stem: str = NAME) -> Path:
         if path.is_dir() and not path.is_symlink():
             path.chmod(0o755)
         elif path.is_file() and not path.is_symlink():  # readable by every user (a 0600 model file would not be)
-            path.chmod(path.stat().st_mode | 0o644)
+            path.chmod(file_mode(path))
     (stage / "DEBIAN").mkdir()
     depends, recommends = system_packages(app_dir)
     (stage / "DEBIAN" / "control").write_text(control(version, arch, installed_size_kib(stage), depends, recommends))
@@ -156,9 +159,21 @@ def control(version: str, arch: str, installed_kib: int, depends: list[str], rec
     long = "\n".join(" " + (line or ".") for line in DESCRIPTION.splitlines())
     return (f"Package: {NAME}\nVersion: {version}\nSection: education\nPriority: optional\n"
             f"Architecture: {arch}\nInstalled-Size: {installed_kib}\nMaintainer: {MAINTAINER}\n"
-            f"Depends: {', '.join([f'libc6 (>= {glibc})', *depends])}\n"
+            f"Depends: {', '.join([f'libc6 (>= {glibc})', *depends, *ALWAYS_DEPENDS])}\n"
             + (f"Recommends: {', '.join(recommends)}\n" if recommends else "")
             + f"Description: {SUMMARY}\n{long}\n")
+
+
+def file_mode(path: Path) -> int:
+    """A file's mode in the package: readable by all; executable only for programs (ELF executables and
+    scripts), not for shared libraries or the data files that wheels ship with an execute bit."""
+    mode = path.stat().st_mode | 0o644
+    if mode & 0o111:
+        with open(path, "rb") as f:
+            head = f.read(4)
+        if (head != b"\x7fELF" and head[:2] != b"#!") or SHARED_LIBRARY.search(path.name):
+            mode &= ~0o111
+    return mode
 
 
 def needed_outside(app_dir: Path) -> dict[str, list[str]]:

@@ -83,7 +83,7 @@ def test_control_file_fields():
     text = deb.control("1.2.3", "amd64", 4321, ["libxcb1"], ["libgtk-3-0"])
     fields = dict(re.findall(r"^([A-Za-z-]+): (.*)$", text, re.MULTILINE))
     glibc = platform.libc_ver()[1]
-    assert fields["Depends"] == f"libc6 (>= {glibc}), libxcb1" and fields["Recommends"] == "libgtk-3-0"
+    assert fields["Depends"] == f"libc6 (>= {glibc}), libxcb1, sensible-utils" and fields["Recommends"] == "libgtk-3-0"
     assert (fields["Version"], fields["Architecture"], fields["Installed-Size"]) == ("1.2.3", "amd64", "4321")
     assert text.endswith("\n") and "\n \n" not in text  # a blank line in the long description ends the file
 
@@ -130,6 +130,16 @@ def test_md5sums_list_every_installed_file_but_the_control_files_and_conffiles(t
     (tmp_path / "usr" / "bin" / "nexttoken").symlink_to("/opt/nexttoken/a")
     listed = deb.md5sums(tmp_path, exclude={Path("/etc/nexttoken/defaults.conf")})
     assert listed == f"{hashlib.md5(b'a').hexdigest()}  opt/nexttoken/a\n"
+
+
+def test_only_programs_stay_executable(tmp_path):
+    files = {"prog": (b"\x7fELF\x02", 0o755), "libx.so.6": (b"\x7fELF\x02", 0o755), "run.sh": (b"#!/bin/sh\n", 0o700),
+             "LICENSE": (b"text", 0o755), "data.bin": (b"\x00", 0o600)}
+    for name, (data, mode) in files.items():
+        (tmp_path / name).write_bytes(data)
+        (tmp_path / name).chmod(mode)
+    modes = {name: deb.file_mode(tmp_path / name) & 0o777 for name in files}
+    assert modes == {"prog": 0o755, "libx.so.6": 0o644, "run.sh": 0o744, "LICENSE": 0o644, "data.bin": 0o644}
 
 
 def test_changelog_is_a_native_debian_changelog_entry(tmp_path, monkeypatch):
