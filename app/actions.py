@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
 from engine import paths
 
 from .about import about_text
+from .site_defaults import read_site_defaults
 from .views import VIEW_BUTTONS, VIEWS
 
 GPT2_SMALL = "gpt2"
@@ -57,9 +58,11 @@ class Commands(QObject):
         self.demo_action = action("Tiny demo model (bundled)", lambda: w.load_model(None))
         bundled = any(d.name == GPT2_SMALL for d in paths.bundled_model_dirs())
         where = "bundled" if bundled else "downloads about 550 MB once"
-        self.gpt2_action = action(f"GPT-2 small (124M, {where})", lambda: w.load_model(GPT2_SMALL))
-        offline = paths.offline_model()  # SmolLM2-135M-Instruct, when scripts/setup.sh could fetch it
-        self.offline_action = offline and action(f"{paths.OFFLINE_MODEL_NAME} (offline)", lambda: w.load_model(str(offline)))
+        offered = bundled or read_site_defaults().hub_downloads  # defaults.conf: hub_downloads = no
+        self.gpt2_action = offered and action(f"GPT-2 small (124M, {where})", lambda: w.load_model(GPT2_SMALL))
+        offline = paths.offline_model()  # SmolLM2-135M-Instruct: bundled by an installer, or fetched by scripts/setup.sh
+        kind = "bundled" if offline in paths.bundled_model_dirs() else "offline"
+        self.offline_action = offline and action(f"{paths.OFFLINE_MODEL_NAME} ({kind})", lambda: w.load_model(str(offline)))
         self.folder_action = action("Open a model folder…", self._on_folder_action_triggered, ("Ctrl+Shift+O",))
         self.open_action = action(
             "Open session…", self._on_open_action_triggered, (QKeySequence.Open,), "Show a saved session again, every branch (Ctrl+O)"
@@ -129,7 +132,7 @@ class Commands(QObject):
         self.file_menu.addActions([self.open_action, self.save_action])
         model = bar.addMenu("&Model")
         model.addActions([a for a in (self.offline_action, self.demo_action, self.gpt2_action, self.folder_action) if a])
-        extra = [d for d in paths.bundled_model_dirs() if d.name not in (paths.DEMO_MODEL_NAME, GPT2_SMALL)]
+        extra = [d for d in paths.bundled_model_dirs() if d.name not in (paths.DEMO_MODEL_NAME, GPT2_SMALL, paths.OFFLINE_MODEL_NAME)]
         if extra:  # a classroom build with more checkpoints inside (packaging/build.py --model-dir)
             model.addSeparator()
         for folder in extra:

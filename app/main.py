@@ -13,6 +13,7 @@ import argparse
 import gc
 import json
 import logging
+import os
 import re
 import sys
 from time import perf_counter
@@ -69,8 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="nexttoken", description="Watch a language model produce its next token, step by step, with the model's own numbers.", allow_abbrev=False
     )
-    p.add_argument("--model", default=None, help="model folder or hub id such as gpt2 (default: the model used last; the first time, SmolLM2-135M-Instruct "
-                        "when scripts/setup.sh fetched it into models/, else the bundled tiny demo model)")
+    p.add_argument("--model", default=None,
+                   help="model folder, bundled model or hub id such as gpt2 (default: the last used, else the one "
+                        "defaults.conf names, else SmolLM2-135M-Instruct where bundled or fetched, else the tiny demo)")
     p.add_argument("--prompt", default="", help="the prompt to start with")
     p.add_argument("--steps", type=steps_count, default=0, help="steps to run at start (with --screenshot: before the picture)")
     p.add_argument("--chat", action="store_true",
@@ -96,7 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--open", metavar="FILE.npz", help="show a saved session (File → Save session, or python -m engine --export)")
     p.add_argument("--step", type=steps_count, default=None, metavar="N",
                    help="with --open: show step N of the saved branch (0 = the prefill; default: the step it was saved at)")
-    p.add_argument("--smoke-test", action="store_true", help="load the bundled model, step 3 tokens, print JSON, exit")
+    p.add_argument("--smoke-test", action="store_true",
+                   help="load the bundled demo model (or --model), step 3 tokens (or --steps), print JSON, exit")
     p.add_argument("--engine", choices=("process", "thread"), default="process",
                    help="where the model runs: a child process (default: the window never waits for it) or a thread of the window's process")
     p.add_argument("--size", type=window_size, metavar="WxH",
@@ -213,6 +216,8 @@ class ScriptedRun:
                 "model": result.info.name,
                 "steps": self.steps_done,
                 "tokens": [] if trace is None else [p for p in trace.pieces[len(result.prompt_ids):]] + [trace.chosen_piece],
+                # the last step's most likely token: what greedy decoding picks there
+                "greedy": None if trace is None else trace.candidate_pieces[0],
                 "text_tokens": 0 if trace is None else len(trace.context_ids) + 1,
                 "window": [image.width(), image.height()],
                 "seconds": round(perf_counter() - self.started, 2),
@@ -312,6 +317,14 @@ def main(argv: list[str] | None = None) -> int:
 
     setup_logging()  # a log file, and safe printing in windowed builds without a console
     started = perf_counter()
+    from .site_defaults import read_site_defaults
+
+    site = read_site_defaults()  # /etc/nexttoken/defaults.conf and the bundle's: before the user's own settings
+    if not site.hub_downloads:
+        os.environ["HF_HUB_OFFLINE"] = "1"  # inherited by the engine's process: it never goes online
+    from .torch_cache import use_own_cache
+
+    use_own_cache()  # no empty torchinductor_<user> folder left in the temporary directory
     if args.engine == "process":
         from .engine_process import prestart
 
@@ -328,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     from .window import MainWindow
 
     scripted = bool(args.screenshot or args.smoke_test)
-    window = MainWindow(projector=args.projector, remember=not args.smoke_test, engine=args.engine, runtime=runtime)
+    window = MainWindow(projector=args.projector or site.projector, remember=not args.smoke_test, engine=args.engine, runtime=runtime)
     if args.size is not None:
         window.resize(*args.size)
     elif scripted or not window.preferences.restore_geometry(window):
@@ -360,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
         window.focus.toggle(window.panel_named(args.focus))
     window.show()
     splash.finish(window)
-    model = None if args.smoke_test else args.model
+    model = args.model  # the smoke test: the bundled demo unless --model names one
     if saved_model is not None and model is None:  # the session's own model, so that it can step on
         from engine import paths
 
@@ -369,12 +382,14 @@ def main(argv: list[str] | None = None) -> int:
     def start() -> None:
         from engine import paths
 
-        # a new user's first model: SmolLM2 when setup.sh fetched it (the smoke test: the bundled demo)
-        offline = None if args.smoke_test else paths.offline_model()
+        # a new user's first model: the site's default, else SmolLM2 when bundled or fetched by setup.sh
+        # (the smoke test: the bundled demo)
+        offline = paths.offline_model()
+        first = None if args.smoke_test else site.model or (offline and str(offline))
         from engine.chat import ChatTurn
 
         chat = ChatTurn(args.system, args.prompt) if args.chat else None
-        window.start(model, args.prompt, fallback=True if args.open else not scripted, first=offline and str(offline),
+        window.start(model, args.prompt, fallback=True if args.open else not scripted, first=first,
                      chat=chat, stops=tuple(args.stop))
         if args.open:  # queued behind the load: it opens with that model
             window.open_session(args.open, -1 if args.step is None else args.step)

@@ -54,6 +54,9 @@ def offline_model_dir() -> Path:
 
 
 def offline_model() -> Path | None:
-    """The SmolLM2-135M-Instruct folder when it has been fetched, else None (the demo is the first model then)."""
-    folder = offline_model_dir()
-    return folder if (folder / "config.json").is_file() else None
+    """The SmolLM2-135M-Instruct folder: the one an installer bundles in ``resources/models/``, else the
+    one scripts/fetch_smollm2.py fetched, else None (the demo is the first model then)."""
+    for folder in (resources_dir() / "models" / OFFLINE_MODEL_NAME, offline_model_dir()):
+        if (folder / "config.json").is_file():
+            return folder
+    return None

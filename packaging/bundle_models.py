@@ -14,6 +14,7 @@ from engine.loading import HUB_FILES, check_folder
 from engine.paths import DEMO_MODEL_NAME
 
 LEGACY_WEIGHTS = "pytorch_model.bin"  # taken only when a folder has no .safetensors
+CARD_FILES = ("LICENSE", "MODEL_CARD.md")  # a model's licence and card travel with it (also in licenses/)
 
 
 def bundle_name(folder: Path) -> str:
@@ -30,14 +31,14 @@ def bundle_name(folder: Path) -> str:
 def model_files(folder: Path) -> list[Path]:
     """The files a folder contributes: those a hub download fetches (no TF/Flax/ONNX weights)."""
     files = [f for f in sorted(Path(folder).iterdir()) if f.is_file()]
-    chosen = [f for f in files if any(fnmatch.fnmatch(f.name, pattern) for pattern in HUB_FILES)]
+    chosen = [f for f in files if f.name in CARD_FILES or any(fnmatch.fnmatch(f.name, p) for p in HUB_FILES)]
     if not any(f.suffix == ".safetensors" for f in chosen) and (Path(folder) / LEGACY_WEIGHTS).is_file():
         chosen.append(Path(folder) / LEGACY_WEIGHTS)
     return chosen
 
 
 def check_model_dirs(folders: list[Path]) -> dict[str, Path]:
-    """Check each folder loads as GPT-2 (engine.loading.check_folder) and has a unique name.
+    """Check each folder holds a model of a supported family (engine.loading.check_folder) and has a unique name.
 
     Returns {bundle name: folder}; raises engine's ModelLoadError (a bad folder) or ValueError (a
     name clash), each with one sentence, on the first problem.

@@ -11,8 +11,10 @@
 #   2. a throwaway overlay on it with /proc, /dev, /dev/shm, /sys bind-mounted (the engine runs in a
 #      child process and needs /dev/shm), and the downloaded packages kept in <release>-apt/;
 #   3. packaging/linux/install_check.sh inside: apt-get install ./the.deb, ldd check, the installed
-#      command's --smoke-test on Qt's xcb platform against an Xvfb that runs out here (so no X server
-#      libraries enter the root), apt-get remove, nothing left.
+#      command's --smoke-test of SmolLM2 on Qt's xcb platform against an Xvfb that runs out here (so
+#      no X server libraries enter the root), a new user's first window, apt-get remove, then purge;
+#      the first windows' pictures are kept as $NEXTTOKEN_SHOTS/<release>-first-window.png (default:
+#      the roots' folder).
 # Time here (2 shared cores): debootstrap about 3 min per release the first time; then about
 # 1-3 min per release (apt, the 870 MB unpack, the smoke test).
 set -euo pipefail
@@ -22,6 +24,7 @@ releases=("$@")
 [ $# -gt 0 ] || releases=(bookworm trixie)
 roots=${NEXTTOKEN_ROOTS:-/var/cache/nexttoken-roots}
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
+shots=${NEXTTOKEN_SHOTS:-$roots}
 here=$(cd "$(dirname "$0")" && pwd)
 [ "$(id -u)" = 0 ] || { echo "clean_root_test: run as root (debootstrap, chroot, mount)" >&2; exit 2; }
 for tool in debootstrap Xvfb xvfb-run; do
@@ -90,6 +93,9 @@ for release in "${releases[@]}"; do
         echo "clean_root_test: $release: FAIL after $(($(date +%s) - start)) s"
         status=1
     fi
+    for shot in "$root"/tmp/nexttoken-*-window.png; do
+        [ ! -f "$shot" ] || { mkdir -p "$shots" && cp "$shot" "$shots/$release-$(basename "$shot" | sed 's/^nexttoken-//')"; }
+    done
     for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount "${mounted[i]}" || umount -l "${mounted[i]}"; done
     mounted=()
     rm -rf "$work"

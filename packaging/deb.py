@@ -5,11 +5,16 @@
 What the package installs (``dpkg -r nexttoken`` removes all of it; the app writes nothing beside itself):
 
     /opt/nexttoken/                                   the PyInstaller folder (nexttoken + _internal/)
-    /usr/bin/nexttoken                                a relative link to ../../opt/nexttoken/nexttoken
+    /usr/bin/nexttoken                                a link to /opt/nexttoken/nexttoken
+    /usr/share/man/man1/nexttoken.1.gz                its manual page (nexttoken --help)
     /usr/share/applications/nexttoken.desktop         the menu entry (packaging/linux/nexttoken.desktop)
     /usr/share/icons/hicolor/<n>x<n>/apps/nexttoken.png
-    /usr/share/doc/nexttoken/copyright                what is bundled, under which licence
+    /usr/share/doc/nexttoken/copyright                what is bundled, its copyright notices and licence
+    /usr/share/doc/nexttoken/changelog.gz             the (native) package's changelog
     /usr/share/doc/nexttoken/licenses/<component>/    the licence files of what is bundled
+    /usr/share/lintian/overrides/nexttoken            lintian tags a bundled app in /opt carries, each explained
+    /etc/nexttoken/defaults.conf                      a conffile: the defaults a school's IT sets once
+                                                      (app/site_defaults.py; kept on remove, gone on purge)
 
 No maintainer scripts: Debian's triggers refresh the menu and the icon cache. Needs ``dpkg-deb``
 (Debian and Ubuntu have it) and PySide6 (to draw the icon sizes with packaging/make_icon.py).
@@ -17,6 +22,8 @@ No maintainer scripts: Debian's triggers refresh the menu and the icon cache. Ne
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import math
 import os
 import platform
@@ -24,11 +31,17 @@ import re
 import shutil
 import subprocess
 import sys
+import time
+from datetime import datetime, timezone
+from email.utils import format_datetime
 from pathlib import Path
 
 from licences import copy_files
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from app.site_defaults import SYSTEM_FILE, template  # noqa: E402  (plain Python)
+
 LINUX = ROOT / "packaging" / "linux"
 NAME = "nexttoken"
 MAINTAINER = "nexttoken maintainers <maintainers@users.noreply.a-seed-d1ba04bb.example>"
@@ -77,6 +90,9 @@ SYSTEM_PACKAGES = {
     "liblzma.so.5": "liblzma5", "libsqlite3.so.0": "libsqlite3-0", "libuuid.so.1": "libuuid1",
     "libxcb-glx.so.0": "libxcb-glx0", "libzstd.so.1": "libzstd1",
 }
+# The bundled libmount and libblkid (util-linux, copied from the build machine) run sensible-pager.
+ALWAYS_DEPENDS = ("sensible-utils",)
+SHARED_LIBRARY = re.compile(r"\.so(\.[0-9.]+)?$")
 # Libraries needed only by optional plugins: Recommends, not Depends (Qt skips a plugin it cannot load).
 OPTIONAL_PLUGINS = ("plugins/platformthemes/libqgtk3.so",)  # GTK dialogs and theme on GNOME
 # Packages renamed by Debian 13's and Ubuntu 24.04's 64-bit time_t transition ("t64"): Depends names
@@ -104,22 +120,32 @@ def make_deb(app_dir: Path, dist: Path, version: str, stem: str = NAME) -> Path:
     shutil.rmtree(stage, ignore_errors=True)
     # Hard links where the file system allows: the stage then costs no copy of the ~870 MB folder.
     shutil.copytree(app_dir, stage / "opt" / NAME, symlinks=True, copy_function=link_or_copy)
+    defuse_shebangs(stage / "opt" / NAME)
     bin_dir = stage / "usr" / "bin"
     bin_dir.mkdir(parents=True)
-    (bin_dir / NAME).symlink_to(Path("..", "..", "opt", NAME, NAME))
+    (bin_dir / NAME).symlink_to(Path("/opt", NAME, NAME))  # absolute: it crosses top-level folders (Policy 10.5)
     share = stage / "usr" / "share"
     (share / "applications").mkdir(parents=True)
     shutil.copy(LINUX / f"{NAME}.desktop", share / "applications" / f"{NAME}.desktop")
+    (share / "lintian" / "overrides").mkdir(parents=True)  # the tags a bundled app in /opt carries, and why
+    shutil.copy(LINUX / "lintian-overrides", share / "lintian" / "overrides" / NAME)
     write_icons(share / "icons" / "hicolor")
-    write_licences(share / "doc" / NAME, app_dir)
+    write_manual_page(share / "man" / "man1", version)
+    write_licences(share / "doc" / NAME, app_dir, version)
+    write_changelog(share / "doc" / NAME, version)
+    conffile = stage / SYSTEM_FILE.relative_to("/")
+    conffile.parent.mkdir(parents=True)
+    conffile.write_text(template(), encoding="utf-8")
     for path in [stage, *stage.rglob("*")]:  # dpkg-deb keeps modes: 755 folders, 644 data, 755 programs
         if path.is_dir() and not path.is_symlink():
             path.chmod(0o755)
         elif path.is_file() and not path.is_symlink():  # readable by every user (a 0600 model file would not be)
-            path.chmod(path.stat().st_mode | 0o644)
+            path.chmod(file_mode(path))
     (stage / "DEBIAN").mkdir()
     depends, recommends = system_packages(app_dir)
     (stage / "DEBIAN" / "control").write_text(control(version, arch, installed_size_kib(stage), depends, recommends))
+    (stage / "DEBIAN" / "conffiles").write_text(f"{SYSTEM_FILE}\n")
+    (stage / "DEBIAN" / "md5sums").write_text(md5sums(stage, exclude={SYSTEM_FILE}))
     target = deb_path(dist, version, stem)
     subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "-z6", "--build", str(stage), str(target)],
                    check=True, stdout=subprocess.DEVNULL)
@@ -133,9 +159,21 @@ def control(version: str, arch: str, installed_kib: int, depends: list[str], rec
     long = "\n".join(" " + (line or ".") for line in DESCRIPTION.splitlines())
     return (f"Package: {NAME}\nVersion: {version}\nSection: education\nPriority: optional\n"
             f"Architecture: {arch}\nInstalled-Size: {installed_kib}\nMaintainer: {MAINTAINER}\n"
-            f"Depends: {', '.join([f'libc6 (>= {glibc})', *depends])}\n"
+            f"Depends: {', '.join([f'libc6 (>= {glibc})', *depends, *ALWAYS_DEPENDS])}\n"
             + (f"Recommends: {', '.join(recommends)}\n" if recommends else "")
             + f"Description: {SUMMARY}\n{long}\n")
+
+
+def file_mode(path: Path) -> int:
+    """A file's mode in the package: readable by all; executable only for programs (ELF executables and
+    scripts), not for shared libraries or the data files that wheels ship with an execute bit."""
+    mode = path.stat().st_mode | 0o644
+    if mode & 0o111:
+        with open(path, "rb") as f:
+            head = f.read(4)
+        if (head != b"\x7fELF" and head[:2] != b"#!") or SHARED_LIBRARY.search(path.name):
+            mode &= ~0o111
+    return mode
 
 
 def needed_outside(app_dir: Path) -> dict[str, list[str]]:
@@ -193,6 +231,21 @@ def with_t64(package: str) -> str:
     return f"{package}t64 | {package}" if package in T64_RENAMED else package
 
 
+def md5sums(stage: Path, exclude: set[Path]) -> str:
+    """DEBIAN/md5sums: "<md5>  <path>" for every file dpkg installs (not the conffiles, which dpkg tracks itself)."""
+    lines = []
+    for path in sorted(stage.rglob("*")):
+        rel = path.relative_to(stage)
+        if path.is_symlink() or not path.is_file() or rel.parts[0] == "DEBIAN" or Path("/", rel) in exclude:
+            continue
+        digest = hashlib.md5(usedforsecurity=False)
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+        lines.append(f"{digest.hexdigest()}  {rel.as_posix()}\n")
+    return "".join(lines)
+
+
 def installed_size_kib(stage: Path) -> int:
     """Installed-Size as dpkg-gencontrol counts it: each file rounded up to KiB, 1 per folder or link."""
     total = 0
@@ -217,28 +270,78 @@ def write_icons(hicolor: Path) -> None:
         (folder / f"{NAME}.png").write_bytes(png_bytes(draw(n)))
 
 
-def write_licences(doc: Path, app_dir: Path) -> None:
-    """/usr/share/doc/nexttoken/: copyright (one stanza per component) and licenses/ (the bundle's, plus system libraries')."""
+COPYRIGHT_LINE = re.compile(r"^\s*(?:copyright\b|\(c\)|©).{0,20}?\b(?:19|20)\d\d\b.*$", re.IGNORECASE | re.MULTILINE)
+NOTICES_SHOWN = 4  # copyright lines quoted per component; the texts beside it have every one
+COPYRIGHT_HEAD = """\
+{name} {version}: what this package bundles, who holds the copyright and under which licence.
+
+This is a plain-text copyright file, not Debian's machine-readable format: most of the bundled
+Python packages live inside one file (the archive at the end of /opt/nexttoken/nexttoken), so
+no file pattern could tell their files apart. nexttoken bundles Python, PyTorch (CPU), Qt
+(through PySide6) and the Python packages below in /opt/nexttoken/_internal/. The Qt libraries
+are separate shared objects there (libQt6*.so), which a user may replace with compatible builds
+of their own (LGPL-3.0). Each component's licence texts are in
+/usr/share/doc/nexttoken/licenses/<the folder named below>/; on Debian systems the
+GNU licences and Apache-2.0 are also in /usr/share/common-licenses/ (LGPL-3, GPL-3,
+Apache-2.0).
+"""
+
+
+def write_licences(doc: Path, app_dir: Path, version: str) -> None:
+    """/usr/share/doc/nexttoken/: copyright (a paragraph per component: its copyright lines, licence and
+    texts) and licenses/ (the bundle's, plus the copyright files of the system libraries it carries)."""
     licences = doc / "licenses"
     shutil.copytree(app_dir / "_internal" / "licenses", licences)  # packaging/licences.py wrote it at build time
     rows = [line.split(": ", 1) for line in (licences / "README.txt").read_text(encoding="utf-8").splitlines()[2:] if ": " in line]
-    stanzas = [(component, licence, sorted(licences.glob(f"{folder_of(component)}/*"))) for component, licence in rows]
+    paragraphs = [(component, licence, licences / folder_of(component)) for component, licence in rows]
     for package, libraries in system_library_packages(app_dir).items():
-        copied = copy_files([Path("/usr/share/doc", package, "copyright")], licences / "system" / package)
-        stanzas.append((f"{', '.join(libraries)} (from the build machine's Debian/Ubuntu package {package})",
-                        "see its copyright file", copied))
-    lines = ["Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/",
-             f"Upstream-Name: {NAME}", "Comment: nexttoken bundles Python, PyTorch (CPU), Qt (through PySide6) and",
-             " the Python packages below in /opt/nexttoken/_internal/. The Qt libraries are separate shared",
-             " objects there (libQt6*.so), which a user may replace with compatible builds of their own (LGPL-3.0).",
-             " Licence texts: /usr/share/doc/nexttoken/licenses/<component>/.", ""]
-    for component, licence, copied in stanzas:
-        lines += [f"Files: *  ({component})" if component == "nexttoken" else f"Files: {component}",
-                  f"License: {licence}"]
-        if copied:
-            lines.append("Comment: " + ", ".join(str(p.relative_to(doc)) for p in copied))
-        lines.append("")
-    (doc / "copyright").write_text("\n".join(lines))
+        copy_files([Path("/usr/share/doc", package, "copyright")], licences / "system" / package)
+        paragraphs.append((f"{', '.join(libraries)} (from the build machine's Debian/Ubuntu package {package})",
+                           "see its copyright file", licences / "system" / package))
+    lines = [COPYRIGHT_HEAD.format(name=NAME, version=version)]
+    for component, licence, folder in paragraphs:
+        notices = copyright_notices(folder)
+        shown = notices[:NOTICES_SHOWN] + ([f"... and {len(notices) - NOTICES_SHOWN} more in the texts"]
+                                           if len(notices) > NOTICES_SHOWN else [])
+        lines += [component, "Copyright: " + ("\n           ".join(shown) or "not stated in its licence texts"),
+                  f"License: {licence}", f"Texts: licenses/{folder.relative_to(licences).as_posix()}/", ""]
+    (doc / "copyright").write_text("\n".join(lines), encoding="utf-8")
+
+
+def copyright_notices(folder: Path) -> list[str]:
+    """The distinct copyright lines ("Copyright (c) 2016 ...") in the texts under ``folder``, in file order."""
+    found: dict[str, None] = {}
+    for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+        for line in COPYRIGHT_LINE.findall(f.read_text(encoding="utf-8", errors="replace")):
+            found.setdefault(" ".join(line.split()), None)
+    return list(found)
+
+
+def write_manual_page(folder: Path, version: str) -> None:
+    """usr/share/man/man1/nexttoken.1.gz: the summary, then ``nexttoken --help`` as it prints it."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "QT_QPA_PLATFORM": "offscreen", "COLUMNS": "78"}
+    usage = subprocess.run([sys.executable, "-m", "app", "--help"], cwd=ROOT, env=env, capture_output=True, text=True,
+                           check=True).stdout
+    usage = usage.replace("\u2192", "->").replace("\\", "\\e")
+    body = "\n".join(("\\&" + line) if line.startswith((".", "'")) else line for line in usage.splitlines())
+    long = " ".join(DESCRIPTION.split())
+    text = (f'.TH NEXTTOKEN 1 "" "nexttoken {version}" "User Commands"\n.SH NAME\nnexttoken \\- {SUMMARY}\n'
+            f".SH DESCRIPTION\n{long}\n.SH OPTIONS\n.nf\n{body}\n.fi\n")
+    folder.mkdir(parents=True)
+    with open(folder / f"{NAME}.1.gz", "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=0,
+                                                                  filename="") as out:
+        out.write(text.encode("utf-8"))
+
+
+def write_changelog(doc: Path, version: str) -> None:
+    """usr/share/doc/nexttoken/changelog.gz: a native package's changelog, one entry for this version."""
+    when = datetime.fromtimestamp(int(os.environ.get("SOURCE_DATE_EPOCH", time.time())), timezone.utc)
+    text = (f"{NAME} ({version}) unstable; urgency=medium\n\n"
+            f"  * Built from the nexttoken sources by packaging/deb.py.\n\n"
+            f" -- {MAINTAINER}  {format_datetime(when)}\n")
+    with open(doc / "changelog.gz", "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=9, mtime=0,
+                                                               filename="") as out:
+        out.write(text.encode("utf-8"))
 
 
 def folder_of(component: str) -> str:
@@ -261,6 +364,28 @@ def system_library_packages(app_dir: Path) -> dict[str, list[str]]:
                 if Path(path).name not in names:
                     names.append(Path(path).name)
     return dict(sorted(packages.items()))
+
+
+def defuse_shebangs(folder: Path) -> list[Path]:
+    """Turn the "#!" of every non-executable file under ``folder`` into "# " (same length, same lines).
+
+    The Python sources torch and transformers bundle (read for TorchScript, never run as programs)
+    keep their upstream "#!/usr/bin/python" lines, which lintian reads as scripts with a wrong
+    interpreter. The stage holds hard links to dist/: a changed file is written anew, not in place.
+    """
+    changed = []
+    for path in sorted(folder.rglob("*")):
+        if path.is_symlink() or not path.is_file() or path.stat().st_mode & 0o111:
+            continue
+        with open(path, "rb") as f:
+            if f.read(2) != b"#!":
+                continue
+        data, mode = path.read_bytes(), path.stat().st_mode
+        path.unlink()  # break the hard link to dist/
+        path.write_bytes(b"# " + data[2:])
+        path.chmod(mode)
+        changed.append(path)
+    return changed
 
 
 def link_or_copy(src: str, dst: str) -> None:

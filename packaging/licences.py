@@ -4,13 +4,18 @@
     licenses/nexttoken/LICENSE       MIT
     licenses/Qt/LGPL-3, GPL-3        Qt 6 (PySide6-Essentials' wheel carries no licence text)
     licenses/Python/LICENSE.txt      the interpreter and standard library
-    licenses/<distribution>/...      each bundled Python package's licence files from its .dist-info
-                                     (torch, transformers, PySide6-Essentials, numpy, ...)
+    licenses/<distribution>/...      each bundled Python package's licence files from its .dist-info,
+                                     at their paths there (torch/third_party/cutlass/LICENSE.txt, ...),
+                                     or, for a wheel that carries none, the texts WHEEL_TEXTS names
+                                     (tokenizers, PySide6_Essentials, shiboken6) with a LICENCE-NOTE.txt
     licenses/models/<name>/...       each bundled model's licence (MODEL_LICENCES below) and its own files
 
 The spec adds the folder as data (``_internal/licenses/`` in the one-folder app, inside
 ``Contents/Resources`` on macOS); ``deb.py`` writes it to ``/usr/share/doc/nexttoken/licenses/``.
-A bundled model folder whose licence is not known here and that has no LICENSE file stops the build.
+README.txt gives each distribution's whole licence expression (its metadata's License-Expression,
+else its one-line License field, else its licence classifiers). A bundled model folder whose licence
+is not known here and that has no LICENSE file stops the build, and so does a bundled distribution
+with no licence text of its own that WHEEL_TEXTS does not cover.
 """
 
 from __future__ import annotations
@@ -37,6 +42,16 @@ MODEL_LICENCES = {
     "SmolLM2-135M-Instruct": ("Apache-2.0", "SmolLM2-135M-Instruct by Hugging Face (HuggingFaceTB)."),
 }
 MODEL_OWN_FILES = ("LICENSE", "LICENSE.txt", "LICENSE.md", "MODEL_CARD.md", "README.md")
+# Wheels whose .dist-info carries no licence text: the texts (in packaging/licenses/) that their
+# metadata's licence names, and why.
+WHEEL_TEXTS = {
+    "tokenizers": (("Apache-2.0",), "The tokenizers wheel carries no licence file; its metadata says Apache "
+                                    "Software License. Apache-2.0 is the text from Debian's common-licenses."),
+    "PySide6_Essentials": (("LGPL-3", "GPL-3"), "Used under LGPL-3.0-only, one of the licences its metadata offers "
+                                                 "(LGPL-3.0-only OR GPL-2.0-only OR GPL-3.0-only); the wheel carries no text."),
+    "shiboken6": (("LGPL-3", "GPL-3"), "Used under LGPL-3.0-only, one of the licences its metadata offers "
+                                        "(LGPL-3.0-only OR GPL-2.0-only OR GPL-3.0-only); the wheel carries no text."),
+}
 
 
 def model_licence(folder: Path, name: str) -> tuple[str, str]:
@@ -57,16 +72,14 @@ def write_licences(target: Path, models: dict[str, Path]) -> list[tuple[str, str
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
     (target / "nexttoken").mkdir()
-    (target / "nexttoken" / "LICENSE").write_text(MIT_NOTICE, encoding="utf-8")
+    shutil.copyfile(ROOT / "LICENSE", target / "nexttoken" / "LICENSE")  # MIT, with its copyright line
     rows = [("nexttoken", "MIT", [target / "nexttoken" / "LICENSE"])]
     rows.append(("Qt 6", QT_LICENCE, copy_files([TEXTS / "LGPL-3", TEXTS / "GPL-3"], target / "Qt")))
     rows.append((f"Python {platform.python_version()}", "PSF-2.0 (the interpreter and standard library)",
                  copy_files(python_licence(), target / "Python")))
     for dist in runtime_distributions():
         name = dist.metadata["Name"]
-        files = [Path(dist.locate_file(f)) for f in dist.files or ()
-                 if ".dist-info/" in f.as_posix() and LICENCE_FILE.search(f.name)]
-        rows.append((f"{name} {dist.version}", licence_of(dist), copy_files(files, target / name)))
+        rows.append((f"{name} {dist.version}", licence_of(dist), write_distribution(dist, target / name)))
     for name, folder in models.items():
         licence, note = model_licence(folder, name)
         folder_out = target / "models" / name
@@ -120,12 +133,52 @@ def runtime_distributions() -> list[metadata.Distribution]:
     return sorted(seen.values(), key=lambda d: d.metadata["Name"].lower())
 
 
+def licence_files(dist: metadata.Distribution) -> list[tuple[Path, str]]:
+    """(file, path inside the .dist-info folder) of each licence file the distribution carries."""
+    found = []
+    for f in dist.files or ():
+        parts = f.as_posix().split("/")
+        if len(parts) > 1 and parts[0].endswith(".dist-info") and LICENCE_FILE.search(f.name):
+            found.append((Path(dist.locate_file(f)), "/".join(parts[1:])))
+    return found
+
+
+def write_distribution(dist: metadata.Distribution, folder: Path) -> list[Path]:
+    """Copy a distribution's licence files into ``folder`` at their paths inside its .dist-info
+    (without a leading licenses/), so no two collide; a wheel without any gets WHEEL_TEXTS' texts."""
+    copied = []
+    for source, inner in licence_files(dist):
+        if not source.is_file():
+            continue
+        short = inner.removeprefix("licenses/")
+        target = folder / short
+        if target.exists() and target.read_bytes() != source.read_bytes():
+            target = folder / inner  # two different texts of one name: keep both
+        if target.exists():
+            continue  # the same text twice
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+        copied.append(target)
+    if copied:
+        return copied
+    name = dist.metadata["Name"]
+    if name not in WHEEL_TEXTS:
+        raise ValueError(f"{name} {dist.version} is bundled but carries no licence file and packaging/licences.py's "
+                         "WHEEL_TEXTS does not name its texts: add them before building.")
+    texts, note = WHEEL_TEXTS[name]
+    copied = copy_files([TEXTS / t for t in texts], folder)
+    (folder / "LICENCE-NOTE.txt").write_text(f"{name} {dist.version}: {licence_of(dist)}\n{note}\n", encoding="utf-8")
+    return [folder / "LICENCE-NOTE.txt", *copied]
+
+
 def licence_of(dist: metadata.Distribution) -> str:
+    """The distribution's whole licence expression: License-Expression, else a one-line License
+    field, else its licence classifiers joined by OR. Never shortened."""
     meta = dist.metadata
-    text = meta.get("License-Expression") or meta.get("License") or ""
-    if not text or len(text) > 80 or "\n" in text:  # some packages paste the whole licence here
+    text = (meta.get("License-Expression") or meta.get("License") or "").strip()
+    if not text or "\n" in text:  # some packages paste the whole licence text into License
         classifiers = [c.split(" :: ")[-1] for c in meta.get_all("Classifier") or [] if c.startswith("License ::")]
-        text = " OR ".join(classifiers) or (text.splitlines()[0][:80] if text else "see the licence files")
+        text = " OR ".join(classifiers) or "see the licence files"
     return text
 
 
@@ -143,22 +196,3 @@ def copy_files(files: list[Path], folder: Path) -> list[Path]:
             copied.append(target)
     return copied
 
-
-MIT_NOTICE = """\
-nexttoken is distributed under the MIT licence:
-
-Permission is hereby granted, free of charge, to any person obtaining a copy of this software and
-associated documentation files (the "Software"), to deal in the Software without restriction,
-including without limitation the rights to use, copy, modify, merge, publish, distribute,
-sublicense, and/or sell copies of the Software, and to permit persons to whom the Software is
-furnished to do so, subject to the following conditions:
-
-The above copyright notice and this permission notice shall be included in all copies or
-substantial portions of the Software.
-
-THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR IMPLIED, INCLUDING BUT NOT
-LIMITED TO THE WARRANTIES OF MERCHANTABILITY, FITNESS FOR A PARTICULAR PURPOSE AND NONINFRINGEMENT. IN
-NO EVENT SHALL THE AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM, DAMAGES OR OTHER LIABILITY,
-WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM, OUT OF OR IN CONNECTION WITH THE
-SOFTWARE OR THE USE OR OTHER DEALINGS IN THE SOFTWARE.
-"""

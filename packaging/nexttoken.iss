@@ -10,6 +10,13 @@
 ; per-user program folders). It adds a Start-menu shortcut and, if ticked, a desktop shortcut, and
 ; registers an uninstaller (Settings > Apps, or the Start menu). An upgrade first deletes the old
 ; {app}\_internal, so no file of the previous version is left beside the new one.
+;
+; A school's IT: silent install for every user (elevated):
+;   nexttoken-<version>-windows-x64-setup.exe /VERYSILENT /SUPPRESSMSGBOXES /NORESTART /ALLUSERS
+; installs into C:\Program Files\nexttoken, with defaults.conf beside nexttoken.exe: every key commented
+; out (the classroom variant: model = gpt2). Edit it there to set, for every user, the model a new
+; user's first window opens, projector mode and whether hub downloads are offered (app/site_defaults.py).
+; It is installed only when none is there, and kept on upgrades and on uninstall, as a Debian conffile is.
 ; Paths below are relative to this file's folder. The GitHub workflow .github/workflows/installers.yml
 ; runs this; it has not been run on a Windows machine by hand.
 
@@ -62,6 +69,8 @@ Type: filesandordirs; Name: "{app}\_internal"
 
 [Files]
 Source: "..\dist\nexttoken\*"; DestDir: "{app}"; Flags: ignoreversion recursesubdirs createallsubdirs
+; The machine's defaults (the bundle's own file as the template): the administrator's edits stay.
+Source: "..\dist\nexttoken\_internal\defaults.conf"; DestDir: "{app}"; Flags: onlyifdoesntexist uninsneveruninstall
 
 [Icons]
 Name: "{autoprograms}\nexttoken"; Filename: "{app}\nexttoken.exe"; Comment: "Watch a GPT-2 language model produce its next token"

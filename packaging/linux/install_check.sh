@@ -9,9 +9,14 @@
 # 2. every ELF file under /opt/nexttoken must find its libraries (ldd) with only what that pulled in;
 # 3. the installed command runs --smoke-test on Qt's xcb platform: on $DISPLAY when one is given (the
 #    clean-root script runs Xvfb outside the root, so the X server's libraries cannot hide a missing
-#    Depends), else under xvfb-run, installed after step 2 for that reason;
-# 4. with a second argument, the AppImage runs the same smoke test (--appimage-extract-and-run: no FUSE);
-# 5. apt-get removes the package and nothing of it may be left.
+#    Depends), else under xvfb-run, installed after step 2 for that reason: the bundled
+#    SmolLM2-135M-Instruct, whose greedy token after "The capital of France is" must be " Paris";
+# 4. a new user's first window (no --model): it must open SmolLM2 (the model it remembers), saved to
+#    /tmp/nexttoken-first-window.png; then with /etc/nexttoken/defaults.conf naming the demo model, a
+#    second new user's first window must open the demo instead;
+# 5. with a second argument, the AppImage runs the same smoke test (--appimage-extract-and-run: no FUSE);
+# 6. apt-get removes the package: nothing of it may be left but its conffile /etc/nexttoken/defaults.conf,
+#    which apt-get purge then removes.
 # Prints one "install_check: ..." line per stage; exits non-zero on the first failure.
 set -eu
 deb=$1
@@ -39,18 +44,40 @@ home=$(mktemp -d)
 on_x() {  # command...: on $DISPLAY, else on a new Xvfb
     if [ -n "${DISPLAY:-}" ]; then "$@"; else xvfb-run -a -s "-screen 0 1280x800x24" "$@"; fi
 }
-smoke() {  # command... : the smoke test on xcb, with a time limit; prints its JSON line
+paris='"greedy": "␣Paris"'
+smoke() {  # command... : the smoke test of SmolLM2 on xcb, with a time limit; prints its JSON line
     start=$(date +%s)
-    out=$(on_x env HOME="$home" QT_QPA_PLATFORM=xcb timeout 300 "$@" --smoke-test 2>&1) || { echo "$out" | tail -n 40; fail "$* --smoke-test"; }
-    echo "$out" | grep '^{' | tail -n 1 | grep -q '"ok": true' || { echo "$out" | tail -n 40; fail "no ok JSON line from $*"; }
-    say "$1 --smoke-test on xcb in $(( $(date +%s) - start )) s: $(echo "$out" | grep '^{' | tail -n 1 | cut -c 1-160)"
+    out=$(on_x env HOME="$home" QT_QPA_PLATFORM=xcb timeout 300 "$@" --smoke-test --model SmolLM2-135M-Instruct \
+          --prompt "The capital of France is" --steps 1 2>&1) || { echo "$out" | tail -n 40; fail "$* --smoke-test"; }
+    line=$(echo "$out" | grep '^{' | tail -n 1)
+    echo "$line" | grep -q '"ok": true' || { echo "$out" | tail -n 40; fail "no ok JSON line from $*"; }
+    echo "$line" | grep -q "$paris" || fail "$* --smoke-test: the greedy token is not ␣Paris: $line"
+    say "$1 --smoke-test on xcb in $(( $(date +%s) - start )) s: $(echo "$line" | cut -c 1-220)"
+}
+first_window() {  # home picture: a new user's first window after one step; prints the model it remembers
+    mkdir -p "$1"
+    on_x env HOME="$1" QT_QPA_PLATFORM=xcb timeout 300 nexttoken --prompt "The capital of France is" --steps 1 \
+        --size 1280x800 --screenshot "$2" > "$1/out.log" 2>&1 || { tail -n 40 "$1/out.log"; fail "nexttoken --screenshot $2"; }
+    sed -n 's/^last=//p' "$1/.config/nexttoken/nexttoken.conf" 2>/dev/null | head -n 1
 }
 smoke nexttoken
+start=$(date +%s)
+remembered=$(first_window "$home/first" /tmp/nexttoken-first-window.png)
+case "$remembered" in *SmolLM2-135M-Instruct*) ;; *) fail "a new user's first window opened '$remembered', not SmolLM2-135M-Instruct";; esac
+say "a new user's first window opened SmolLM2-135M-Instruct in $(( $(date +%s) - start )) s ($remembered)"
+sed -i 's/^# model = .*/model = gpt2-tiny-demo/' /etc/nexttoken/defaults.conf
+remembered=$(first_window "$home/site" /tmp/nexttoken-site-window.png)
+[ -z "$remembered" ] || fail "with model = gpt2-tiny-demo in /etc/nexttoken/defaults.conf, the first window opened '$remembered'"
+say "with /etc/nexttoken/defaults.conf naming gpt2-tiny-demo, a new user's first window opened the demo"
 [ -z "$appimage" ] || smoke "$appimage" --appimage-extract-and-run
 
 apt-get remove -y -q nexttoken > /dev/null 2>&1 || fail "apt-get remove nexttoken"
 left=$(for p in /opt/nexttoken /usr/bin/nexttoken /usr/share/applications/nexttoken.desktop /usr/share/doc/nexttoken \
            /usr/share/icons/hicolor/256x256/apps/nexttoken.png; do [ -e "$p" ] || [ -L "$p" ] && echo "$p"; done; true)
 [ -z "$left" ] || fail "left after apt-get remove: $left"
-say "removed; nothing of it is left"
+[ -f /etc/nexttoken/defaults.conf ] || fail "apt-get remove took the conffile /etc/nexttoken/defaults.conf"
+say "removed; nothing of it is left but its conffile /etc/nexttoken/defaults.conf"
+apt-get purge -y -q nexttoken > /dev/null 2>&1 || fail "apt-get purge nexttoken after remove (exit $?)"
+[ ! -e /etc/nexttoken ] || fail "left after apt-get purge: /etc/nexttoken"
+say "purged after remove: /etc/nexttoken is gone"
 say "PASS"

@@ -16,7 +16,10 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.slow  # over 5 s (a child process or a whole app run)
 def test_smoke_test_with_screenshot_prints_json_and_saves_a_png(tmp_path):
     shot = tmp_path / "shot.png"
-    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path))
+    temp = tmp_path / "temp"
+    temp.mkdir()
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path), TMPDIR=str(temp))
+    env.pop("TORCHINDUCTOR_CACHE_DIR", None)
     done = subprocess.run(
         [sys.executable, "-m", "app", "--smoke-test", "--screenshot", str(shot)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
@@ -28,6 +31,25 @@ def test_smoke_test_with_screenshot_prints_json_and_saves_a_png(tmp_path):
     assert summary["steps"] == 3 and len(summary["tokens"]) == 3
     assert summary["window"] == [1600, 1000]
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not list(temp.iterdir()), "left in the temporary directory: no torchinductor_<user> folder, nothing"
+    # --model, --prompt and --steps choose what it loads and runs (the clean-root test's " Paris");
+    # "greedy" is the last step's most likely token, as a greedy session picks it.
+    from engine import SamplingSettings, Session, load_model
+    from tests.conftest import make_tiny_folder
+
+    folder = make_tiny_folder(tmp_path / "tiny-model", seed=3)
+    done = subprocess.run(
+        [sys.executable, "-m", "app", "--engine", "thread", "--smoke-test", "--model", str(folder),
+         "--prompt", "The capital of France is", "--steps", "1"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    session = Session(load_model(str(folder)), SamplingSettings(greedy=True))
+    session.set_prompt("The capital of France is")
+    trace = session.step()
+    assert (summary["model"], summary["steps"]) == ("tiny-model", 1)
+    assert summary["greedy"] == trace.chosen_piece and summary["greedy"] != ""
 
 
 def _refused(capsys, argv) -> str:

@@ -59,6 +59,23 @@ def test_bundled_model_dirs_lists_the_demo_first(tmp_path, monkeypatch):
     assert [d.name for d in paths.bundled_model_dirs()] == [paths.DEMO_MODEL_NAME, "Alpha", "zeta"]
 
 
+def test_a_bundle_opens_its_own_smollm2_first(tmp_path, monkeypatch):
+    bundled = tmp_path / "resources" / "models" / paths.OFFLINE_MODEL_NAME
+    monkeypatch.setattr(sys, "_MEIPASS", str(tmp_path), raising=False)  # as in a frozen build
+    assert paths.offline_model() is None  # nothing bundled, nothing fetched beside it
+    bundled.mkdir(parents=True)
+    (bundled / "config.json").write_text("{}")
+    assert paths.offline_model() == bundled
+    assert bundled in paths.bundled_model_dirs()  # also a bundled model: --model SmolLM2-135M-Instruct opens it
+
+
+def test_the_card_and_licence_travel_with_a_bundled_model(tiny_folder):
+    (tiny_folder / "LICENSE").write_text("Apache-2.0")
+    (tiny_folder / "MODEL_CARD.md").write_text("# card")
+    names = {f.name for f in bundle_models.model_files(tiny_folder)}
+    assert {"LICENSE", "MODEL_CARD.md"} <= names
+
+
 def test_source_checkout_bundles_the_demo_and_the_icon():
     assert paths.bundled_model_dirs()[0] == paths.demo_model_dir()
     assert paths.app_icon_path().is_file()

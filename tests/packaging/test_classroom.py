@@ -9,13 +9,14 @@ about 5 min on 2 idle cores (reused while ``--if-changed`` finds it current).
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from app.site_defaults import read_site_defaults
 
 pytestmark = pytest.mark.slow
 
@@ -72,9 +73,10 @@ def test_classroom_build_bundles_gpt2_opens_it_by_default_and_notes_its_licence(
     internal = DIST / "nexttoken" / "_internal"
     bundled = internal / "resources" / "models" / "gpt2" / "model.safetensors"
     assert bundled.stat().st_size == (float16_gpt2 / "model.safetensors").stat().st_size
-    assert json.loads((internal / "nexttoken-defaults.json").read_text()) == {"default_model": "gpt2"}
+    assert read_site_defaults([internal / "defaults.conf"]).model == "gpt2"
+    assert (internal / "resources" / "models" / "SmolLM2-135M-Instruct" / "config.json").is_file()  # beside it
     note = (internal / "licenses" / "models" / "gpt2" / "LICENCE-NOTE.txt").read_text()
     assert note.startswith("gpt2: MIT\n") and "OpenAI" in note
     total = sum(f.lstat().st_size for f in (DIST / "nexttoken").rglob("*") if f.is_file() or f.is_symlink())
     print(f"classroom folder: {total / 2**20:,.0f} MB, of which GPT-2 small {bundled.stat().st_size / 2**20:,.0f} MB")
-    assert total < 1250 * 2**20  # the plain folder (~870 MB) plus ~240 MB of weights (1,109 MB measured)
+    assert total < 1500 * 2**20  # the plain folder (with SmolLM2) plus ~240 MB of weights

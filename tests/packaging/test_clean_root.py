@@ -1,4 +1,6 @@
-"""The .deb installed into minimal Debian 12 and 13 roots (packaging/clean_root_test.sh) and run there on xcb.
+"""The .deb installed into minimal Debian 12 and 13 roots (packaging/clean_root_test.sh) and run there on xcb:
+its SmolLM2 answers " Paris", a new user's first window opens it, /etc/nexttoken/defaults.conf is read,
+and purge after remove leaves nothing.
 
 Slow, and only as root with debootstrap and Xvfb (.ci/run installs them) and Debian's archive reachable.
 Time on this 2-core machine: the .deb as test_deb.py builds it (reused when current), then per release
@@ -18,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.packaging.tools import missing, tool
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "packaging" / "clean_root_test.sh"
 RELEASES = ("bookworm", "trixie")  # Debian 12, and 13 with its t64 library renames
@@ -30,10 +34,9 @@ pytestmark = [
 
 
 def test_the_deb_installs_runs_on_xcb_and_removes_cleanly_on_debian_12_and_13():
+    tool("debootstrap"), tool("Xvfb")
     if os.geteuid() != 0:
-        pytest.skip("debootstrap, chroot and mount need root")
-    missing = [t for t in ("debootstrap", "Xvfb") if not shutil.which(t)]
-    assert not missing, f"{missing} missing: apt-get install debootstrap xvfb (.ci/run installs them)"
+        missing("debootstrap, chroot and mount need root")
     pytest.importorskip("PyInstaller", reason="install the packaging extra: pip install -e .[packaging]")
     build = subprocess.run([sys.executable, str(ROOT / "packaging" / "build.py"), "--if-changed", "--deb"],
                            cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S)
@@ -46,5 +49,10 @@ def test_the_deb_installs_runs_on_xcb_and_removes_cleanly_on_debian_12_and_13():
     for release in RELEASES:
         assert re.search(rf"clean_root_test: {release}: PASS", output), output[-6000:]
     assert output.count("install_check: every library under /opt/nexttoken resolves") == len(RELEASES)
-    assert output.count("install_check: removed; nothing of it is left") == len(RELEASES)
-    assert len(re.findall(r'nexttoken --smoke-test on xcb in \d+ s: \{"ok": true', output)) == len(RELEASES)
+    for line in ("install_check: removed; nothing of it is left but its conffile /etc/nexttoken/defaults.conf",
+                 "install_check: purged after remove: /etc/nexttoken is gone",
+                 "install_check: a new user's first window opened SmolLM2-135M-Instruct",
+                 "install_check: with /etc/nexttoken/defaults.conf naming gpt2-tiny-demo, a new user's first window opened the demo"):
+        assert output.count(line) == len(RELEASES), line
+    smoke = re.findall(r'nexttoken --smoke-test on xcb in \d+ s: (\{"ok": true.*)', output)
+    assert len(smoke) == len(RELEASES) and all('"model": "SmolLM2-135M-Instruct"' in s and '"greedy": "␣Paris"' in s for s in smoke)

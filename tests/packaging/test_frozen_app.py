@@ -1,4 +1,4 @@
-"""The frozen app (PyInstaller, packaging/) starts, steps the demo model and draws, with no missing module.
+"""The frozen app (PyInstaller, packaging/) starts, steps the demo model and the bundled SmolLM2 and draws, with no missing module.
 
 Slow: the first run builds dist/nexttoken/ (about 4-5 minutes on 2 cores); later runs reuse it while
 packaging/build.py --if-changed finds sources, packages and options unchanged.
@@ -40,10 +40,13 @@ def frozen_app() -> Path:
     return APP_DIR
 
 
-def smoke_test(env_extra: dict[str, str], **kwargs) -> subprocess.CompletedProcess:
+SMOLLM2 = ("--model", "SmolLM2-135M-Instruct", "--prompt", "The capital of France is", "--steps", "1")
+
+
+def smoke_test(env_extra: dict[str, str], *options: str, **kwargs) -> subprocess.CompletedProcess:
     env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "HF_HUB_OFFLINE": "1", **env_extra}
     env.pop("PYTHONPATH", None)  # the frozen app must find everything inside itself
-    return subprocess.run([str(EXE), "--smoke-test"], env=env, timeout=SMOKE_TIMEOUT_S, **kwargs)
+    return subprocess.run([str(EXE), "--smoke-test", *options], env=env, timeout=SMOKE_TIMEOUT_S, **kwargs)
 
 
 def summary_line(stdout: str) -> dict:
@@ -58,6 +61,11 @@ def test_frozen_smoke_test_passes(frozen_app):
     assert run.returncode == 0, output[-5000:]
     assert not [m for m in MISSING_MODULE if m in output], output[-5000:]
     assert summary_line(run.stdout)["ok"] is True
+    # the bundled SmolLM2-135M-Instruct, by name, offline: its greedy token after the prompt
+    run = smoke_test({}, *SMOLLM2, capture_output=True, text=True)
+    assert run.returncode == 0, (run.stdout + run.stderr)[-5000:]
+    summary = summary_line(run.stdout)
+    assert (summary["ok"], summary["model"], summary["greedy"]) == (True, "SmolLM2-135M-Instruct", "␣Paris"), summary
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="closes fds 1 and 2; log dir via XDG_STATE_HOME")
@@ -74,10 +82,16 @@ def test_frozen_app_without_stdout_or_stderr_writes_its_log(frozen_app, tmp_path
     assert not [m for m in MISSING_MODULE if m in log], log[-5000:]
 
 
-def test_bundle_holds_the_demo_model_and_no_gpu_libraries(frozen_app):
+def test_bundle_holds_the_demo_model_smollm2_and_no_gpu_libraries(frozen_app):
     internal = frozen_app / "_internal"
     assert (internal / "resources" / "models" / "gpt2-tiny-demo" / "config.json").is_file()
     assert (internal / "resources" / "icons" / "nexttoken.png").is_file()
+    smollm2 = internal / "resources" / "models" / "SmolLM2-135M-Instruct"
+    assert json.loads((smollm2 / "generation_config.json").read_text())["temperature"] == 0.2
+    assert {"config.json", "model.safetensors", "tokenizer.json", "LICENSE", "MODEL_CARD.md"} <= {f.name for f in smollm2.iterdir()}
+    for text in ("LICENSE", "MODEL_CARD.md"):
+        assert (internal / "licenses" / "models" / "SmolLM2-135M-Instruct" / text).is_file()
+    assert (internal / "defaults.conf").read_text().startswith("# nexttoken's defaults")
     gpu = [str(p.relative_to(internal)) for p in internal.rglob("*") if GPU_LIBRARY.search(p.name.lower())]
     assert not gpu, f"GPU libraries in the bundle: {gpu[:10]}"
 

@@ -40,3 +40,73 @@ def test_a_model_of_unknown_licence_stops_the_build(tmp_path):
     (stranger / "LICENSE").write_text("Apache-2.0")
     licences.write_licences(tmp_path / "licenses", {"my-checkpoint": stranger})
     assert (tmp_path / "licenses" / "models" / "my-checkpoint" / "LICENSE").read_text() == "Apache-2.0"
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    """licenses/ as every bundle carries it (the demo model only), and README.txt's lines."""
+    folder = tmp_path_factory.mktemp("l") / "licenses"
+    licences.write_licences(folder, {DEMO_MODEL_NAME: demo_model_dir()})
+    lines = (folder / "README.txt").read_text(encoding="utf-8").splitlines()
+    return folder, dict(line.split(": ", 1) for line in lines[2:])
+
+
+def test_every_bundled_distribution_has_its_folder_whole_expression_and_every_text(written):
+    from importlib import metadata
+
+    folder, readme = written
+    for dist in licences.runtime_distributions():
+        name, meta = dist.metadata["Name"], dist.metadata
+        expression = readme[f"{name} {dist.version}"]
+        declared = (meta.get("License-Expression") or meta.get("License") or "").strip()
+        if declared and "\n" not in declared:
+            assert expression == declared, name  # whole, never cut
+        assert expression and not expression.endswith(" "), name
+        copied = {f.read_bytes() for f in (folder / name).rglob("*") if f.is_file()}
+        assert copied, f"{name}: no licence text"
+        lost = [inner for source, inner in licences.licence_files(dist) if source.read_bytes() not in copied]
+        assert not lost, f"{name}: texts not copied: {lost}"
+    torch = metadata.distribution("torch")
+    assert readme[f"torch {torch.version}"].endswith("AND BSL-1.0 AND MIT")
+
+
+def test_texts_of_one_name_in_two_folders_are_both_kept(tmp_path, monkeypatch):
+    info = tmp_path / "pkg-1.0.dist-info"
+    for inner, text in (("LICENSE", "top"), ("licenses/LICENSE", "other"), ("licenses/a/LICENSE", "a"),
+                        ("licenses/b/LICENSE", "b"), ("licenses/c/LICENSE", "a")):
+        (info / inner).parent.mkdir(parents=True, exist_ok=True)
+        (info / inner).write_text(text)
+
+    class Dist:
+        files = [Path(info.name, p) for p in ("LICENSE", "licenses/LICENSE", "licenses/a/LICENSE", "licenses/b/LICENSE",
+                                              "licenses/c/LICENSE", "RECORD")]
+        metadata, version = {"Name": "pkg"}, "1.0"
+
+        def locate_file(self, f):
+            return tmp_path / f
+
+    copied = licences.write_distribution(Dist(), tmp_path / "out")
+    assert sorted(p.read_text() for p in copied) == ["a", "a", "b", "other", "top"]
+    assert (tmp_path / "out" / "a" / "LICENSE").read_text() == "a" and (tmp_path / "out" / "c" / "LICENSE").is_file()
+
+
+def test_a_wheel_without_texts_gets_the_named_ones_or_stops_the_build(tmp_path):
+    class Dist:
+        files, version = [], "0.1"
+
+        def __init__(self, name):
+            self.metadata = {"Name": name, "Classifier": None}
+
+    class Meta(dict):
+        def get_all(self, key):
+            return ["License :: OSI Approved :: Apache Software License"]
+
+    tokenizers = Dist("tokenizers")
+    tokenizers.metadata = Meta(Name="tokenizers")
+    copied = licences.write_distribution(tokenizers, tmp_path / "tokenizers")
+    assert (tmp_path / "tokenizers" / "Apache-2.0").read_text().startswith("\n                                 Apache License")
+    assert "Apache Software License" in copied[0].read_text()
+    stranger = Dist("stranger")
+    stranger.metadata = Meta(Name="stranger")
+    with pytest.raises(ValueError, match="stranger 0.1 is bundled but carries no licence file"):
+        licences.write_distribution(stranger, tmp_path / "stranger")

@@ -73,6 +73,10 @@ def test_every_build_job_installs_torch_as_the_setup_script_does_and_smoke_tests
         assert any("upload-artifact" in step.get("uses", "") for step in job["steps"]), name
         assert job["strategy"]["matrix"]["variant"] == ["standard", "classroom"], name
         assert "packaging/fetch_gpt2.py" in runs, name
+        # SmolLM2 fetched as scripts/setup.sh fetches it, bundled by build.py, smoke-tested
+        assert '.[packaging,offline]' in runs and "python scripts/fetch_smollm2.py" in runs, name
+        assert runs.index("fetch_smollm2.py") < runs.index("python packaging/build.py"), name
+        assert '"--model", "SmolLM2-135M-Instruct"' in runs or "--model SmolLM2-135M-Instruct" in runs, name
     linux = "\n".join(s.get("run", "") for s in workflow["jobs"]["linux"]["steps"])
     assert "--deb" in linux and "--appimage" in linux and "libegl1" in linux.split("packaging/build.py")[0]
     assert "packaging\\nexttoken.iss" in runs_of(workflow, "windows") and "--dmg" in runs_of(workflow, "macos")
@@ -124,3 +128,10 @@ def test_windows_smoke_test_runs_once_without_qt_qpa_platform(workflow):
     install = next(s for s in workflow["jobs"]["windows"]["steps"] if s.get("name", "").startswith("Install for"))
     assert 'foreach ($platform in @("offscreen", ""))' in install["run"]
     assert "Remove-Item Env:QT_QPA_PLATFORM" in install["run"]
+
+
+def test_the_windows_installer_puts_the_machine_defaults_beside_the_program_and_keeps_them():
+    iss = (ROOT / "packaging" / "nexttoken.iss").read_text(encoding="utf-8")
+    assert ('Source: "..\\dist\\nexttoken\\_internal\\defaults.conf"; DestDir: "{app}"; '
+            "Flags: onlyifdoesntexist uninsneveruninstall") in iss
+    assert "/VERYSILENT /SUPPRESSMSGBOXES /NORESTART /ALLUSERS" in iss

