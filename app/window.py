@@ -252,6 +252,8 @@ class MainWindow(QMainWindow):
         self.gate.show(result)
         if isinstance(result.request, (p.Load, p.SetPrompt, p.SetChat, p.OpenSession)):
             self.status_line.truncate_button.hide()
+        if not self.controller.settings_chosen and self.sampling.shown != self.controller.settings:
+            self.sampling.set_settings(self.controller.settings)  # the model's own, until the person chooses
         if isinstance(result.request, p.OpenSession):  # the file's settings are the person's now
             self.sampling.set_settings(self.controller.settings)
             if not result.can_step:

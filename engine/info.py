@@ -24,6 +24,7 @@ class ModelInfo:
     n_active_params: int = 0  # parameters each token runs through (a mixture of experts: fewer); 0: n_params
     chat_template: bool = False  # the tokenizer has a chat template (engine.chat): chat turns are possible
     special_ids: tuple[int, ...] = ()  # the tokenizer's special tokens (<|im_start|>, <|im_end|>, ...), ascending
+    generation: tuple[tuple[str, object], ...] = ()  # the sampling values its generation_config.json sets (engine.defaults)
 
     @property
     def kv_heads(self) -> int:

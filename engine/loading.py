@@ -21,6 +21,7 @@ from typing import Callable
 import torch
 
 from . import chat, families, paths
+from .defaults import read_generation_config
 from .errors import ModelLoadError
 from .info import ModelInfo
 from .projection import Projection
@@ -187,6 +188,7 @@ def wrap_model(model, folder: Path, *, name: str, is_demo: bool = False) -> Load
         d_head=0 if d_head == cfg.hidden_size // n_head else d_head,
         chat_template=chat.has_chat_template(tokenizer),
         special_ids=chat.special_ids(tokenizer),
+        generation=read_generation_config(folder),
     )
     loaded = LoadedModel(model=model, tokenizer=tokenizer, info=info)
     warm_up(loaded)  # the first step a person takes is then timed as itself

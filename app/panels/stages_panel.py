@@ -19,6 +19,8 @@ from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import QHeaderView, QLabel, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
 
+from engine.defaults import DEFAULT_SETTINGS, model_settings
+
 from .. import theme as th
 from ..guard import guarded
 from ..state import AppState
@@ -121,7 +123,7 @@ class StagesPanel(QWidget):
         how = {"greedy": "greedy", "sampled": "the random draw", "user": "you (a click on a candidate)"}[record.chosen_by]
         self.header.setText(
             f"<b>Step {record.step}</b>: how “{escape(trace.chosen_piece, quote=False)}” was picked, by {how}. "
-            f"Settings: {escape(s.describe(), quote=False)}. Read left to right: each column is one stage, in the order applied."
+            f"Settings: {escape(s.describe(), quote=False)} ({settings_source(result.info, s)}). Read left to right: each column is one stage, in the order applied."
         )
         # titles of short lines: each column no wider than its numbers (all nine fit 1280 px, projector)
         columns = [
@@ -276,6 +278,18 @@ class StagesPanel(QWidget):
         for label in self.labels:
             label.setFont(theme.font(-1))
         self.u_label.setFont(theme.font(0, bold=True))
+
+
+def settings_source(info, settings) -> str:
+    """Where ``settings`` came from, for the model ``info`` describes: its generation_config.json
+    (when that asks to sample or not, as ``generate`` reads it), the window's defaults, or the person."""
+    generation = dict(info.generation)
+    if "do_sample" in generation and settings == model_settings(info.generation):
+        return f"{info.name}'s own, from its generation_config.json"
+    if settings == DEFAULT_SETTINGS:
+        return (f"the window's defaults: {info.name} sets no do_sample in a generation_config.json, where generate "
+                "would pick greedily; the window samples so that every step shows a draw")
+    return "chosen in the sampling panel"
 
 
 def folded_rows(chosen: int, fits: int, pinned: int = PINNED) -> range:

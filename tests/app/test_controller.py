@@ -43,6 +43,7 @@ class FakeResult:
 
     def __init__(self, request: p.Request):
         self.generation, self.request, self.info = request.generation, request, object()
+        self.settings = request.settings if getattr(request, "settings", None) is not None else DEFAULT_SETTINGS
 
 
 @pytest.fixture
@@ -163,7 +164,7 @@ def test_requests_are_typed_and_numbered(controller):
     controller.load("gpt2", prompt="Hi")
     sent = controller.engine.sent[0]
     assert isinstance(sent, p.Load) and sent.source == "gpt2" and sent.prompt == "Hi" and sent.generation == 1
-    assert sent.settings == DEFAULT_SETTINGS
+    assert sent.settings is None  # none chosen yet: the model's own (engine.defaults.model_settings)
     with pytest.raises(Exception):
         sent.generation = 5  # frozen
 
