@@ -148,7 +148,10 @@ class AppState(QObject):
         """Switch projector mode: the restyle of each subscriber, to be called in order (the window
         calls one per event-loop turn: all at once held the loop for 100-200 ms). Empty if the
         theme does not change."""
-        theme = PROJECTOR if on else NORMAL
+        return self.stage_theme(PROJECTOR if on else NORMAL)
+
+    def stage_theme(self, theme: Theme) -> list[Callable[[], None]]:
+        """Switch to ``theme`` (a step of text zoom: ``app.theme.TEXT_SIZES``), as ``stage_projector``."""
         if theme is self.theme:
             return []
         self.theme = theme

@@ -528,7 +528,7 @@ class TokensPanel(QGroupBox):
     def sentence_lines(self) -> int:
         """The lines the text so far takes: one in a short window on a projector (the rows of chips
         need the height), else two."""
-        return 1 if self.state.theme.min_px >= th.PROJECTOR.min_px and self.window().height() < SHORT_WINDOW else 2
+        return 1 if th.is_projector(self.state.theme) and self.window().height() < SHORT_WINDOW else 2
 
     def _fit_sentence_lines(self) -> None:
         lines = self.sentence_lines()
