@@ -64,7 +64,7 @@ def about_text(model: str) -> str:
     )
     return (
         f"<h3>nexttoken {html.escape(version())}</h3>"
-        "<p>Watch a GPT-2 language model produce its next token, one step at a time. MIT licence.</p>"
+        "<p>Watch a language model produce its next token, one step at a time, with the model's own numbers. MIT licence.</p>"
         f"<p>Model: {html.escape(model)}</p>"
         f"<p>Bundled components:</p><table cellspacing='6'><tr><th align='left'>component</th>"
         f"<th align='left'>version</th><th align='left'>licence</th></tr>{rows}</table>"

@@ -67,6 +67,9 @@ class Commands(QObject):
             "Save session…", self._on_save_action_triggered, (QKeySequence.Save,),
             "Save every step of every branch, with the numbers the panels draw, to one .npz file (Ctrl+S)",
         )
+        self.model_action = action("About this model…", self.show_model_dialog, ("Ctrl+I",),
+                                   "What the loaded model is made of: positions, norms, MLP, heads, LM head, sizes (Ctrl+I)")
+        self.model_dialog = None  # made on first use
         self.restart_action = action("Restart the model", lambda: w.recovery.restart(), (), "Start the model's process again")
         self.restart_action.setEnabled(False)
         self.quit_action = action("Quit", w.close, (QKeySequence.Quit,))
@@ -113,6 +116,7 @@ class Commands(QObject):
         for folder in extra:
             model.addAction(f"{folder.name} (bundled)", lambda name=folder.name: w.load_model(name))
         model.addSeparator()
+        model.addAction(self.model_action)
         model.addAction(self.restart_action)
         view = bar.addMenu("&View")
         view.addActions([self.projector_action, self.larger_action, self.smaller_action, self.full_screen_action])
@@ -199,9 +203,20 @@ class Commands(QObject):
             self.window.open_session(path)
 
     def _on_folder_action_triggered(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self.window, "Open a GPT-2 model folder (with config.json)")
+        folder = QFileDialog.getExistingDirectory(self.window, "Open a model folder (with config.json)")
         if folder:
             self.window.load_model(folder)
+
+    def show_model_dialog(self) -> None:
+        """Model → About this model: the description of the model on screen, as a table."""
+        from .model_dialog import ModelDialog
+
+        result = self.window.state.result
+        if result is None:
+            return
+        if self.model_dialog is None:
+            self.model_dialog = ModelDialog(self.window)
+        self.model_dialog.show_model(result.info)
 
     def _on_about_action_triggered(self) -> None:
         result = self.window.state.result

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.architecture import Architecture
+
 from .result import SessionResult
 
 N_TOP = 8  # candidates the logits box lists (as many as it has room for)
@@ -43,7 +45,9 @@ class FlowNumbers:
     layer, head: the selected block and head; attention: float [T], that head's weights for the
     newest position; head_top: float [H], each head's largest weight there (how sharply it looks); top_key: the position it weighs most (ties: the lower one), top_key_piece,
     top_weight.
-    ln_in_norm, ln_out_norm: |x| into and out of the final layer norm (final_vector: float32 [d], its output).
+    ln_in_norm, ln_out_norm: |x| into and out of the final norm (final_vector: float32 [d], its output);
+    ln_normalized_norm: |x| after its normalising alone, before its learned scale (and shift): about
+    sqrt(d) whatever ln_in_norm was (computed from the stream with the model's epsilon).
     top_ids, top_pieces, top_logits, top_model_probs, top_sampling_probs: the N_TOP candidates by
     penalised logit, best first.
     kept_after: (("vocabulary", V), ("penalty", ...), ("temperature", ...), ("top-k", ...),
@@ -53,11 +57,11 @@ class FlowNumbers:
     kv_positions: int [L], positions cached per layer after this step; kv_added: rows each layer
     gained this step; kv_bytes.
     text_tail: the last characters of the context before the chosen token.
-    family: the model's family; rope: True when it turns q and k by position instead of adding a
-    position vector (pos_norm is then 0 and means nothing) and normalises with RMSNorm; kv_heads:
-    key/value heads (n_head with full heads); moe: True when each block's MLP is a mixture of experts
-    (n_active_params of n_params run for each token); experts: int64 [k], the experts the selected
-    block's router chose for the newest position, highest weight first (None: no experts recorded).
+    arch: what the model is made of (engine.architecture.Architecture; None: not known), which
+    every sentence about it is chosen by (app.model_words); kv_heads: key/value heads (n_head with
+    full heads); n_active_params of n_params run for each token (fewer with experts); experts:
+    int64 [k], the experts the selected block's router chose for the newest position, highest
+    weight first (None: no experts recorded). pos_norm is 0 where no position vector is added.
     """
 
     step: int
@@ -115,13 +119,23 @@ class FlowNumbers:
     kv_bytes: int
     kv_capacity: int
     text_tail: str
-    family: str = "GPT-2"
-    rope: bool = False
+    ln_normalized_norm: float = float("nan")
+    arch: Architecture | None = None
     kv_heads: int = 0
-    moe: bool = False
     n_params: int = 0
     n_active_params: int = 0
     experts: np.ndarray | None = None
+
+
+def _normalized_norm(x: np.ndarray, arch: Architecture | None) -> float:
+    """|x| after the final norm's normalising alone (LayerNorm: the mean subtracted, divided by the
+    spread; RMSNorm: divided by the root mean square), before its learned scale: about sqrt(d)."""
+    if arch is None:
+        return float("nan")
+    x = np.asarray(x, dtype=np.float64)
+    if arch.norm == "LayerNorm":
+        x = x - x.mean()
+    return float(np.linalg.norm(x) / np.sqrt((x ** 2).mean() + arch.norm_eps))
 
 
 def flow_numbers(result: SessionResult, layer: int = 0, head: int = 0, tail_chars: int = 60) -> FlowNumbers | None:
@@ -189,8 +203,8 @@ def flow_numbers(result: SessionResult, layer: int = 0, head: int = 0, tail_char
         kv_positions=np.asarray(kv.key_positions, dtype=np.int64), kv_added=rec.n_new if kv.positions else 0,
         kv_bytes=int(kv.total_bytes), kv_capacity=int(kv.capacity),
         text_tail=context[-tail_chars:],
-        family=info.family, rope=info.family != "GPT-2", kv_heads=int(info.kv_heads),
-        moe=bool(info.n_active_params) and info.n_active_params < info.n_params,
+        ln_normalized_norm=_normalized_norm(resid[-1], info.architecture),
+        arch=info.architecture, kv_heads=int(info.kv_heads),
         n_params=int(info.n_params), n_active_params=int(info.n_active_params or info.n_params),
         experts=None if rec.experts is None else rec.experts[layer],
     )

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QBoxLayout, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QBoxLayout, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
 from .flow_numbers import flow_numbers
 from .guard import guarded
+from .model_words import architecture_line
 from .panels.flow_panel import FlowPanel, FlowPlace
 from .state import LATEST, AppState
 from .tour import STAGES, Tour, sentence
@@ -35,20 +36,37 @@ class FlowView(QWidget):
                                     "← / Page Up the one before; Esc or T leaves it")
         self.hint = QLabel("The step in the order the model computes. Click a box to open it; Alt+1 or F comes back.")
         self.hint.setTextFormat(Qt.PlainText)
+        self.model_line = QLabel("")  # the model in one line (app.model_words.architecture_line)
+        self.model_line.setTextFormat(Qt.PlainText)
+        self.model_line.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
+        self.model_line.setToolTip("What the loaded model is made of (Model → About this model, Ctrl+I, for the whole table)")
+        self.model_button = QPushButton("Model…")
+        self.model_button.setToolTip("About this model (Ctrl+I): what it is made of, as a table")
+        self._info = None  # the ModelInfo model_line describes
         row = QHBoxLayout()
         row.setContentsMargins(4, 0, 4, 0)
         row.addWidget(self.hint, 1)
+        row.addWidget(self.model_button)
         row.addWidget(self.tour_button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(6, 2, 6, 2)
         layout.setSpacing(4)
         layout.addLayout(row)
+        layout.addWidget(self.model_line)
         layout.addWidget(self.flow, 1)
         self._layout = layout
+        state.subscribe(self._on_state_result)
         state.subscribe_theme(self._on_state_theme)
+
+    def _on_state_result(self, result) -> None:
+        if result.info is not self._info:  # another model: say what it is made of
+            self._info = result.info
+            line = architecture_line(result.info.architecture)
+            self.model_line.setText(f"{result.info.name}: {line}" if line else result.info.name)
 
     def _on_state_theme(self, theme) -> None:
         self.hint.setFont(theme.font(-1))
+        self.model_line.setFont(theme.font(-1))
         self.tour_button.setFont(theme.font(-1, bold=True))
 
     @guarded
@@ -97,11 +115,11 @@ class TourMode(QObject):
     def toggle(self) -> None:
         self.stop() if self.running else self.start()
 
-    def start(self) -> None:
-        """Show the flow and light up its first stage."""
+    def start(self, index: int = 0) -> None:
+        """Show the flow and light up its stage ``index`` (0: the first; ``app.tour.stage_index``)."""
         self._show_flow()
         self.running = True
-        self.tour.index = 0
+        self.tour.index = index
         step, back, unfocus = self._actions
         step.setShortcuts([QKeySequence(Qt.Key_Space)])
         back.setShortcuts([])
@@ -182,6 +200,7 @@ def attach(window) -> None:
         window.show_view(place.view)
 
     view.flow.openRequested.connect(_on_flow_open_requested)
+    view.model_button.clicked.connect(window.commands.show_model_dialog)
     for panel in window.stages.panels():  # the Overview's panels draw a step only once they are on screen
         window.state.deliver_when_shown(panel)
     back = QAction("◀ Flow", window)

@@ -11,7 +11,7 @@ from functools import lru_cache
 
 from engine import paths
 
-from .panels.kv_panel import human_bytes
+from .model_words import fill
 from .result import SessionResult
 
 
@@ -23,17 +23,22 @@ def texts(language: str = "en") -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-class _Numbers(dict):
-    def __missing__(self, key):  # a number the text wants but the state does not have: say so
-        return "?"
+def words(section: str, key: str, arch, numbers: dict | None = None, language: str = "en") -> str:
+    """The text ``section``/``key`` of the help file in its variant for the model ``arch`` (an
+    engine.architecture.Architecture; None: unknown, a choice gives ""), filled in with its facts,
+    ``numbers`` and the file's fragments (``app.model_words``)."""
+    entries = texts(language)
+    return fill(entries[section][key], arch, numbers, entries["fragments"])
 
 
 def numbers(result: SessionResult | None, layer: int = 0, head: int = 0) -> dict:
     """The current numbers a panel text may use (``{n_prompt}``, ``{chosen_prob:.1%}``…)."""
     if result is None:
-        return _Numbers()
+        return {}
+    from .panels.kv_panel import human_bytes
+
     info, trace = result.info, result.trace
-    n = _Numbers(
+    n = dict(
         vocab_size=int(info.vocab_size), d_model=int(info.d_model), n_layer=int(info.n_layer), n_head=int(info.n_head),
         n_positions=int(info.n_positions), n_prompt=len(result.prompt_ids), n_generated=len(result.records),
         layer=layer, head=head, max_entropy=math.log2(max(2, int(info.vocab_size))),
@@ -56,16 +61,21 @@ def numbers(result: SessionResult | None, layer: int = 0, head: int = 0) -> dict
 def panel_help(key: str, result: SessionResult | None, layer: int = 0, head: int = 0, language: str = "en") -> tuple[str, str]:
     """(title, rich text) explaining panel ``key`` now."""
     entry = texts(language)["panels"][key]
-    values = numbers(result, layer, head)
-    text = entry["before"] if result is None or result.trace is None else entry["text"]
-    try:
-        filled = text.format_map(values)
-    except (ValueError, TypeError):  # a "?" where a number with a format was wanted
-        filled = text
+    arch = result.info.architecture if result is not None else None
+    which = "before" if result is None or result.trace is None else "text"
+    filled = fill(entry[which], arch, numbers(result, layer, head), texts(language)["fragments"])
     return entry["title"], f"<p>{html.escape(filled)}</p><p><a href='glossary'>Glossary of the words used</a></p>"
 
 
-def glossary_html(language: str = "en") -> str:
-    """Every glossary entry, term in bold."""
-    items = texts(language)["glossary"]
-    return "".join(f"<p><b>{html.escape(term)}</b>: {html.escape(text)}</p>" for term, text in items.items())
+def glossary_entries(result: SessionResult | None = None, language: str = "en") -> dict[str, str]:
+    """Every glossary entry (term -> text) in its variant for the model of ``result`` ("" where that
+    depends on a fact not known: no model yet)."""
+    arch = result.info.architecture if result is not None else None
+    entries, values = texts(language), numbers(result)
+    return {term: fill(text, arch, values, entries["fragments"]) for term, text in entries["glossary"].items()}
+
+
+def glossary_html(result: SessionResult | None = None, language: str = "en") -> str:
+    """Every glossary entry for the model on screen, term in bold (an entry that needs a model not loaded: left out)."""
+    items = glossary_entries(result, language)
+    return "".join(f"<p><b>{html.escape(term)}</b>: {html.escape(text)}</p>" for term, text in items.items() if text)

@@ -46,6 +46,7 @@ class HelpDialog(QDialog):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setAttribute(Qt.WA_WindowPropagation)  # a window of its own: takes the main window's font (projector mode) too
+        self.result = None  # the SessionResult whose model the glossary speaks of (None: no model yet)
         self.browser = QTextBrowser()
         self.browser.setOpenLinks(False)
         self.browser.anchorClicked.connect(self._on_browser_anchor_clicked)
@@ -63,7 +64,8 @@ class HelpDialog(QDialog):
         self.raise_()
 
     def show_glossary(self) -> None:
-        self.show_text("Glossary", glossary_html())
+        """Every glossary entry in its variant for ``result``'s model (None: the entries no model decides)."""
+        self.show_text("Glossary", glossary_html(self.result))
         self.setWindowTitle("Glossary")
 
     def _on_browser_anchor_clicked(self, url) -> None:

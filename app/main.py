@@ -49,13 +49,24 @@ def steps_count(text: str) -> int:
     return n
 
 
+def tour_stage(text: str) -> int:
+    """``--tour STAGE``: its index in app.tour.STAGES."""
+    from .tour import stage_index
+
+    try:
+        return stage_index(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     from .about import version_text
 
     p = argparse.ArgumentParser(
-        prog="nexttoken", description="Watch a GPT-2 model produce its next token, step by step.", allow_abbrev=False
+        prog="nexttoken", description="Watch a language model produce its next token, step by step, with the model's own numbers.", allow_abbrev=False
     )
-    p.add_argument("--model", default=None, help="model folder or hub id such as gpt2 (default: the last used, else the tiny demo)")
+    p.add_argument("--model", default=None, help="model folder or hub id such as gpt2 (default: the model used last; the first time, SmolLM2-135M-Instruct "
+                        "when scripts/setup.sh fetched it into models/, else the bundled tiny demo model)")
     p.add_argument("--prompt", default="", help="prompt to start with")
     p.add_argument("--steps", type=steps_count, default=0, help="steps to run at start (with --screenshot: before the picture)")
     p.add_argument("--chat", action="store_true",
@@ -65,6 +76,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="stop once the generated text reaches TEXT (repeat for several; the status line names which)")
     p.add_argument("--screenshot", metavar="FILE.png", help="save a PNG of the window after --steps steps, then exit")
     p.add_argument("--projector", action="store_true", help="large fonts and high contrast for a projector")
+    from .tour import STAGES
+
+    p.add_argument("--tour", type=tour_stage, metavar="STAGE", default=None,
+                   help="open the Flow in the presenter's tour at STAGE, a number from 1 or a name (" + ", ".join(s for s, _ in STAGES)
+                   + "), after --steps steps")
+    p.add_argument("--about-model", action="store_true",
+                   help="open Model → About this model once the model is loaded (with --screenshot: the picture is of that table)")
     p.add_argument("--view", choices=(*VIEWS, *VIEW_ALIASES), default="flow",
                    help="the view in front: " + "; ".join(f"{name} = {what}" for name, what in VIEWS.items())
                    + "".join(f"; {old} = {new}" for old, new in VIEW_ALIASES.items()))
@@ -108,9 +126,13 @@ class ScriptedRun:
     ``done(code)`` is called once, from the event loop, when the script finishes or fails.
     """
 
-    def __init__(self, window, *, steps: int, screenshot: str | None, smoke: bool, started: float, done, opening: bool = False):
-        """``opening``: a session file is being opened (``--open``): wait for it before anything else."""
+    def __init__(self, window, *, steps: int, screenshot: str | None, smoke: bool, started: float, done, opening: bool = False,
+                 tour: int | None = None, about_model: bool = False):
+        """``opening``: a session file is being opened (``--open``): wait for it before anything else.
+        ``tour``: once the steps ran, start the tour at that stage; ``about_model``: open the Model
+        dialog (the screenshot is then of it)."""
         self.window, self.steps_left, self.screenshot, self.smoke = window, steps, screenshot, smoke
+        self.tour, self.about_model = tour, about_model
         self.opening = opening
         self.steps_done = 0
         self.started, self.done = started, done
@@ -145,6 +167,10 @@ class ScriptedRun:
 
     def _finish(self, result) -> None:
         self.finished = True
+        if self.tour is not None:
+            self.window.tour.start(self.tour)
+        if self.about_model:
+            self.window.commands.show_model_dialog()
         view = self.window.views.currentWidget()
         if getattr(view, "awaiting", lambda: False)():  # a view's answer from the engine is on its way
             from PySide6.QtCore import QTimer
@@ -157,7 +183,8 @@ class ScriptedRun:
         from PySide6.QtWidgets import QApplication
 
         QApplication.processEvents()
-        image = self.window.grab()
+        dialog = self.window.commands.model_dialog if self.about_model else None
+        image = (dialog or self.window).grab()
         code = 0
         if self.screenshot:
             if not image.save(self.screenshot):
@@ -306,10 +333,10 @@ def main(argv: list[str] | None = None) -> int:
     script = None  # kept referenced: its slots must outlive this block
     if scripted:
         script = ScriptedRun(window, steps=steps, screenshot=args.screenshot, smoke=args.smoke_test, started=started, done=done,
-                             opening=bool(args.open))
-    elif steps:
+                             opening=bool(args.open), tour=args.tour, about_model=args.about_model)
+    elif steps or args.tour is not None or args.about_model:
         script = ScriptedRun(window, steps=steps, screenshot=None, smoke=False, started=started, done=lambda code: None,
-                             opening=bool(args.open))
+                             opening=bool(args.open), tour=args.tour, about_model=args.about_model)
     window.show_view("overview" if args.focus else args.view)
     if args.focus:
         window.focus.toggle(window.panel_named(args.focus))

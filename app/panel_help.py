@@ -22,6 +22,7 @@ class PanelHelp:
         """Explain ``panel`` with the current numbers (None: the glossary)."""
         if self.dialog is None:
             self.dialog = HelpDialog(self.parent)
+        self.dialog.result = self.state.result  # the glossary (and the link to it) speaks of the model on screen
         if panel is None:
             self.dialog.show_glossary()
         else:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from .flow_numbers import FlowNumbers
-from .help import texts
+from .help import words
 
 # (stage, the flow box it lights up), in the order the model computes
 STAGES: tuple[tuple[str, str], ...] = (
@@ -29,22 +29,26 @@ STAGES: tuple[tuple[str, str], ...] = (
 )
 
 
-# stages whose sentence reads differently for the Llama design (RoPE, RMSNorm, grouped heads, gated MLP or experts)
-ROPE_VARIANTS = ("embedding", "attention", "mlp", "kv", "ln_final", "lm_head")
-
-
 def quoted(piece: str) -> str:
-    """A token's text between quotes, its leading-space mark (␣) written as the space it is."""
-    return "'" + piece.replace("␣", " ") + "'"
+    """A token's text between quotes, written as every view writes it (a leading space as ␣)."""
+    return f"“{piece}”"
+
+
+def chosen_experts(n: FlowNumbers) -> str:
+    """The experts the selected block's router chose for the newest position ("experts 3, 5")."""
+    if n.experts is None:
+        return "the chosen experts"
+    return ("expert " if len(n.experts) == 1 else "experts ") + ", ".join(str(int(e)) for e in n.experts)
 
 
 def values(n: FlowNumbers) -> dict:
-    """The fields a tour sentence may use, from the step's numbers."""
+    """The fields a tour sentence may use, from the step's numbers (the model's facts come from
+    ``app.model_words.values``)."""
     L = n.layer
     kept = dict(n.kept_after)
     return dict(
         step=n.step, n_new=len(n.input_ids), token_id=n.token_id, token=quoted(n.token_piece), position=n.position,
-        vocab=n.vocab, d_model=n.d_model, n_layer=n.n_layer, n_head=n.n_head,
+        vocab=n.vocab, d_model=n.d_model, n_layer=n.n_layer, n_head=n.n_head, context=n.n_positions,
         token_norm=n.token_norm, pos_norm=n.pos_norm, embed_norm=n.embed_norm,
         layer=L, head=n.head, top_weight=n.top_weight, top_key=n.top_key, top_key_piece=quoted(n.top_key_piece),
         attn_norm=float(n.attn_norms[L]), mlp_norm=float(n.mlp_norms[L]),
@@ -52,20 +56,19 @@ def values(n: FlowNumbers) -> dict:
         final_norm=float(n.resid_norms[-1]),
         kv_added=n.kv_added, kv_positions=int(n.kv_positions.max()) if len(n.kv_positions) else 0,
         kv_megabytes=n.kv_bytes / 2**20, kv_kilobytes=n.kv_bytes / 1024,
-        ln_in=n.ln_in_norm, ln_out=n.ln_out_norm,
+        ln_in=n.ln_in_norm, ln_normalized=n.ln_normalized_norm, ln_out=n.ln_out_norm,
         top_piece=quoted(n.top_pieces[0]), top_logit=n.top_logits[0], top_model_prob=n.top_model_probs[0],
         settings=n.settings_text, kept=kept["top-p"], kept_top_k=kept["top-k"],
         chosen=quoted(n.chosen_piece), chosen_id=n.chosen_id, chosen_rank=n.chosen_rank,
         chosen_logit=n.chosen_logit, chosen_model_prob=n.chosen_model_prob, chosen_sampling_prob=n.chosen_sampling_prob,
         u=n.draw_u, draw_start=n.draw_start, draw_end=n.draw_end, next_position=n.context_len,
-        family=n.family, kv_heads=n.kv_heads or n.n_head, group=n.n_head // (n.kv_heads or n.n_head),
-        mlp_kind="experts it routes this token to" if n.moe else "gated MLP",
-        active_share=n.n_active_params / n.n_params if n.n_params else 1.0,
+        chosen_experts=chosen_experts(n),
     )
 
 
 def template_key(stage: str, n: FlowNumbers) -> str:
-    """The template a stage uses for this step (the draw reads differently when greedy or chosen by hand)."""
+    """The template a stage uses for this step (the draw reads differently when greedy or chosen by
+    hand); what the model is made of chooses within the template (``app.model_words``)."""
     if stage == "draw":
         if n.chosen_by == "user":
             return "draw_user"
@@ -73,14 +76,22 @@ def template_key(stage: str, n: FlowNumbers) -> str:
             return "draw_greedy"
     if stage == "tokens" and len(n.input_ids) > 1:
         return "tokens_prefill"
-    if n.rope and stage in ROPE_VARIANTS:
-        return f"{stage}_rope"
     return stage
 
 
 def sentence(stage: str, n: FlowNumbers, language: str = "en") -> str:
-    """The tour's sentence for ``stage`` with this step's numbers."""
-    return texts(language)["tour"][template_key(stage, n)].format_map(values(n))
+    """The tour's sentence for ``stage`` with this step's numbers, in its variant for the model."""
+    return words("tour", template_key(stage, n), n.arch, values(n), language)
+
+
+def stage_index(name_or_number: str) -> int:
+    """The stage ``--tour`` names: a stage's name ("ln_final") or its number from 1; ValueError for neither."""
+    names = [stage for stage, _box in STAGES]
+    if name_or_number in names:
+        return names.index(name_or_number)
+    if name_or_number.isdigit() and 1 <= int(name_or_number) <= len(names):
+        return int(name_or_number) - 1
+    raise ValueError(f"no tour stage {name_or_number!r}: a number from 1 to {len(names)} or one of {', '.join(names)}")
 
 
 class Tour:

@@ -68,7 +68,7 @@ class MainWindow(QMainWindow):
         self.gate = StepGate()
         self._closed = False
         self._viewing = False  # a session opened from a file without its model is on screen
-        self.setWindowTitle("nexttoken — watch GPT-2 pick its next token")
+        self.setWindowTitle("nexttoken — watch a language model pick its next token")
         # an explicit minimum, so that the layout sets none of its own: it grew the window past its
         # screen for a moment of a change of focus and never gave the height back; the pages make the room
         self.setMinimumSize(640, 480)

@@ -11,6 +11,12 @@ from . import protocol as p
 from .result import SessionResult
 
 BRANCHES = "the Branches view, Alt+5"
+
+
+def percent(prob: float) -> str:
+    """A probability as a percentage that never reads 0 while it is not: 12.3%, 0.041%, 0.0004%
+    (two significant figures below 0.1 %). Every view writes probabilities with it."""
+    return f"{prob:.1%}" if prob >= 0.001 or prob == 0 else f"{100 * prob:.2g}%"
 RESTART = "Use Model → Restart the model to try again."
 
 
@@ -100,7 +106,7 @@ def _step(result: SessionResult) -> str:
     trace, f = result.trace, result.facts
     rec = trace.record
     # counted as the chips count the generated tokens (the prefill chooses token 1), the step as the views do
-    what = (f"“{trace.chosen_piece}”, sampling p {trace.sampling_prob:.1%}, model p {trace.model_prob:.1%}, "
+    what = (f"“{trace.chosen_piece}”, sampling p {percent(trace.sampling_prob)}, model p {percent(trace.model_prob)}, "
             f"rank {trace.chosen_rank:,}")
     if rec.step == 0:
         message = f"Token 1 (prefill, {rec.n_new} positions, {rec.forward_ms:.0f} ms): {what}."

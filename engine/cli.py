@@ -19,10 +19,10 @@ from .tokens import clip
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m engine",
-        description="Step a language model (GPT-2, Llama, Qwen, GraniteMoe, ...) through a prompt one token at a time and print each step.",
+        description="Step a language model through a prompt one token at a time and print each step.",
     )
     p.add_argument("--prompt", default=DEFAULT_PROMPT, help=f"text to continue (default: {DEFAULT_PROMPT!r})")
-    p.add_argument("--model", default=None, help="model folder or hub id (default: the bundled tiny demo model)")
+    p.add_argument("--model", default=None, help="model folder or hub id (default: the bundled tiny demo model, gpt2-tiny-demo)")
     p.add_argument("--steps", type=int, default=5, help="new tokens to generate (default: 5)")
     p.add_argument("--greedy", action="store_true", default=None, help="always take the most likely token")
     d = DEFAULT_SETTINGS
@@ -42,6 +42,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--system", default=None, help="with --chat: a system message before the user turn")
     p.add_argument("--json", action="store_true", help="print one JSON object per step instead of a table")
     p.add_argument("--export", metavar="FILE.npz", help="save the session (see README, 'Session files')")
+    p.add_argument("--describe", action="store_true",
+                   help="print what the model is made of (engine.architecture.Architecture) as JSON, and exit")
     return p.parse_args(argv)
 
 
@@ -63,6 +65,9 @@ def run(args: argparse.Namespace) -> int:
     from .chat import ChatTurn
     from .session import Session
 
+    if args.describe:
+        print(json.dumps(load_model(args.model).info.architecture.to_dict(), indent=2, ensure_ascii=False))
+        return 0
     if args.steps < 1:
         raise NextTokenError(f"--steps must be at least 1 (got {args.steps}).")  # before the model loads
     chosen_settings(args, ())  # a bad flag too

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .architecture import Architecture
+
 
 @dataclass(frozen=True)
 class ModelInfo:
@@ -25,6 +27,7 @@ class ModelInfo:
     chat_template: bool = False  # the tokenizer has a chat template (engine.chat): chat turns are possible
     special_ids: tuple[int, ...] = ()  # the tokenizer's special tokens (<|im_start|>, <|im_end|>, ...), ascending
     generation: tuple[tuple[str, object], ...] = ()  # the sampling values its generation_config.json sets (engine.defaults)
+    architecture: Architecture | None = None  # what the model is made of (engine.architecture); None: not known
 
     @property
     def kv_heads(self) -> int:

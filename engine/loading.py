@@ -21,6 +21,7 @@ from typing import Callable
 import torch
 
 from . import chat, families, paths
+from .architecture import describe
 from .defaults import read_generation_config
 from .errors import ModelLoadError
 from .info import ModelInfo
@@ -189,6 +190,7 @@ def wrap_model(model, folder: Path, *, name: str, is_demo: bool = False) -> Load
         chat_template=chat.has_chat_template(tokenizer),
         special_ids=chat.special_ids(tokenizer),
         generation=read_generation_config(folder),
+        architecture=describe(model, tokenizer),
     )
     loaded = LoadedModel(model=model, tokenizer=tokenizer, info=info)
     warm_up(loaded)  # the first step a person takes is then timed as itself

@@ -19,7 +19,7 @@ import os
 import re
 from types import MappingProxyType
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +29,7 @@ from .branches import ROOT
 from .chat import ChatTurn
 from .errors import ExportError, PromptError, SettingsError
 from .export import write_npz
+from .architecture import Architecture
 from .info import ModelInfo
 from .projection import Projection
 from .sampling import SamplingSettings
@@ -109,6 +110,7 @@ def snapshot(session, *, inside: bool = False) -> SessionSnapshot:
                    "n_kv_heads": info.n_kv_heads, "d_head": info.d_head, "n_active_params": info.n_active_params},
         "tokenizer": {"eos_id": loaded.tokenizer.eos_id, "vocab_size": loaded.tokenizer.vocab_size,
                       "chat_template": info.chat_template, "special_ids": list(info.special_ids)},
+        "architecture": info.architecture.to_dict() if info.architecture is not None else None,
         "chat": asdict(session.chat) if session.chat is not None else None,
         "stop_sequences": list(session.stop_sequences),
         "settings": asdict(session.settings),
@@ -317,10 +319,16 @@ def read_session(path: str | os.PathLike) -> SavedSession:
     data["meta"] = meta
     model, config, tok = meta["model"], meta["config"], meta["tokenizer"]
     info = ModelInfo(name=model["name"], source=model["source"], n_params=model["n_params"], is_demo=model["is_demo"], **config,
-                     chat_template=tok["chat_template"], special_ids=tuple(tok["special_ids"]))
+                     chat_template=tok["chat_template"], special_ids=tuple(tok["special_ids"]),
+                     architecture=_architecture(meta.get("architecture")))
     chat = ChatTurn(**meta["chat"]) if meta["chat"] is not None else None
     return SavedSession(name, info, model["weights_hash"], data["prompt_ids"], _settings(name, meta["settings"]),
                         meta["use_cache"], meta["max_new_tokens"], chat, tuple(meta["stop_sequences"]), data, meta)
+
+
+def _architecture(values) -> Architecture | None:
+    """The saved Architecture (None: the file holds none: a session saved without its model's description)."""
+    return None if values is None else Architecture.from_dict(values)
 
 
 def read_meta(path: str | os.PathLike) -> dict:
@@ -421,6 +429,9 @@ def _check(name: str, d: dict, meta: dict) -> None:
             raise ValueError(f"'config' should hold {', '.join(sorted(_CONFIG_KEYS))}")
         if not isinstance(tok["chat_template"], bool) or not all(type(i) is int and 0 <= i < V for i in tok["special_ids"]):
             raise ValueError("the tokenizer's chat template flag or special tokens are not valid")
+        arch = meta.get("architecture")
+        if arch is not None and not (isinstance(arch, dict) and set(arch) == {f.name for f in fields(Architecture)}):
+            raise ValueError("'architecture' should hold every fact of engine.architecture.Architecture")
         chat = meta["chat"]
         if chat is not None and not (isinstance(chat, dict) and set(chat) == {"system", "user"}
                                      and all(isinstance(v, str) for v in chat.values())):

@@ -37,11 +37,10 @@ PART_TIPS = (
 GAP = 2  # pixels kept between two labels
 
 
-def no_position_sentence(family: str) -> str:
-    """What the position part says for a model that uses RoPE."""
-    return (f"There is no position vector to show: {family} adds nothing to the token embedding for its position. "
-            "It turns each query and key by an angle that grows with the position (RoPE, in the Inside view), "
-            "so attention sees how far apart two tokens are.")
+NO_POSITION_SENTENCE = (
+    "There is no position vector to show: this model adds nothing to the token embedding for its position. "
+    "It turns each query and key by an angle that grows with the position (RoPE, in the Inside view), "
+    "so attention sees how far apart two tokens are.")
 
 
 class EmbeddingsPanel(QGroupBox):
@@ -267,14 +266,15 @@ class EmbeddingsPanel(QGroupBox):
         pts = result.points  # [L + 1, T, 2]
         depth = min(depth, pts.shape[0] - 1)
         part = self.part.currentIndex() if depth == 0 else SUM
-        rope = result.info.family != "GPT-2"  # every other family turns q and k instead (RoPE)
-        if rope and part == POSITION:  # its position "embeddings" are zeros: never draw them as if they were a vector
+        arch = result.info.architecture
+        no_table = arch is not None and arch.rotary  # it turns q and k instead (RoPE): no position vector
+        if no_table and part == POSITION:  # its position "embeddings" are zeros: never draw them as if they were a vector
             self._set_points(np.zeros((0, 2), np.float32), 0)
             for item in (self.path, self.path_points, self.selected):
                 item.setData([], [])
             for label in self.labels:
                 label.setVisible(False)
-            self.caption.setText(no_position_sentence(result.info.family))
+            self.caption.setText(NO_POSITION_SENTENCE)
             return
         parts = result.embed_points  # [2, T, 2]: token, position
         context = self.basis.currentText() == CONTEXT_BASIS
@@ -319,7 +319,7 @@ class EmbeddingsPanel(QGroupBox):
                 label.setText(pieces[i] if i < len(pieces) else "", color=th.SELECTED if i == sel else th.DARK)
                 label.setPos(float(xy[i, 0]), float(xy[i, 1]))
         where = "their token + position embeddings (what block 0 reads)" if depth == 0 else f"the residual stream after block {depth - 1}"
-        if rope and depth == 0:
+        if no_table and depth == 0:
             where = "their token embeddings (what block 0 reads: RoPE adds no position vector)"
         piece = pieces[sel] if sel < len(pieces) else ""
         fitted = (

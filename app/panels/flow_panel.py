@@ -20,6 +20,8 @@ from PySide6.QtWidgets import QSizePolicy, QWidget
 from .. import theme as th
 from ..flow_layout import FlowLayout, block_numbers, layout
 from ..flow_numbers import FlowNumbers, flow_numbers
+from ..flow_texts import flow_texts
+from ..wording import percent as _percent
 from ..guard import guarded
 from ..state import AppState
 
@@ -62,29 +64,11 @@ class FlowPlace:
     newest: bool = False
 
 
-def family_title(name: str, n: FlowNumbers | None) -> str:
-    """A box's title for the family on screen: the Llama design's final norm is an RMSNorm."""
-    if name == "ln_final" and n is not None and n.rope:
-        return "4 · Final RMSNorm"
+def box_title(name: str, texts: dict[str, str] | None) -> str:
+    """A box's title: the final norm's names the model's kind of norm (``texts``: ``flow_texts``)."""
+    if name == "ln_final" and texts and texts.get("ln_final_title"):
+        return texts["ln_final_title"]
     return TITLES[name]
-
-
-def mlp_line(n: FlowNumbers) -> str:
-    """The expanded block's MLP line: a gated MLP, or the experts of a mixture-of-experts block."""
-    L = n.layer
-    if n.moe:  # the chosen experts first: a narrow box elides the end of the line
-        chosen = "" if n.experts is None else " " + ", ".join(str(int(e)) for e in n.experts)
-        return f"experts{chosen} add {n.mlp_norms[L]:.1f} · {n.n_active_params / n.n_params:.0%} active"
-    return f"gated MLP adds {n.mlp_norms[L]:.1f}" if n.rope else f"MLP adds {n.mlp_norms[L]:.1f}"
-
-
-def _percent(p: float) -> str:
-    """A probability as a percentage that stays above 0 when it is: 12.3%, 0.041%."""
-    return f"{p:.1%}" if p >= 0.001 or p == 0 else f"{100 * p:.2g}%"
-
-
-def _piece(text: str) -> str:
-    return "'" + text.replace("␣", " ") + "'"
 
 
 class FlowPanel(QWidget):
@@ -96,6 +80,7 @@ class FlowPanel(QWidget):
         super().__init__(parent)
         self.state = state
         self.numbers: FlowNumbers | None = None
+        self.texts: dict[str, str] = {}  # flow_texts(numbers): the lines naming the model's parts
         self.tour_box: str | None = None  # the box the tour lights up, or None outside the tour
         self.tour_text = ""
         self._layout: FlowLayout | None = None
@@ -217,6 +202,7 @@ class FlowPanel(QWidget):
         if self._dirty:
             result = self.state.result
             self.numbers = None if result is None else flow_numbers(result, self.state.layer, self.state.head)
+            self.texts = {} if self.numbers is None else flow_texts(self.numbers)
             self._dirty = False
         return self.numbers
 
@@ -248,7 +234,8 @@ class FlowPanel(QWidget):
         p.drawRoundedRect(QRectF(x + 0.5, y + 0.5, w - 1, h - 1), 4, 4)
         p.setFont(self.title_font)
         p.setPen(QColor(th.DARK))
-        title = family_title(name, self._current())
+        self._current()
+        title = box_title(name, self.texts)
         if name == "blocks" and self.state.result is not None:
             title += f" × {self.state.result.n_layer}"
         self._line(p, x, y, w, 0, title)
@@ -282,26 +269,27 @@ class FlowPanel(QWidget):
         # 1 · the token fed
         if len(n.input_ids) > 1:
             self._text(p, b["tokens"], 1, f"{len(n.input_ids)} prompt tokens at once")
-            self._text(p, b["tokens"], 2, f"newest: {n.token_id} {_piece(n.token_piece)}", bold=True)
+            self._text(p, b["tokens"], 2, f"newest: {n.token_id} {n.token_piece}", bold=True)
         else:
-            self._text(p, b["tokens"], 1, f"{n.token_id} {_piece(n.token_piece)}", bold=True)
+            self._text(p, b["tokens"], 1, f"{n.token_id} {n.token_piece}", bold=True)
             self._text(p, b["tokens"], 2, f"step {n.step}")
         self._text(p, b["tokens"], 3, f"position {n.position}")
         # 2 · embedding
         e = b["embedding"]
         self._text(p, e, 1, f"token row {n.token_id}")
-        self._text(p, e, 2, "no position row" if n.rope else f"+ position row {n.position}")
-        self._text(p, e, 3, f"|x| {n.embed_norm:.1f}, d = {n.d_model}")
+        t = self.texts
+        self._text(p, e, 2, t["embedding_position"])
+        self._text(p, e, 3, t["embedding_length"])
         self._strip(p, e, 4, n.embed_vector)
         # 3 · the blocks and their KV cache
         self._draw_blocks(p, lay, n)
         # 4 · 5 · 6
         f = b["ln_final"]
-        self._text(p, f, 1, f"|x| {n.ln_in_norm:.1f} → {n.ln_out_norm:.1f}")
+        self._text(p, f, 1, t["ln_final_lengths"])
         self._strip(p, f, 2, n.final_vector)
-        self._text(p, f, 3, "× scale, no shift" if n.rope else "× scale + shift (learned)")
-        self._text(p, b["lm_head"], 1, f"{n.d_model} → {n.vocab:,} logits")
-        self._text(p, b["lm_head"], 2, "× the LM head matrix" if n.rope else "× the embedding table")
+        self._text(p, f, 3, t["ln_final_rule"])
+        self._text(p, b["lm_head"], 1, t["lm_head_size"])
+        self._text(p, b["lm_head"], 2, t["lm_head_matrix"])
         self._draw_logits(p, b["logits"], n)
         # 7 · 8 · 9
         s = b["sampling"]
@@ -317,7 +305,7 @@ class FlowPanel(QWidget):
         for i, text in enumerate(rows[-self._lines_of("sampling"):], start=1):  # short of room: the last stages
             self._text(p, s, i, text)
         c = b["chosen"]
-        self._chip(p, c, 1, f"{_piece(n.chosen_piece)}  id {n.chosen_id}")
+        self._chip(p, c, 1, f"{n.chosen_piece}  id {n.chosen_id}")
         self._text(p, c, 3, f"sampling p {_percent(n.chosen_sampling_prob)}")
         self._text(p, c, 4, f"model p {_percent(n.chosen_model_prob)}")
         if n.chosen_by == "user":
@@ -386,7 +374,7 @@ class FlowPanel(QWidget):
             numbers_w = fm.horizontalAdvance(numbers) + 6
             p.setFont(self.title_font if chosen else self.body_font)
             p.setPen(QColor(th.DARK))
-            piece = QFontMetrics(p.font()).elidedText(_piece(n.top_pieces[i]), Qt.ElideRight, inner - numbers_w)
+            piece = QFontMetrics(p.font()).elidedText(n.top_pieces[i], Qt.ElideRight, inner - numbers_w)
             p.drawText(QRect(x + pad + 4, top, inner - numbers_w, self.line), int(Qt.AlignLeft | Qt.AlignVCenter), piece)
             p.setFont(self.body_font)
             p.drawText(QRect(x + pad + 2, top, inner, self.line), int(Qt.AlignRight | Qt.AlignVCenter), numbers)
@@ -469,7 +457,7 @@ class FlowPanel(QWidget):
         hx, hy, hw, hh = lay.parts["heads"]
         p.setFont(self.body_font)
         p.setPen(QColor(th.DARK))
-        label = f"{n.n_head} heads / {n.kv_heads} kv " if n.rope and n.kv_heads < n.n_head else f"{n.n_head} heads "
+        label = self.texts.get("heads") or f"{n.n_head} heads "
         label_w = QFontMetrics(self.body_font).horizontalAdvance(label)
         p.drawText(QRect(hx, hy, label_w, self.line), int(Qt.AlignLeft | Qt.AlignVCenter), label)
         cell = (hw - label_w) / max(1, n.n_head)
@@ -485,7 +473,7 @@ class FlowPanel(QWidget):
         ax, ay, aw, ah = lay.parts["attention"]
         p.setFont(self.body_font)
         p.setPen(QColor(th.DARK))
-        text = f"attn head {n.head}: {n.top_weight:.0%} → {_piece(n.top_key_piece)} · adds {n.attn_norms[L]:.1f}"
+        text = f"attn head {n.head}: {n.top_weight:.0%} → {n.top_key_piece} · adds {n.attn_norms[L]:.1f}"
         p.drawText(QRect(ax, ay, aw, self.line), int(Qt.AlignLeft | Qt.AlignVCenter),
                    QFontMetrics(self.body_font).elidedText(text, Qt.ElideRight, aw))
         if len(n.attention):  # the head's weights over the positions, one bar each (one image: 1,000 bars stay cheap)
@@ -496,7 +484,7 @@ class FlowPanel(QWidget):
             p.setFont(self.body_font)
             p.setPen(QColor(th.DARK))
             p.drawText(QRect(mx, my, mw, self.line), int(Qt.AlignLeft | Qt.AlignVCenter),
-                       QFontMetrics(self.body_font).elidedText(mlp_line(n), Qt.ElideRight, mw))  # 8 experts may not fit
+                       QFontMetrics(self.body_font).elidedText(self.texts["mlp"], Qt.ElideRight, mw))  # 8 experts may not fit
 
     def _draw_tour(self, p: QPainter, lay: FlowLayout) -> None:
         r = lay.parts.get(self.tour_box) or lay.boxes.get(self.tour_box)

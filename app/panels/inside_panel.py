@@ -2,11 +2,13 @@
 
 For one position (the selected token chip, else the newest) of the step on screen, read top to
 bottom in the order the model computes: (1) the token and position embeddings and their sum;
-(2) one block, the layer and head chosen in the attention panel: layer norm, query, keys, scores
-÷ √d_head, the causal mask, softmax, the weighted values, the output projection and the residual
-add, then layer norm, the MLP (d → 4d, GELU, 4d → d) and the second residual add; (3) the residual
-stream across all layers; (4) the logit lens; (5) the final layer norm and the LM head (tied to
-the token embeddings), logits and softmax; (6) every matrix's shape and the parameter counts.
+(2) one block, the layer and head chosen in the attention panel: the norm, query, keys, the
+scaled scores, the causal mask, softmax, the weighted values, the output projection and the
+residual add, then the norm, the MLP (or the router and its experts) and the second residual add,
+with the parts only some designs have (RoPE, grouped heads, a gated MLP, experts) below; (3) the
+residual stream across all layers; (4) the logit lens; (5) the final norm and the LM head, logits
+and softmax; (6) every matrix's shape and the parameter counts. Every sentence is chosen by the
+model's facts (``engine.architecture``, ``app.model_words``), never by its family's name.
 
 Nothing here is computed from weights in this process: the engine recomputes the path for the
 position asked (``controller.inspect``, answered by an ``engine.inside_trace.InsideTrace``) and this
@@ -39,7 +41,8 @@ from engine.tokens import clip
 from .. import protocol as p
 from .. import theme as th
 from ..guard import guarded
-from ..help import texts
+from ..help import texts, words
+from ..wording import percent
 from ..state import AppState
 from .heatmap import DIVERGING, heatmap_view, show_heat
 
@@ -129,7 +132,7 @@ class PositionBars(CaptionedPlot):
         values = np.asarray(values, dtype=np.float32)
         self.values = values
         x = np.arange(len(values))
-        self.bars.setOpts(x=x, height=values, width=0.8, brush=pg.mkBrush(color), pen=None)
+        self.bars.setOpts(x=x, height=values, width=0.8, brush=pg.mkBrush(color), brushes=None, pen=None)
         plot = self.view.getPlotItem()
         step = max(1, len(values) // 24)  # at most ~24 labels: long contexts label every n-th position
         plot.getAxis("bottom").setTicks([[(i, f"{clip(pieces[i], 6)}\n{i}") for i in range(0, len(values), step)]])
@@ -138,6 +141,13 @@ class PositionBars(CaptionedPlot):
             high = low + 1.0
         plot.setRange(xRange=(-0.5, max(len(values), 1) - 0.5), yRange=(low, high), padding=0.05)
         self.caption.setText(f"<b>{self.title}</b> · {note}")
+
+    def mark(self, indices, color: str) -> None:
+        """Draw the bars at ``indices`` in ``color`` (the router's chosen experts), the rest as they are."""
+        chosen = {int(i) for i in indices}
+        base = self.bars.opts["brush"]
+        self.bars.setOpts(brushes=[pg.mkBrush(color) if i in chosen else base for i in range(len(self.values))])
+        self.marked = sorted(chosen)
 
 
 class InsidePanel(QWidget):
@@ -200,21 +210,21 @@ class InsidePanel(QWidget):
         # 2. one block
         self.block_box = QGroupBox("2 · One block")
         self.ln1_in = VectorStrip("into the block (residual stream)")
-        self.ln1_norm = VectorStrip("layer norm 1: minus the mean, divided by the spread")
-        self.ln1_out = VectorStrip("layer norm 1 output: times the learned scale, plus the learned shift")
+        self.ln1_norm = VectorStrip("norm 1")
+        self.ln1_out = VectorStrip("norm 1 output")
         self.q_strip = VectorStrip("query q of this position (this head)")
         self.keys_view, self.keys_image, self.keys_caption = _heatmap("keys k of every visible position (this head)")
         self.scores = PositionBars("scores")
         self.pattern = PositionBars("attention weights")
         self.values_view, self.values_image, self.values_caption = _heatmap("values v of every visible position (this head)")
         self.z_strip = VectorStrip("head output z: the weighted sum of the values")
-        self.attn_out = VectorStrip("attention output: all heads side by side, times W_O, plus its bias")
+        self.attn_out = VectorStrip("attention output")
         self.resid_mid = VectorStrip("residual stream after the attention: input + attention output")
-        self.ln2_out = VectorStrip("layer norm 2 output")
-        self.mlp_pre = VectorStrip("MLP hidden units before GELU (d → 4d)")
-        self.mlp_post = VectorStrip("MLP hidden units after GELU")
+        self.ln2_out = VectorStrip("norm 2 output")
+        self.mlp_pre = VectorStrip("MLP hidden units")
+        self.mlp_post = VectorStrip("MLP hidden units, activated")
         self.mlp_top = QLabel()
-        self.mlp_out = VectorStrip("MLP output (4d → d)")
+        self.mlp_out = VectorStrip("MLP output")
         self.resid_post = VectorStrip("residual stream after the block: + MLP output")
         self.block_text = QLabel()
         self.block_text.setWordWrap(True)
@@ -223,8 +233,8 @@ class InsidePanel(QWidget):
             self.scores, self.pattern, self.values_caption, self.values_view, self.z_strip, self.attn_out,
             self.resid_mid, self.ln2_out, self.mlp_pre, self.mlp_post, self.mlp_top, self.mlp_out, self.resid_post,
         ])  # fmt: skip
-        # 2b. what the Llama design and its MoE variant do differently (hidden for GPT-2)
-        self.family_box = QGroupBox("RoPE, grouped heads, gated MLP, experts")
+        # 2b. the parts only some designs have (RoPE, grouped heads, a gated MLP, experts), each shown where the model has it
+        self.family_box = QGroupBox("Block in detail")
         self.rope_text = _label()
         self.rot_q = VectorStrip("query after RoPE (this head)")
         self.rot_k = VectorStrip("key after RoPE (the key/value head this head reads)")
@@ -258,8 +268,8 @@ class InsidePanel(QWidget):
         self.lens_text = _label()
         _stack(self.lens_box, [self.lens_text, self.lens_table])
         # 5. final layer norm and LM head
-        self.head_box = QGroupBox("5 · Final layer norm, the LM head and softmax")
-        self.final_strip = VectorStrip("final hidden state h (ln_f output)")
+        self.head_box = QGroupBox("5 · Final norm, the LM head and softmax")
+        self.final_strip = VectorStrip("final hidden state h")
         self.head_text = QLabel()
         self.head_text.setWordWrap(True)
         self.head_text.setTextFormat(Qt.RichText)
@@ -349,70 +359,63 @@ class InsidePanel(QWidget):
             f"Inside the model at position {t.position} (token “{piece}”, id {t.token_id:,}) of step {t.step}; "
             f"it predicts the next token, here “{self._piece(t.next_id)}”. Recomputed in {t.compute_ms:.0f} ms."
         )
-        d = t.token_embed.shape[0]
-        self.embed_text.setText(
-            f"The token id {t.token_id:,} picks row {t.token_id:,} of the token embedding matrix "
-            f"(vocabulary × d = {self._vocab():,} × {d:,}); the position {t.position} picks row {t.position} of the "
-            f"position embedding matrix ({self._n_ctx():,} × {d:,}). The two rows are added."
-        )
-        row = f"row {t.token_id:,} of the token embeddings"
-        if t.embed_multiplier != 1.0:  # GraniteMoe: what the residual stream starts at
-            row += f" × {t.embed_multiplier:g} (the model's embedding multiplier)"
-        self.token_strip.show_vector(t.token_embed, row)
-        self.pos_strip.setHidden(t.rope)  # RoPE models add no position vector: nothing to draw
-        if t.rope:
-            self.embed_text.setText(
-                f"The token id {t.token_id:,} picks row {t.token_id:,} of the token embedding matrix "
-                f"(vocabulary × d = {self._vocab():,} × {d:,}). No position vector: {t.family} adds nothing for "
-                f"position {t.position} here. It turns each query and key by an angle that grows with the position (RoPE, below)."
-            )
-            self.sum_strip.show_vector(t.resid_pre[0], "the residual stream starts at the row above (no position vector)")
-        else:
+        at = dict(token_id=t.token_id, position=t.position)
+        self.embed_text.setText(self._says("embed", **at))
+        self.token_strip.show_vector(t.token_embed, self._says("token_row", **at))
+        table = self._has_position_table()
+        self.pos_strip.setHidden(not table)  # no position table: no position vector to draw
+        if table:
             self.pos_strip.show_vector(t.pos_embed, f"row {t.position} of the position embeddings")
-            self.sum_strip.show_vector(t.resid_pre[0], "token + position")
+        self.sum_strip.show_vector(t.resid_pre[0], self._says("stream_start"))
         self._draw_block()
         self._draw_stream()
         self._draw_lens()
         self._draw_head()
         self._draw_sizes()
 
+    def _arch(self):
+        """The facts of the model on screen (engine.architecture.Architecture; None: not known)."""
+        result = self.state.result
+        return result.info.architecture if result is not None else None
+
+    def _says(self, key: str, **numbers) -> str:
+        """The Inside sentence ``key`` for the model on screen (resources/help/en.json, "inside")."""
+        return words("inside", key, self._arch(), numbers)
+
+    def _has_position_table(self) -> bool:
+        arch = self._arch()
+        return arch is not None and not arch.rotary
+
     def _draw_block(self) -> None:
         t = self.trace
+        arch = self._arch()
         L = min(self.state.layer, t.n_layer - 1)
         H = min(self.state.head, t.n_head - 1)
         T = t.position + 1
         dh = t.q.shape[-1]
-        self._family_titles()
+        self._titles()
         self.block_box.setTitle(f"2 · Block {L} (layer {L} of 0-{t.n_layer - 1}), head {H}: choose both in the attention panel")
         x = t.resid_pre[L]
-        self.block_text.setText(texts()["inside"]["block"])
+        self.block_text.setText(self._says("block"))
         self.ln1_in.show_vector(x, f"mean {x.mean():+.3f}, spread {x.std():.3f}")
         n = t.ln1_normalized[L]
-        self.ln1_norm.show_vector(n, f"mean {n.mean():+.3f}, spread {n.std():.3f}; divided by {t.ln1_scale[L]:.3f}")
+        self.ln1_norm.show_vector(n, self._says("ln_normalized_note", mean=float(n.mean()), spread=float(n.std()),
+                                                rms=float(np.sqrt((n ** 2).mean())), scale=float(t.ln1_scale[L])))
         self.ln1_out.show_vector(t.ln1_out[L])
-        self.q_strip.show_vector(t.q[L, H], f"{dh} numbers per head (d / heads = {dh * t.n_head} / {t.n_head})")
+        self.q_strip.show_vector(t.q[L, H], f"{dh} numbers per head")
         has_kv = L in t.kv_layers
         if has_kv:
             i = t.kv_layers.index(L)
             keys, values = t.keys[i, t.kv_of(H), :T], t.values[i, t.kv_of(H), :T]
             _show_heat(self.keys_image, self.keys_view, keys)
             _show_heat(self.values_image, self.values_view, values)
-            self.keys_caption.setText(
-                f"<b>keys k</b> of the {T} visible positions ({T} × {dh}): the query is compared with every one of them "
-                "(these are what the KV cache keeps)"
-            )
+            self.keys_caption.setText(self._says("keys_caption", T=T))
             self.values_caption.setText(f"<b>values v</b> of the {T} visible positions ({T} × {dh}): what the weights mix")
         else:
             self.keys_caption.setText("keys: computing for this layer…")
             self.values_caption.setText("values: computing for this layer…")
         pieces = [self._context_piece(j) for j in range(T)]
-        scale = float(t.attn_scale[L])
-        self.scores.show_values(
-            t.scores[L, H, :T], pieces,
-            f"q · k for each visible position, × {scale:.4f} (= 1 / √{dh}: divided by √d_head so the scores do not "
-            f"grow with the head's size). Causal mask: positions after {t.position} are hidden from this one, so "
-            f"they get no score at all (not shown).", th.BLUE,
-        )  # fmt: skip
+        self.scores.show_values(t.scores[L, H, :T], pieces, self._says("scores_note", position=t.position), th.BLUE)
         self.pattern.show_values(
             t.pattern[L, H, :T], pieces,
             f"softmax turns the scores into weights that are all positive and add up to 1 (sum "
@@ -420,112 +423,103 @@ class InsidePanel(QWidget):
             th.ORANGE,
         )
         self.z_strip.show_vector(t.z[L, H], f"Σ weight × value, {dh} numbers")
-        self.attn_out.show_vector(t.attn_out[L], f"{t.n_head} heads × {dh} = {t.n_head * dh} numbers, then W_O ({t.n_head * dh} × {t.attn_out.shape[-1]})")
+        self.attn_out.show_vector(t.attn_out[L], self._says("attn_out_note", hd=t.n_head * dh))
         self.resid_mid.show_vector(t.resid_mid[L], f"the attention added a vector of length {_norm(t.attn_out[L]):.2f}")
-        self.ln2_out.show_vector(t.ln2_out[L], f"divided by {t.ln2_scale[L]:.3f}, then scale and shift")
-        m = t.mlp_pre.shape[-1] or t.attn_out.shape[-1]  # an MoE block has no single MLP (its strips are hidden)
-        if t.mlp_pre.shape[-1]:
-            self.mlp_pre.show_vector(t.mlp_pre[L], f"{t.attn_out.shape[-1]} → {m} (4 × d), W_in and its bias")
-        if t.mlp_post.shape[-1]:
-            self.mlp_post.show_vector(t.mlp_post[L], "GELU keeps positive values, squashes negative ones towards 0")
-        units, values = t.top_units(L, TOP_UNITS)
-        self.mlp_top.setText("Strongest units: " + ", ".join(f"unit {int(u):,} = {float(v):+.2f}" for u, v in zip(units, values)))
-        self.mlp_out.show_vector(t.mlp_out[L], f"{m} → {t.mlp_out.shape[-1]}, W_out and its bias")
+        self.ln2_out.show_vector(t.ln2_out[L], self._says("ln_out_note", scale=float(t.ln2_scale[L])))
+        dense = t.mlp_pre.shape[-1] > 0  # an MoE block has no single MLP (its strips are hidden)
+        for strip in (self.mlp_pre, self.mlp_post, self.mlp_top):
+            strip.setHidden(not dense)
+        self.mlp_up.setHidden(not (dense and arch is not None and arch.mlp == "gated"))
+        if dense:
+            self.mlp_pre.show_vector(t.mlp_pre[L], self._says("mlp_pre_note"))
+            self.mlp_post.show_vector(t.mlp_post[L], self._says("mlp_post_note"))
+            if not self.mlp_up.isHidden():  # the up projection: a gated MLP's second one
+                self.mlp_up.show_vector(t.mlp_pre_linear[L], f"{t.attn_out.shape[-1]} → {t.mlp_pre_linear.shape[-1]}")
+            units, values = t.top_units(L, TOP_UNITS)
+            self.mlp_top.setText("Strongest units: " + ", ".join(f"unit {int(u):,} = {float(v):+.2f}" for u, v in zip(units, values)))
+        self.mlp_out.show_vector(t.mlp_out[L], self._says("mlp_out_note"))
         self.resid_post.show_vector(t.resid_post[L], f"the MLP added a vector of length {_norm(t.mlp_out[L]):.2f}")
-        self._draw_family(L, H)
+        self._draw_details(L, H)
         if not has_kv:
             self.refresh()
 
-    def _family_titles(self) -> None:
-        """Strip titles for the family shown (RMSNorm or layer norm, SiLU-gated or GELU MLP), every strip back in view."""
-        t = self.trace
-        for strip, gpt2, rms in ((self.ln1_norm, "layer norm 1: minus the mean, divided by the spread",
-                                  "RMSNorm 1: divided by the root mean square (no mean subtracted)"),
-                                 (self.ln1_out, "layer norm 1 output: times the learned scale, plus the learned shift",
-                                  "RMSNorm 1 output: times the learned scale (no shift)"),
-                                 (self.ln2_out, "layer norm 2 output", "RMSNorm 2 output"),
-                                 (self.q_strip, "query q of this position (this head)", "query q of this position, before RoPE (this head)")):
-            strip.title = rms if t.rope else gpt2
-        gated = t.rope and t.router_probs is None
-        self.mlp_pre.title = "gate x · W_gate (before SiLU)" if gated else "MLP hidden units before GELU (d → 4d)"
-        self.mlp_post.title = "SiLU(gate) × up: into the down projection" if gated else "MLP hidden units after GELU"
-        for w in (self.mlp_pre, self.mlp_post, self.mlp_top):
-            w.setHidden(t.router_probs is not None)
+    def _titles(self) -> None:
+        """Strip titles for the model on screen (its norm, its MLP, its position encoding)."""
+        for strip, key, numbers in ((self.ln1_norm, "ln_normalized_title", {"index": 1}), (self.ln1_out, "ln_out_title", {"index": 1}),
+                                    (self.ln2_out, "ln_out_title", {"index": 2}), (self.q_strip, "q_title", {}),
+                                    (self.attn_out, "attn_out_title", {}), (self.mlp_pre, "mlp_pre_title", {}),
+                                    (self.mlp_post, "mlp_post_title", {}), (self.mlp_out, "mlp_out_title", {}),
+                                    (self.final_strip, "final_title", {})):
+            strip.title = self._says(key, **numbers)
 
-    def _draw_family(self, L: int, H: int) -> None:
-        """The Llama design's parts of block L, head H: RMSNorm, RoPE, grouped heads, gated MLP, experts."""
-        t = self.trace
-        self.family_box.setHidden(not t.rope)
-        if not t.rope:
+    def _draw_details(self, L: int, H: int) -> None:
+        """The parts of block L, head H that only some designs have, each shown for the model that has it:
+        RoPE, grouped heads, a gated MLP, experts."""
+        t, arch = self.trace, self._arch()
+        parts = texts()["inside"]["detail_parts"]
+        present = [] if arch is None else [name for name, has in (
+            ("rotary", arch.rotary), ("qk_norm", arch.qk_norm), ("grouped", arch.grouped),
+            ("gated", arch.mlp == "gated"), ("experts", arch.experts)) if has]
+        self.family_box.setHidden(not present)
+        if not present:
             return
-        self.family_box.setTitle(f"What {t.family} does differently in block {L}: RoPE, grouped heads, "
-                                 + ("a mixture of experts" if t.router_probs is not None else "a gated MLP"))
-        n = t.ln1_normalized[L]
-        self.ln1_norm.show_vector(n, f"root mean square {float(np.sqrt((n ** 2).mean())):.3f} (mean {n.mean():+.3f} is left in); divided by {t.ln1_scale[L]:.3f}")
-        self.ln1_out.show_vector(t.ln1_out[L])
-        self.ln2_out.show_vector(t.ln2_out[L], f"divided by {t.ln2_scale[L]:.3f}, then times the learned scale")
+        self.family_box.setTitle(self._says("detail_title", layer=L, parts=", ".join(parts[p] for p in present)))
         dh, kv = t.q.shape[-1], t.kv_of(H)
-        self.q_strip.show_vector(t.q[L, H], f"{dh} numbers per head")
-        r = t.residual_multiplier  # GraniteMoe scales what each block adds (hook_attn_out, hook_mlp_out include it)
-        added = f" × {r:g} (its residual multiplier): what is added to the residual stream" if r != 1 else ""
-        self.attn_out.show_vector(t.attn_out[L], f"{t.n_head} heads × {dh} = {t.n_head * dh} numbers, then W_O "
-                                                 f"({t.n_head * dh} × {t.attn_out.shape[-1]}){added}")
-        angles = t.angles
-        self.rope_text.setText(
-            f"<b>RoPE</b>: {t.family} turns each pair of dimensions (i, i + {dh // 2}) of the query and the key by "
-            f"position × its frequency: at position {t.position} pair 0 turns {float(angles[0]):.2f} rad, pair "
-            f"{dh // 2 - 1} only {float(angles[-1]):.4f}. The lengths stay the same. A key at position j was turned by "
-            f"j × the same frequencies, so q · k depends on the angle between them, (position − j) × frequency: "
-            f"the score depends on how far apart the two tokens are, not on where they are."
-            + (" Qwen3 first divides each head's q and k by their root mean square (q_norm, k_norm): the strips "
-               "show q and k after that, as RoPE receives them." if t.family == "Qwen3" else "")
-        )
-        self.rot_q.show_vector(t.rot_q[L, H], f"q turned by position {t.position}; length {_norm(t.q[L, H]):.2f} before")
-        self.rot_k.show_vector(t.rot_k[L, kv], f"key/value head {kv}; the KV cache keeps this rotated key")
-        turned = np.mod(angles, 2 * np.pi)
-        self.angles.show_values(turned, [str(i) for i in range(len(turned))],
-                                f"radians (modulo a full turn, 2π) each pair is turned at position {t.position}", th.BLUE)
-        _one_line_ticks(self.angles, [str(i) for i in range(len(turned))])
-        heads, kvs = t.n_head, t.kv_heads
-        runs = "; ".join(f"kv head {j}: query heads {', '.join(str(h) for h in np.flatnonzero(t.kv_head == j))}" for j in range(kvs))
-        self.gqa_text.setText(
-            f"<b>Grouped heads</b>: {heads} query heads share {kvs} key/value heads ({heads // kvs} each): {runs}. "
-            f"Head {H} reads kv head {kv}. The KV cache stores {kvs} keys and values per layer, not {heads}: "
-            f"{heads / kvs:.0f}× smaller."
-        )
-        if t.router_probs is None:
-            m = t.mlp_pre.shape[-1]
-            self.mlp_pre.show_vector(t.mlp_pre[L], f"{t.attn_out.shape[-1]} → {m}, no bias")
-            self.mlp_up.show_vector(t.mlp_pre_linear[L], f"{t.attn_out.shape[-1]} → {m}")
-            self.mlp_post.show_vector(t.mlp_post[L], "SiLU lets the gate open or close each unit; the up projection gives its value")
-            self.mlp_out.show_vector(t.mlp_out[L], f"down projection {m} → {t.mlp_out.shape[-1]}{added}")
+        for widget in (self.rope_text, self.rot_q, self.rot_k, self.angles):
+            widget.setHidden(not arch.rotary)
+        if arch.rotary:
+            angles = t.angles
+            half = len(angles)
+            self.rope_text.setText(
+                f"<b>RoPE</b>: the model turns each pair of dimensions (i, i + {half}) of the query and the key by "
+                f"position × its frequency ({2 * half} of the {dh} dimensions, frequencies from base {arch.rope_base:,.0f}): "
+                f"at position {t.position} pair 0 turns {float(angles[0]):.2f} rad, pair {half - 1} only "
+                f"{float(angles[-1]):.4f}. The lengths stay the same. A key at position j was turned by j × the same "
+                f"frequencies, so RoPE(q) · RoPE(k) depends on the angle between them, (position − j) × frequency: "
+                f"the score depends on how far apart the two tokens are, not on where they are." + self._says("qk_norm")
+            )
+            self.rot_q.show_vector(t.rot_q[L, H], f"q turned by position {t.position}; length {_norm(t.q[L, H]):.2f} before")
+            self.rot_k.show_vector(t.rot_k[L, kv], f"key/value head {kv}; the KV cache keeps this rotated key")
+            turned = np.mod(angles, 2 * np.pi)
+            self.angles.show_values(turned, [str(i) for i in range(len(turned))],
+                                    f"radians (modulo a full turn, 2π) each pair is turned at position {t.position}", th.BLUE)
+            _one_line_ticks(self.angles, [str(i) for i in range(len(turned))])
+        self.gqa_text.setHidden(not arch.grouped)
+        if arch.grouped:
+            heads, kvs = t.n_head, t.kv_heads
+            runs = "; ".join(f"kv head {j}: query heads {', '.join(str(h) for h in np.flatnonzero(t.kv_head == j))}" for j in range(kvs))
+            self.gqa_text.setText(
+                f"<b>Grouped heads</b>: {heads} query heads share {kvs} key/value heads ({heads // kvs} each): {runs}. "
+                f"Head {H} reads kv head {kv}. The KV cache stores {kvs} keys and values per layer, not {heads}: "
+                f"{heads / kvs:.0f}× smaller."
+            )
+        self.gate_text.setHidden(not (arch.mlp == "gated" or arch.experts))
+        for widget in (self.router, self.experts_text):
+            widget.setHidden(not arch.experts)
+        if arch.mlp == "gated":
+            act = self._says("mlp_activation")
             units, values = t.top_units(L, TOP_UNITS)
             self.gate_text.setText(
-                "<b>Gated MLP</b>: two projections of the same input, gate and up; SiLU(gate) × up, then the down "
-                "projection. Strongest units: " + ", ".join(
-                    f"unit {int(u):,} = SiLU({float(t.mlp_pre[L, u]):+.2f}) × {float(t.mlp_pre_linear[L, u]):+.2f} = {float(v):+.2f}"
+                f"<b>Gated MLP</b>: two projections of the same input, gate and up ({arch.d_model} → {arch.d_mlp} each); "
+                f"{act}(gate) × up, then the down projection ({arch.d_mlp} → {arch.d_model}). Strongest units: " + ", ".join(
+                    f"unit {int(u):,} = {act}({float(t.mlp_pre[L, u]):+.2f}) × {float(t.mlp_pre_linear[L, u]):+.2f} = {float(v):+.2f}"
                     for u, v in zip(units, values)))
-            self.mlp_up.setHidden(False)
-            self.router.setHidden(True)
-            self.experts_text.setHidden(True)
+        if not arch.experts:
             return
-        self.mlp_up.setHidden(True)
-        self.router.setHidden(False)
-        self.experts_text.setHidden(False)
         probs = t.router_probs[L]
         chosen = t.experts[L]
         self.gate_text.setText(f"<b>Mixture of experts</b>: block {L} has {len(probs)} experts (each a gated MLP); "
                                f"a router picks {len(chosen)} of them for this token.")
         self.router.show_values(probs, [f"e{i}" for i in range(len(probs))],
-                                "softmax of the router's logits over every expert", th.ORANGE)
-        _one_line_ticks(self.router, [f"e{i}" for i in range(len(probs))])
+                                "softmax of the router's logits over every expert; the chosen experts in orange", th.BLUE)
+        self.router.mark(chosen, th.ORANGE)
+        _one_line_ticks(self.router, [f"e{i}" + ("*" if i in set(int(e) for e in chosen) else "") for i in range(len(probs))])
         picks = ", ".join(f"expert {int(e)} × {float(w):.3f}" for e, w in zip(chosen, t.expert_weights[L]))
         self.experts_text.setText(
-            f"Chosen for this token: {picks} (their outputs, times these weights, are added). {t.router_rule} "
+            f"Chosen for this token (marked *): {picks} (their outputs, times these weights, are added). {t.router_rule} "
             f"Parameters active for this token: {t.active_params:,} of {t.n_params:,} "
             f"({t.active_params / t.n_params:.0%}): the other experts' weights sat idle."
         )
-        self.mlp_out.show_vector(t.mlp_out[L], f"the weighted sum of the chosen experts' outputs{added}")
 
     def _draw_stream(self) -> None:
         t = self.trace
@@ -564,31 +558,23 @@ class InsidePanel(QWidget):
                 self.lens_table.setItem(row, col + 1, QTableWidgetItem(f"{clip(self._piece(i), 12)} ({float(t.lens_logits[row, col]):.2f})"))
             self.lens_table.setItem(
                 row, LENS_SHOWN + 1,
-                QTableWidgetItem(f"{_percent(float(t.lens_next_prob[row]))}, {int(t.lens_next_rank[row]):,}"),
+                QTableWidgetItem(f"{percent(float(t.lens_next_prob[row]))}, {int(t.lens_next_rank[row]):,}"),
             )  # fmt: skip
         _fit_rows(self.lens_table)
         decided = next((row for row in range(len(depths)) if int(t.lens_next_rank[row]) == 1), None)
         where = "never ranks first" if decided is None else f"ranks first from “{depths[decided]}” on"
-        self.lens_text.setText(
-            f"The final layer norm and the LM head applied to the residual stream at every depth (the last row is the "
-            f"model's real prediction). The token that came next, “{self._piece(t.next_id)}”, {where}. Computed in "
-            f"{t.lens_ms:.0f} ms, when this view asked."
-        )
+        self.lens_text.setText(self._says("lens", next=self._piece(t.next_id), where=where, ms=t.lens_ms))
 
     def _draw_head(self) -> None:
         t = self.trace
-        self.final_strip.show_vector(t.final_hidden, (f"final RMSNorm: divided by {t.ln_final_scale:.3f}, then times the learned scale" if t.rope
-                                                  else f"ln_f: divided by {t.ln_final_scale:.3f}, then scale and shift"))
-        tied = (f"the LM head is the token embedding matrix itself ({t.family} ties them), so each logit is h "
-                "dotted with that token's embedding row" if t.lm_head_tied else "the LM head has weights of its own")
-        lines = []
-        for i, logit in zip(t.lens_ids[-1][:LENS_SHOWN], t.lens_logits[-1][:LENS_SHOWN]):
-            lines.append(f"logit(“{escape(self._piece(int(i)), quote=False)}”) = h · E[{int(i):,}] = {float(logit):.2f}")
+        self.final_strip.show_vector(t.final_hidden, self._says("final_note", scale=float(t.ln_final_scale)))
+        lines = [self._says("logit_line", piece=f"“{escape(self._piece(int(i)), quote=False)}”", id=int(i), logit=float(logit))
+                 for i, logit in zip(t.lens_ids[-1][:LENS_SHOWN], t.lens_logits[-1][:LENS_SHOWN])]
         self.head_text.setText(
-            f"Logits: {tied}. The highest:<br>" + "<br>".join(lines)
+            f"Logits: {self._says('lm_head')}. The highest:<br>" + "<br>".join(lines)
             + f"<br><b>softmax</b> turns the {self._vocab():,} logits into probabilities that add up to 1 "
             f"(p = e<sup>logit</sup> / Σ e<sup>logit</sup>): the token that came next had <b>model probability "
-            f"{float(t.lens_next_prob[-1]):.1%}</b>, before any sampling setting{self._sampling_prob(t)}."
+            f"{percent(float(t.lens_next_prob[-1]))}</b>, before any sampling setting{self._sampling_prob(t)}."
         )
 
     def _sampling_prob(self, t) -> str:
@@ -597,7 +583,7 @@ class InsidePanel(QWidget):
         shown = result.trace if result is not None else None
         if shown is None or shown.step != t.step or shown.chosen != t.next_id:
             return " (the sampling settings make the sampling probability: Sampling view)"
-        return f"; its sampling probability, after the settings, was {shown.sampling_prob:.1%}"
+        return f"; its sampling probability, after the settings, was {percent(shown.sampling_prob)}"
 
     def _draw_sizes(self) -> None:
         t = self.trace
@@ -619,17 +605,15 @@ class InsidePanel(QWidget):
             item.setTextAlignment(Qt.AlignRight | Qt.AlignVCenter)
             self.size_table.setItem(row, 2, item)
         _fit_rows(self.size_table)
-        self.size_text.setText(texts()["inside"]["parameters"].format(n_params=t.n_params))
-        if t.rope:
-            active = (f"{t.active_params:,} of them were active for this token: each token runs through only its "
-                      "chosen experts." if t.active_params < t.n_params else "A dense model: every parameter takes part in every token.")
-            self.size_text.setText(f"In all {t.n_params:,} parameters. {active} No position table: RoPE has no parameters.")
+        self.size_text.setText(self._says("parameters", n_params=t.n_params, active_params=t.active_params,
+                                          active_now=t.active_params / t.n_params if t.n_params else 1.0))
 
     # ------------------------------------------------------------ helpers
     def _boxes_hidden(self, hidden: bool) -> None:
         for box in (self.embed_box, self.block_box, self.stream_box, self.lens_box, self.head_box, self.size_box):
             box.setHidden(hidden)
-        self.family_box.setHidden(hidden or self.trace is None or not self.trace.rope)
+        if hidden or self.trace is None:
+            self.family_box.setHidden(True)
 
     def _piece(self, token_id: int) -> str:
         return self.pieces.get(int(token_id), f"id {int(token_id)}")
@@ -696,8 +680,4 @@ def _show_heat(image: pg.ImageItem, view: pg.PlotWidget, values: np.ndarray) -> 
     show_heat(image, values)
     view.getPlotItem().setRange(xRange=(0, values.shape[1]), yRange=(0, values.shape[0]), padding=0)
 
-
-def _percent(p: float) -> str:
-    """A probability that never reads 0 % while it is not 0."""
-    return f"{p:.1%}" if p >= 0.001 or p == 0 else f"{p:.1e}"
 

@@ -20,8 +20,11 @@ from .steady_label import SteadyLabel
 from ..guard import guarded
 
 
+UNITS = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))  # powers of 1,024: 414,720 B is 405.0 KiB
+
+
 def human_bytes(n: int) -> str:
-    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+    for unit, size in UNITS:
         if n >= size:
             return f"{n / size:.1f} {unit}"
     return f"{n} B"
@@ -38,7 +41,7 @@ def grouped_heads_sentence(kv, info) -> str:
 
 def _unit(n: int) -> tuple[str, int]:
     """The unit human_bytes would use for ``n`` bytes, and its size."""
-    return next(((u, size) for u, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)) if n >= size), ("B", 1))
+    return next(((u, size) for u, size in UNITS if n >= size), ("B", 1))
 
 
 class IntegerAxis(pg.AxisItem):

@@ -27,6 +27,7 @@ from ..state import AppState
 from .empty_note import EmptyNote
 from .steady_label import SteadyLabel
 from ..guard import guarded
+from ..wording import percent
 
 PROB_SCALES = (2, 5, 10, 20, 40, 60, 80, 100, 130)  # % : the probability axis's possible widths
 ROWS_ASKED = 10  # rows the panel needs room for (the default "Show top"): more scroll
@@ -242,8 +243,8 @@ class LogitsPanel(QGroupBox):
             outside = f" It is outside the top {n}."
         by = {"user": "chosen by you", "greedy": "greedy", "sampled": "sampled"}[trace.record.chosen_by]
         self.summary.setText(  # two lines on a 1280 x 720 projector: its lines are taken from the plots' height
-            f"<b>“{escape(trace.chosen_piece, quote=False)}”</b>: sampling p <b>{trace.sampling_prob:.1%}</b>, "
-            f"model p {trace.model_prob:.1%}, rank {trace.chosen_rank:,}"
+            f"<b>“{escape(trace.chosen_piece, quote=False)}”</b>: sampling p <b>{percent(trace.sampling_prob)}</b>, "
+            f"model p {percent(trace.model_prob)}, rank {trace.chosen_rank:,}"
         )  # the entropies: in its tooltip, the Sampling view and the ? text
         self.summary.setToolTip(
             f"“{trace.chosen_piece}”, {by}. Sampling probability: after the penalty, temperature, top-k and top-p, "

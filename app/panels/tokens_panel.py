@@ -32,6 +32,8 @@ from PySide6.QtWidgets import (
 from engine.chat import ChatTurn
 from engine.tokens import piece_bytes
 
+from ..model_words import system_placeholder
+
 from .. import protocol as p
 from .. import stop_text
 from .. import theme as th
@@ -460,6 +462,7 @@ class TokensPanel(QGroupBox):
         else:
             why = result.why_not
         self._show_chat_enabled(info.chat_template and result.can_step, why)
+        self.system_edit.setPlaceholderText(system_placeholder(info.architecture))
         if isinstance(result.request, (p.Load, p.OpenSession)):
             self.set_stops(result.stop_sequences)
         if self._debounce.isActive():

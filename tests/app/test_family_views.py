@@ -110,20 +110,22 @@ def test_the_embeddings_view_has_no_position_vector_to_show(stepped, qtbot):
 
 def test_the_flow_and_the_tour_adapt_to_the_family(stepped, qtbot):
     from app.flow_numbers import flow_numbers
-    from app.panels.flow_panel import family_title, mlp_line
+    from app.flow_texts import flow_texts
+    from app.panels.flow_panel import box_title
     from app.tour import STAGES, sentence
 
     window, result = stepped
     info = result.info
     n = flow_numbers(result, layer=1, head=0)
-    assert n.rope and n.family == info.family and n.kv_heads == info.kv_heads < n.n_head
-    assert family_title("ln_final", n) == "4 · Final RMSNorm"
-    assert sentence("embedding", n).count("adds no position vector") == 1 and "position table" not in sentence("embedding", n)
-    assert "RMSNorm" in sentence("ln_final", n) and "shift" not in sentence("ln_final", n)
+    lines = flow_texts(n)
+    assert n.arch is info.architecture and n.arch.rotary and n.kv_heads == info.kv_heads < n.n_head
+    assert box_title("ln_final", lines) == "4 · Final RMSNorm"
+    assert sentence("embedding", n).count("No position vector is added") == 1 and "position table" not in sentence("embedding", n)
+    assert "RMSNorm" in sentence("ln_final", n) and "shift" not in sentence("ln_final", n).replace("(no shift)", "")
     assert f"{info.kv_heads} key/value heads rather than {info.n_head}" in sentence("kv", n)
     assert f"share {info.kv_heads} key/value heads" in sentence("attention", n)
     moe = info.family in ("GraniteMoe", "Mixtral")
-    assert n.moe == moe and ("experts" in mlp_line(n)) == moe and ("experts it routes" in sentence("mlp", n)) == moe
+    assert n.arch.experts == moe and ("experts" in lines["mlp"]) == moe and ("router scores all" in sentence("mlp", n)) == moe
     for stage, _box in STAGES:  # every sentence fills in for this family
         assert "{" not in sentence(stage, n)
     window.show_view("flow")
@@ -142,4 +144,4 @@ def test_the_token_strip_is_what_the_residual_stream_starts_at_and_says_so(stepp
     np.testing.assert_allclose(window.inside.token_strip.values, row * multiplier, rtol=1e-6)
     np.testing.assert_allclose(t.resid_pre[0], t.token_embed, rtol=1e-6)
     caption = window.inside.token_strip.caption.text()
-    assert (f"× {multiplier:g} (the model's embedding multiplier)" in caption) == (multiplier != 1.0)
+    assert (f", times the model's embedding multiplier {multiplier:g}" in caption) == (multiplier != 1.0)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import html
 
-from app.help import texts
+import math
+
+from app.help import glossary_entries, texts, words
 
 from app import protocol as p
 
@@ -14,13 +16,12 @@ from .test_inside_view import show_inside
 
 # what each corrected text must say (the wrong sentence it replaces must be gone)
 GLOSSARY = {
-    "entropy": ("describes the sampler, not the model", "log2 of their number", "15.6 bits"),
+    "entropy": ("describes the sampler, not the model", "log2 of their number", "bits for this model"),
     "probability": ("model probability is the softmax of the raw logits", "sampling probability is taken after the repetition "
                     "penalty, temperature, top-k and top-p"),
     "top-p": ("after temperature and top-k", "smallest set of the most likely tokens whose probabilities reach at least p"),
     "KV cache": ("still attends over every cached position", "a step still grows with the text, only much less"),
-    "residual stream": ("final layer norm (ln_f)",),
-    "layer norm": ("learned scale", "learned shift", "ln_f"),
+    "residual stream": ("final {norm_name}",),
 }
 WRONG = ("after the sampling settings; all of them add up", "costs one position's work", "add up to p,",
          "every one of them takes part in computing every token")
@@ -33,7 +34,7 @@ def shown(window) -> str:
 def test_the_corrected_texts_say_what_is_right_and_not_what_was_wrong():
     every = str(texts())
     for term, phrases in GLOSSARY.items():
-        entry = texts()["glossary"][term]
+        entry = str(texts()["glossary"][term])
         assert [p for p in phrases if p not in entry] == [], term
     assert [w for w in WRONG if w in every] == []
     panels = texts()["panels"]
@@ -41,7 +42,7 @@ def test_the_corrected_texts_say_what_is_right_and_not_what_was_wrong():
     assert "still reads every cached key and value, so a step still grows with the text" in panels["kv"]["before"]
     sampling = panels["sampling"]["text"]
     assert sampling.index("repetition penalty") < sampling.index("temperature") < sampling.index("top-k") < sampling.index("top-p")
-    assert "itself" in texts()["inside"]["block"] and "position table only this token's row" in texts()["inside"]["parameters"]
+    assert "itself" in str(texts()["inside"]["block"]) and "position table only this token's row" in str(texts()["fragments"]["position_params"])
 
 
 def test_each_corrected_sentence_is_what_the_window_shows(window, qtbot):
@@ -49,12 +50,12 @@ def test_each_corrected_sentence_is_what_the_window_shows(window, qtbot):
     assert texts()["panels"]["attention"]["before"] in shown(window)
     window.help.show(window.kv)
     assert texts()["panels"]["kv"]["before"] in shown(window)
-    window.help.show(None)
-    glossary = shown(window)
-    for term in GLOSSARY:
-        assert f"{term}: {texts()['glossary'][term]}" in glossary
-
     result = run(qtbot, window, window.step, p.Step)
+    window.help.show(None)
+    glossary, entries = shown(window), glossary_entries(result)
+    for term in GLOSSARY:
+        assert f"{term}: {entries[term]}" in glossary
+    assert f"log2 {result.info.vocab_size:,} ≈ {math.log2(result.info.vocab_size):.1f} bits for this model" in entries["entropy"]
     trace = result.trace
     window.help.show(window.logits)
     logits = shown(window)
@@ -66,5 +67,7 @@ def test_each_corrected_sentence_is_what_the_window_shows(window, qtbot):
 
     show_inside(window, qtbot)
     inside = window.inside
-    assert inside.block_text.text() == texts()["inside"]["block"]
-    assert html.unescape(inside.size_text.text()) == texts()["inside"]["parameters"].format(n_params=inside.trace.n_params)
+    arch = result.info.architecture
+    assert inside.block_text.text() == words("inside", "block", arch)
+    assert html.unescape(inside.size_text.text()) == words("inside", "parameters", arch, dict(n_params=inside.trace.n_params))
+    assert "position table only this token's row" in inside.size_text.text()  # the demo adds a position table

@@ -43,19 +43,19 @@ def test_inside_says_the_outputs_include_the_residual_multiplier(stepped, qtbot,
         return
     assert t.residual_multiplier == multiplier == TINY["granitemoe"]["residual_multiplier"]
     for text in (attn, mlp):
-        assert f"× {multiplier:g} (its residual multiplier): what is added to the residual stream" in text
+        assert f"(its output times the model's residual multiplier {multiplier:g})" in text
 
 
 def test_the_flows_moe_line_names_the_experts_the_model_chose(stepped, qtbot):
     from app.flow_numbers import flow_numbers
-    from app.panels.flow_panel import mlp_line
+    from app.flow_texts import flow_texts
 
     window, result = stepped
     window.state.set_layer(1)
     t = show_inside(window, qtbot)  # the newest position, recomputed by the engine's own path (engine.inside)
     assert t.position == result.trace.record.end - 1
     n = flow_numbers(result, layer=1)
-    line = mlp_line(n)
+    line = flow_texts(n)["mlp"]
     if t.experts is None:
         assert result.trace.record.experts is None and n.experts is None and "experts" not in line
         return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
@@ -54,7 +55,7 @@ def test_every_stage_has_a_template_and_the_tour_walks_them_in_order():
     assert tour.index == 0 and not tour.back()
     templates = texts("en")["tour"]
     for key in [s for s, _ in STAGES] + ["tokens_prefill", "draw_greedy", "draw_user"]:
-        assert key in templates and "{" in templates[key]
+        assert key in templates and "{" in json.dumps(templates[key])  # a text or a choice by the model's facts
 
 
 @pytest.mark.parametrize("which", ["sampled", "prefill"])
@@ -76,8 +77,8 @@ def test_each_sentence_carries_the_step_records_numbers(results, which):
 
     row = rec.attn[layer, head, last, : rec.end].astype(np.float64)
     key = int(np.argmax(row))
-    piece = trace.pieces[key].replace("␣", " ")
-    assert has(said["attention"], f"head {head} gives {row[key]:.0%} of its attention to '{piece}' at position {key}")
+    piece = trace.pieces[key]  # as every view writes it: a leading space as ␣
+    assert has(said["attention"], f"head {head} gives {row[key]:.0%} of its attention to “{piece}” at position {key}")
     assert has(said["attention"], f"In block {layer},")
     assert has(said["attention"], f"length {np.linalg.norm(rec.attn_out[layer].astype(np.float64)):.1f}")
     assert has(said["mlp"], f"length {np.linalg.norm(rec.mlp_out[layer].astype(np.float64)):.1f}")
@@ -92,8 +93,12 @@ def test_each_sentence_carries_the_step_records_numbers(results, which):
     assert has(said["kv"], f"gains {rec.n_new} row") and has(said["kv"], f"holds {rec.kv.positions} positions")
     assert has(said["kv"], f"{rec.kv.total_bytes / 1024:,.0f} KiB")
 
-    final_in = np.linalg.norm(rec.resid[-1, last].astype(np.float64))
-    assert has(said["ln_final"], f"from length {final_in:.1f} to {np.linalg.norm(rec.final_hidden.astype(np.float64)):.1f}")
+    final_in = rec.resid[-1, last].astype(np.float64)
+    centred = final_in - final_in.mean()  # the demo's final norm is a LayerNorm: the mean subtracted, divided by the spread
+    normalised = centred / np.sqrt((centred ** 2).mean() + 1e-5)
+    assert has(said["ln_final"], f"from {np.linalg.norm(final_in):.1f} to {np.linalg.norm(normalised):.1f} (about √{info.d_model}")
+    assert f"{np.linalg.norm(normalised):.1f}" == f"{np.sqrt(info.d_model):.1f}"  # dividing by the spread gives √d
+    assert has(said["ln_final"], f"its length is {np.linalg.norm(rec.final_hidden.astype(np.float64)):.1f}.")
     assert has(said["lm_head"], f"{info.vocab_size:,} × {info.d_model}")
 
     logits = rec.logits.astype(np.float64)
