@@ -57,7 +57,7 @@ class SessionController(QObject):
     failed = Signal(object)  # protocol.Failed (a kind of it), not stale
     busyChanged = Signal(bool)
     downloadProgress = Signal("qint64", "qint64")  # bytes done, bytes total (models pass 2 GiB)
-    modelLoaded = Signal(object)  # ModelInfo
+    modelLoaded = Signal(object)  # SessionResult: a Load's, or the first drawn of another model the engine holds
     engineRestarted = Signal(object)  # the engine died (its exit code) and a fresh one (no model loaded) replaced it
     engineStopped = Signal(object)  # the engine (exit code) died quickly too often: no new one was started
     noticed = Signal(object)  # SessionResult: stale, but its news is not (a Save's file was written)
@@ -69,6 +69,7 @@ class SessionController(QObject):
         self.use_cache = True  # likewise: generate with the KV cache
         self.stop_sequences: tuple[str, ...] = ()  # likewise: where generation stops (``set_stops``)
         self._model_asked = False  # a Load or an OpenSession was sent: the engine holds a session, or will
+        self._model_shown = None  # the ModelInfo of the model modelLoaded named last
         self.policy = RequestPolicy(self._send, self._control)
         self._busy_shown = False
         self._closed = False
@@ -199,6 +200,12 @@ class SessionController(QObject):
         """False once ``result`` is stale: a newer restart, or the engine that made it has died."""
         return self.policy.is_current(result)
 
+    def not_drawn(self, _result) -> None:
+        """A result handed on was stale by the time it would have been drawn: the window shows an older
+        session than the engine holds, so ask for that one (now, or after a refusal on its way)."""
+        if self.engine is not None and self.policy.not_drawn():
+            self.refresh()
+
     def _request(self, request: p.Request) -> int:
         request = self.policy.number(request)
         if self.engine is None:
@@ -247,8 +254,11 @@ class SessionController(QObject):
             self.settings_chosen = True
         elif isinstance(request, p.Load) and not self.settings_chosen:  # the model's own, which the engine started it with
             self.settings = result.settings
-        if isinstance(request, p.Load) or (isinstance(request, p.OpenSession) and result.can_step):  # view-only: no model
-            self.modelLoaded.emit(result.info)
+        # the model the engine holds: a Load's, or one a load made stale opened (a refused load after it
+        # refreshes); a session viewed without its model holds none
+        if isinstance(request, p.Load) or (result.can_step and result.info != self._model_shown):
+            self._model_shown = result.info
+            self.modelLoaded.emit(result)
         self.resultReady.emit(result)
 
     def _on_engine_died(self, exit_code) -> None:

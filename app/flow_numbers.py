@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from engine.architecture import Architecture
+from engine.sampling import SamplingSettings
 
 from .result import SessionResult
 
@@ -51,7 +52,8 @@ class FlowNumbers:
     top_ids, top_pieces, top_logits, top_model_probs, top_sampling_probs: the N_TOP candidates by
     penalised logit, best first.
     kept_after: (("vocabulary", V), ("penalty", ...), ("temperature", ...), ("top-k", ...),
-    ("top-p", ...)): how many tokens can still be drawn after each stage.
+    ("top-p", ...)): how many tokens can still be drawn after each stage; settings: the step's
+    sampling settings (settings_text: in words).
     chosen_*: the token chosen; chosen_model_prob, chosen_sampling_prob; draw_u (NaN when greedy or
     chosen by a person), draw_start/draw_end: its stretch of [0, 1) in the draw order.
     kv_positions: int [L], positions cached per layer after this step; kv_added: rows each layer
@@ -100,6 +102,7 @@ class FlowNumbers:
     top_model_probs: tuple[float, ...]
     top_sampling_probs: tuple[float, ...]
     kept_after: tuple[tuple[str, int], ...]
+    settings: SamplingSettings
     settings_text: str
     greedy: bool
     temperature: float
@@ -194,7 +197,7 @@ def flow_numbers(result: SessionResult, layer: int = 0, head: int = 0, tail_char
         top_logits=tuple(float(rec.logits[t]) for t in top_ids),
         top_model_probs=tuple(float(model_probs[t]) for t in top_ids),
         top_sampling_probs=tuple(float(dist.probs[t]) for t in top_ids),
-        kept_after=kept, settings_text=rec.settings.describe(), greedy=rec.settings.is_greedy,
+        kept_after=kept, settings=rec.settings, settings_text=rec.settings.describe(), greedy=rec.settings.is_greedy,
         temperature=float(rec.settings.temperature),
         chosen_id=chosen, chosen_piece=trace.chosen_piece, chosen_by=rec.chosen_by, chosen_rank=int(trace.chosen_rank),
         chosen_logit=float(rec.logits[chosen]), chosen_model_prob=float(model_probs[chosen]),

@@ -9,11 +9,10 @@ both); Esc or the Tour button leaves it. The tour's stages and sentences are ``a
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, Qt
+from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QBoxLayout, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
-from .flow_numbers import flow_numbers
 from .guard import guarded
 from .model_words import architecture_line
 from .panels.flow_panel import FlowPanel, FlowPlace
@@ -23,7 +22,11 @@ from .tour import STAGES, Tour, sentence
 
 class FlowView(QWidget):
     """The view a new user meets first: the tokens panel (lent by the Overview while this view is
-    shown, so the prompt stays on screen) above the flow of the step."""
+    shown, so the prompt stays on screen) above the flow of the step. Here the prompt panel is always
+    shown, with its usual rows, whatever the Overview's focus hides; ``tokensReturned`` says when it
+    is back in the Overview (the focus then shows it there as it wants)."""
+
+    tokensReturned = Signal()
 
     def __init__(self, state: AppState, tokens: QWidget, home: QBoxLayout, parent: QWidget | None = None):
         super().__init__(parent)
@@ -72,12 +75,15 @@ class FlowView(QWidget):
     @guarded
     def showEvent(self, event) -> None:  # noqa: N802 - Qt's name
         self._layout.insertWidget(0, self.tokens)  # borrowed from the Overview while this view is shown
+        self.tokens.set_expanded(False)
+        self.tokens.show()  # a focused panel may have hidden it in the Overview
         super().showEvent(event)
 
     @guarded
     def hideEvent(self, event) -> None:  # noqa: N802 - Qt's name
         if self.tokens.parentWidget() is self:
             self._home.insertWidget(0, self.tokens)
+            self.tokensReturned.emit()
         super().hideEvent(event)
 
 
@@ -150,8 +156,7 @@ class TourMode(QObject):
 
     def text(self) -> str:
         """The sentence on screen for the present stage (empty before the first step)."""
-        result = self.state.result
-        n = None if result is None else flow_numbers(result, self.state.layer, self.state.head)
+        n = self.view.flow.current()  # the step the flow was given: the tour reads what it shows
         if n is None:
             return "Step once: the tour reads out that step's numbers."
         index = self.tour.index

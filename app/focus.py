@@ -27,13 +27,22 @@ class PanelFocus(QObject):
         if panel is None or panel is self.focused:
             panel = None
         self.focused = panel
-        self.tokens.setVisible(panel is None or panel is self.tokens)
         self.stages.setVisible(panel is not self.tokens)
-        self.layout.setStretchFactor(self.tokens, 1 if panel is self.tokens else 0)
-        self.tokens.set_expanded(panel is self.tokens)
+        self.restore()
         self.focusChanged.emit(panel)
         self.stages.focus(None if panel is self.tokens else panel)
         self.repaint()
+
+    def restore(self) -> None:
+        """Show the prompt panel in the Overview as the focus wants it: alone and expanded, hidden
+        behind another panel, or above every panel. While the Flow has it on loan (it is not in
+        ``layout``) the Flow shows it as the Flow does, and calls this when it gives it back."""
+        if self.layout.indexOf(self.tokens) < 0:
+            return
+        panel = self.focused
+        self.tokens.setVisible(panel is None or panel is self.tokens)
+        self.layout.setStretchFactor(self.tokens, 1 if panel is self.tokens else 0)
+        self.tokens.set_expanded(panel is self.tokens)
 
     @guarded(fallback=False)
     def eventFilter(self, watched, event) -> bool:

@@ -4,7 +4,8 @@ A result from the controller waits here until its frame (``frame_ms``: 16 ms, or
 runs at max speed: drawing every step would take the window's whole core). Then the panels
 receive it one per event-loop turn (``AppState.stage_result``), then the plot views paint one per
 turn: all at once stalled the loop for 50-100 ms. A newer result replaces a waiting one; a result
-that became stale while it waited (``is_current``: a newer restart, or its engine died) is dropped.
+that became stale while it waited (``is_current``: a newer restart, or its engine died) is dropped
+and ``resultDropped`` says so (the window then shows an older session than the one handed on).
 ``turn_ms`` keeps how long each turn of the latest result took (benchmarks read it).
 """
 
@@ -30,6 +31,7 @@ class PaintScheduler(QObject):
 
     resultStarted = Signal(object)  # SessionResult: its first panel has it (status, actions follow it)
     resultApplied = Signal(object)  # SessionResult: every panel has drawn it
+    resultDropped = Signal(object)  # SessionResult: handed on, but stale by its frame: not drawn
 
     def __init__(self, state: AppState, views: list[pg.GraphicsView], is_current: Callable[[SessionResult], bool], parent=None):
         super().__init__(parent)
@@ -68,8 +70,9 @@ class PaintScheduler(QObject):
     def drop_stale(self) -> None:
         """Forget a waiting result that is no longer current (its engine died)."""
         if self._pending is not None and not self._is_current(self._pending):
-            self._pending = None
+            dropped, self._pending = self._pending, None
             self._draw_timer.stop()
+            self.resultDropped.emit(dropped)
 
     def stop(self) -> None:
         self._pending = None
@@ -78,7 +81,10 @@ class PaintScheduler(QObject):
 
     def _on_draw_timer_timeout(self) -> None:
         result, self._pending = self._pending, None
-        if result is None or not self._is_current(result):
+        if result is None:
+            return
+        if not self._is_current(result):
+            self.resultDropped.emit(result)
             return
         self._last_draw = perf_counter()
         self.apply(result)

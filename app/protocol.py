@@ -214,6 +214,7 @@ REQUESTS = (Load, SetPrompt, SetChat, SetStops, Step, Play, Back, Choose, Resamp
             SaveSession, OpenSession, Refresh)
 RESTARTS = (Load, SetPrompt, SetChat, Reset, OpenSession)  # after one of these, results of older requests are stale
 KEPT_ON_RESTART = (Load, SaveSession, SetStops)  # still run after a restart (a save's result is stale, its message is not; stop sequences are the person's)
+PROMPT_EDITS = (SetPrompt, SetChat)  # the person's text: still run after any restart but a newer edit (a Load may be refused)
 COALESCING = (Step, Resample, Choose, Inspect, Switch)  # a newer one replaces an older one still waiting
 
 CONTROLS = ("play_generation", "latest_barrier", "cancel_load")
@@ -251,10 +252,12 @@ class Inspected(Reply):
 @dataclass(frozen=True)
 class Failed(Reply):
     """``request`` was refused and changed nothing: ``error`` is the engine's own sentence
-    (``engine.errors``)."""
+    (``engine.errors``); ``kept``: for a refused Load, the name of the model the engine still holds
+    ("" none: no model was loaded yet)."""
 
     request: Request | None = None
     error: str = ""
+    kept: str = ""
 
 
 @dataclass(frozen=True)
@@ -265,8 +268,6 @@ class PromptTooLong(Failed):
 @dataclass(frozen=True)
 class DownloadCancelled(Failed):
     """The person cancelled a Load's download; the model ``kept`` (its name) stays."""
-
-    kept: str = ""
 
 
 @dataclass(frozen=True)

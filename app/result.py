@@ -34,6 +34,8 @@ class Facts:
     path, size: a saved or opened file and its bytes; steps, branches: its steps and leaves.
     ahead: the saves still being written when a Save was asked for (it waits behind them).
     note: what opening a file says about its model (``engine.session_file.open_session``).
+    left_out: the characters of a prompt or chat turn (a Load's, a SetPrompt's, a SetChat's) that the
+        tokenizer left out because the vocabulary has no token for them, each once (``Tokenizer.left_out``).
     """
 
     seconds: float = 0.0
@@ -51,6 +53,7 @@ class Facts:
     branches: int = 0
     ahead: int = 0
     note: str = ""
+    left_out: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

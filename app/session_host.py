@@ -130,10 +130,10 @@ def keep_settings(session: Session, request) -> None:
 def _begin(session: Session, chat: ChatTurn | None, text: str) -> dict[str, int]:
     """Start ``session`` on ``text``: the user's message of ``chat`` through the model's chat template
     when the model has one (the start of the message cut so that the turn fits), else the plain text
-    cut to fit. Returns the Facts of it: the tokens kept and the whole turn's or text's, and
+    cut to fit. Returns the Facts of it: the tokens kept and the whole turn's or text's,
     ``chat_needs`` when the template and the system message alone left no room (the prompt is then
-    the plain text)."""
-    needs = 0
+    the plain text), and the characters the tokenizer left out."""
+    needs, tokenizer = 0, session.loaded.tokenizer
     if chat is not None and session.loaded.info.chat_template:
         turn = ChatTurn(chat.system, text)
         try:
@@ -141,10 +141,10 @@ def _begin(session: Session, chat: ChatTurn | None, text: str) -> dict[str, int]
         except ChatTurnTooLong as exc:
             needs = exc.needs
         else:
-            whole = n if session.chat == turn else len(chat_prompt_ids(session.loaded.tokenizer, text, chat.system or None))
-            return dict(kept=n, whole=whole)
+            whole = n if session.chat == turn else len(chat_prompt_ids(tokenizer, text, chat.system or None))
+            return dict(kept=n, whole=whole, left_out=tokenizer.left_out(chat.system + text))
     kept = len(session.set_prompt(text, truncate=True))
-    return dict(kept=kept, whole=len(session.loaded.tokenizer.encode(text)), chat_needs=needs)
+    return dict(kept=kept, whole=len(tokenizer.encode(text)), chat_needs=needs, left_out=tokenizer.left_out(text))
 
 
 class SessionHost:
@@ -215,7 +215,8 @@ class SessionHost:
         except LoadCancelled as exc:
             reply = p.DownloadCancelled(g, request, str(exc), kept=self.session.info.name)
         except NextTokenError as exc:
-            reply = p.Failed(g, request, str(exc))
+            kept = self.session.info.name if isinstance(request, p.Load) and self.session is not None else ""
+            reply = p.Failed(g, request, str(exc), kept=kept)
         except Exception as exc:  # a bug, not a user error: keep the window alive and say so
             log.exception("request %s failed", request.kind)
             reply = p.Crashed(g, request, f"{type(exc).__name__}: {exc}")
@@ -298,13 +299,14 @@ class SessionHost:
                 raise PromptTooLong(str(exc)) from exc
             raise
         whole = len(session.loaded.tokenizer.encode(text)) if truncate else len(ids)
-        return self._result(request, Facts(kept=len(ids), whole=whole))
+        return self._result(request, Facts(kept=len(ids), whole=whole, left_out=session.loaded.tokenizer.left_out(text)))
 
     def _set_chat(self, request: p.SetChat) -> SessionResult:
         session = self._live_session()
         keep_settings(session, request)  # first, as for a prompt
         ids = session.set_chat(request.turn)
-        return self._result(request, Facts(kept=len(ids), whole=len(ids)))
+        left_out = session.loaded.tokenizer.left_out(request.turn.system + request.turn.user)
+        return self._result(request, Facts(kept=len(ids), whole=len(ids), left_out=left_out))
 
     def _set_stops(self, request: p.SetStops) -> SessionResult:
         self._need_session().stop_sequences = request.sequences

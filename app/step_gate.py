@@ -53,8 +53,8 @@ class StepGate:
             keep = truncation_keeps(self.result.info.n_positions)
         if isinstance(reply.request, (p.SetPrompt, p.SetChat)):  # the editor shows a prompt that cannot run: say so, no Step
             self.refused = message = f"{message} Step is off until the prompt can run."
-        if isinstance(reply.request, p.Load) and self.result is not None and self.result.info.name not in message:
-            message += f" Still using {self.result.info.name}."
+        if isinstance(reply.request, p.Load) and reply.kept and reply.kept not in message:  # the engine's, maybe not the one drawn
+            message += f" Still using {reply.kept}."
         return Refusal(message, keep)
 
     # ---------------------------------------------------------- what runs

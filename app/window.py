@@ -79,6 +79,7 @@ class MainWindow(QMainWindow):
         self.player = Player(c, self.step, lambda: self.gate.can_go_on, self)
         self.focus = PanelFocus(self.tokens, self.stages, self._central_layout, self.painter.repaint_later, self)
         self.focus.focusChanged.connect(self._on_focus_changed)
+        self.flow_view.tokensReturned.connect(self.focus.restore)
         keys = {self.tokens: "tokens", self.embeddings: "embeddings", self.attention: "attention", self.logits: "logits"}
         self.help = PanelHelp(self, self.state, keys | {self.sampling: "sampling", self.kv: "kv"})
         self.commands = Commands(self)
@@ -100,6 +101,7 @@ class MainWindow(QMainWindow):
         self.show_view("overview")  # the Overview until app.main brings --view (default: flow) forward
 
         c.resultReady.connect(self.painter.submit)
+        self.painter.resultDropped.connect(c.not_drawn)
         c.failed.connect(self._on_controller_failed)
         c.busyChanged.connect(th.show_busy)
         c.modelLoaded.connect(self._on_controller_model_loaded)
@@ -263,7 +265,7 @@ class MainWindow(QMainWindow):
                 self._viewing = True
         elif self._viewing and result.can_step:  # a new prompt or Reset left the file: the loaded model again
             self._viewing = False
-            self._on_controller_model_loaded(result.info)
+            self._on_controller_model_loaded(result)
         if message := wording.result_status(result):
             self.status_line.say(message)
         if result.stopped:
@@ -299,10 +301,14 @@ class MainWindow(QMainWindow):
         if self.cache_view.wants(answer.trace):
             self.cache_view.show_inside(answer.trace)
 
-    def _on_controller_model_loaded(self, info) -> None:
-        self.download.finish()
+    def _on_controller_model_loaded(self, result: SessionResult) -> None:
+        """``result``'s model is the one the engine holds: the label names it, and it is remembered."""
+        info, request = result.info, result.request
+        if isinstance(request, p.Load):
+            self.download.finish()
         self.status_line.show_model(info)
-        self.preferences.set_last_model("" if info.is_demo else (self.download.source or info.source))
+        asked = request.source if isinstance(request, p.Load) else None  # as the person named it (a hub id)
+        self.preferences.set_last_model("" if info.is_demo else (asked or info.source))
 
     def _on_logits_token_chosen(self, token_id: int) -> None:
         self.player.pause()

@@ -22,9 +22,23 @@ RESTART = "Use Model → Restart the model to try again."
 
 def result_status(result: SessionResult) -> str:
     """One sentence (or a few) for the status line about what ``result``'s request did ("": nothing to say)."""
-    f, request, trace = result.facts, result.request, result.trace
+    f, request = result.facts, result.request
     if f.stop:  # generation stopped before the request could run
         return f.stop
+    if f.left_out and isinstance(request, (p.Load, p.SetPrompt, p.SetChat)):  # never dropped silently
+        return f"{_status(result)} {left_out(result.info.name, f.left_out)}"
+    return _status(result)
+
+
+def left_out(model: str, characters) -> str:
+    """The sentence for characters of a prompt the tokenizer left out (``Facts.left_out``)."""
+    codes = ", ".join(f"U+{ord(c):04X}" for c in characters)
+    them = "it" if len(characters) == 1 else "them"
+    return f"{model}'s tokenizer has no token for {codes}: the model reads the prompt without {them}."
+
+
+def _status(result: SessionResult) -> str:
+    f, request, trace = result.facts, result.request, result.trace
     match request:
         case p.Load():
             return _load(result)

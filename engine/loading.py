@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import logging
 import math
 import os
 import struct
@@ -30,6 +31,8 @@ from .projection import fit as fit_projection
 from .quiet import silence_libraries
 from .session import warm_up
 from .tokens import Tokenizer
+
+log = logging.getLogger(__name__)
 
 ProgressCallback = Callable[[int, int], None]  # (bytes done, bytes total)
 
@@ -198,6 +201,7 @@ def wrap_model(model, folder: Path, *, name: str, is_demo: bool = False) -> Load
 
 
 TOKENIZER_PROBE = "Hello, World! naïve 🐈 \t\n<|endoftext|> 42"
+ASCII = "".join(map(chr, range(128)))
 
 
 def check_tokenizer(tokenizer: Tokenizer, cfg, folder: Path) -> None:
@@ -221,6 +225,15 @@ def check_tokenizer(tokenizer: Tokenizer, cfg, folder: Path) -> None:
         raise ModelLoadError(
             f"{mismatch}: it is not a GPT-2 byte-level tokenizer ({TOKENIZER_PROBE!r} comes back as {back!r})."
         )
+    # Every ASCII character, the control ones too: those the vocabulary has no token for are left out
+    # of a prompt (SmolLM2's six); the window names them whenever a prompt holds one (``Tokenizer.left_out``).
+    lost = tokenizer.left_out(ASCII)
+    kept = "".join(c for c in ASCII if c not in lost)
+    back = tokenizer.decode(tokenizer.encode(ASCII))
+    if back != kept:
+        raise ModelLoadError(f"{mismatch}: ASCII text does not come back as it was ({kept!r} comes back as {back!r}).")
+    if lost:
+        log.info("the tokenizer in %s has no token for %s", folder, ", ".join(f"U+{ord(c):04X}" for c in lost))
 
 
 def check_folder(folder: Path) -> dict:

@@ -8,7 +8,7 @@ so that ``" cat"`` reads ``␣cat`` and a token holding half of an emoji reads `
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from .errors import PromptError
 
@@ -103,6 +103,22 @@ class Tokenizer:
                 f"character {exc.start + 1:,}): retype or paste it again."
             ) from None
         return list(self.hf(text, add_special_tokens=False, split_special_tokens=True)["input_ids"])
+
+    @cached_property
+    def missing_bytes(self) -> frozenset[int]:
+        """The bytes the vocabulary has no token of their own for (SmolLM2's converted vocabulary has
+        none for 0x04, 0x06, 0x13, 0x14, 0x16, 0x1D): a character made of one of them cannot be
+        encoded, and ``encode`` leaves it out (``left_out``). Empty for a whole byte-level vocabulary."""
+        vocab = self.hf.get_vocab()
+        return frozenset(b for ch, b in _byte_decoder().items() if ch not in vocab)
+
+    def left_out(self, text: str) -> tuple[str, ...]:
+        """The characters of ``text`` that ``encode`` leaves out because a byte of theirs has no
+        token (``missing_bytes``), each once, in the order they come."""
+        missing = self.missing_bytes
+        if not missing:
+            return ()
+        return tuple(dict.fromkeys(c for c in text if not missing.isdisjoint(c.encode("utf-8", errors="ignore"))))
 
     def token_bytes(self, token_id: int) -> bytes:
         piece = self.hf.convert_ids_to_tokens(int(token_id))

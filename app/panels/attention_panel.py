@@ -215,6 +215,7 @@ class AttentionPanel(QGroupBox):
                 spin.blockSignals(True)
                 spin.setRange(0, count - 1)
                 spin.blockSignals(False)
+        self._sync_spins()  # the boxes name what is drawn: another model may have narrowed the selection
         self.history.sync(result.records)
         self._pieces = result.trace.pieces if result.trace is not None else result.prompt_pieces
         self._draw_matrix(ticks=self.history.length != self._length)

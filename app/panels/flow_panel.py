@@ -72,13 +72,16 @@ def box_title(name: str, texts: dict[str, str] | None) -> str:
 
 
 class FlowPanel(QWidget):
-    """The flow view's picture; draws ``state``'s step and asks for a detail view on a click."""
+    """The flow view's picture; draws the step ``state`` gave it (``result``: the newest may be
+    current in the state before it reaches this panel, and is not painted until it has) and asks for
+    a detail view on a click."""
 
     openRequested = Signal(object)  # FlowPlace
 
     def __init__(self, state: AppState, parent: QWidget | None = None):
         super().__init__(parent)
         self.state = state
+        self.result = None  # the SessionResult this panel was given last (None: none yet)
         self.numbers: FlowNumbers | None = None
         self.texts: dict[str, str] = {}  # flow_texts(numbers): the lines naming the model's parts
         self.tour_box: str | None = None  # the box the tour lights up, or None outside the tour
@@ -97,7 +100,8 @@ class FlowPanel(QWidget):
 
     # ------------------------------------------------------------ state in
     def _on_state_result(self, result) -> None:
-        if self.numbers is None or result.n_layer != self.numbers.n_layer:
+        previous, self.result = self.result, result
+        if previous is None or result.n_layer != previous.n_layer:
             self._fit_fonts()  # another model: other rows
         self._dirty = True
         if self.isVisible():  # hidden, a step costs this view nothing: it reads the numbers when shown
@@ -118,7 +122,7 @@ class FlowPanel(QWidget):
         """The largest of the theme's fonts (its base size - 1 to + 3 points) with which every box
         gets all the lines it can use: large on a big screen, never below the theme's size - 1."""
         theme = self.state.theme
-        n_layer = self.state.result.n_layer if self.state.result is not None else 1
+        n_layer = self.result.n_layer if self.result is not None else 1
         for delta in FONT_DELTAS:
             metrics = QFontMetrics(theme.font(delta, bold=True))
             lay = layout(max(1, self.width()), max(1, self.height()), n_layer, metrics.height(), 0, TOUR_CAPTION_LINES)
@@ -146,7 +150,7 @@ class FlowPanel(QWidget):
     # ------------------------------------------------------------ geometry
     def flow_layout(self) -> FlowLayout:
         """The rects at the widget's present size (tests read them)."""
-        n_layer = self.state.result.n_layer if self.state.result is not None else 1
+        n_layer = self.result.n_layer if self.result is not None else 1
         key = (self.width(), self.height(), n_layer, self.line, self.state.layer, self.tour_box is not None)
         if self._layout is None or self._layout_key != key:
             self._layout_key = key
@@ -160,7 +164,7 @@ class FlowPanel(QWidget):
         if hit is None:
             return None
         box, layer = hit
-        n = self._current()
+        n = self.current()
         last = n.n_layer - 1 if n is not None else 0
         if box == "blocks":
             return FlowPlace("inside", layer if layer >= 0 else self.state.layer, self.state.head, newest=True)
@@ -184,10 +188,10 @@ class FlowPanel(QWidget):
         pos = event.position().toPoint()
         lay = self.flow_layout()
         hx, hy, hw, hh = lay.parts["heads"]
-        if hy <= pos.y() < hy + hh and hx <= pos.x() < hx + hw and self.state.result is not None:
-            label_w = QFontMetrics(self.body_font).horizontalAdvance(f"{self.state.result.n_head} heads ")
+        if hy <= pos.y() < hy + hh and hx <= pos.x() < hx + hw and self.result is not None:
+            label_w = QFontMetrics(self.body_font).horizontalAdvance(f"{self.result.n_head} heads ")
             if pos.x() >= hx + label_w:  # a head: select it here
-                cell = (hw - label_w) / self.state.result.n_head
+                cell = (hw - label_w) / self.result.n_head
                 self.state.set_head(int((pos.x() - hx - label_w) // cell))
             return
         hit = lay.box_at(pos.x(), pos.y())
@@ -198,9 +202,11 @@ class FlowPanel(QWidget):
         if place is not None:
             self.openRequested.emit(place)
 
-    def _current(self) -> FlowNumbers | None:
+    def current(self) -> FlowNumbers | None:
+        """The numbers of the step this panel was given, at the selected layer and head (None: no
+        step yet); the tour reads the same."""
         if self._dirty:
-            result = self.state.result
+            result = self.result
             self.numbers = None if result is None else flow_numbers(result, self.state.layer, self.state.head)
             self.texts = {} if self.numbers is None else flow_texts(self.numbers)
             self._dirty = False
@@ -213,7 +219,7 @@ class FlowPanel(QWidget):
         p.setRenderHint(QPainter.Antialiasing, False)
         p.fillRect(self.rect(), QColor("white"))
         lay = self.flow_layout()
-        n = self._current()
+        n = self.current()
         p.setPen(QPen(QColor(th.DARK), 1.5))
         for points in lay.arrows:
             _arrow(p, points, max(5, self.line // 3))
@@ -234,10 +240,10 @@ class FlowPanel(QWidget):
         p.drawRoundedRect(QRectF(x + 0.5, y + 0.5, w - 1, h - 1), 4, 4)
         p.setFont(self.title_font)
         p.setPen(QColor(th.DARK))
-        self._current()
+        self.current()
         title = box_title(name, self.texts)
-        if name == "blocks" and self.state.result is not None:
-            title += f" × {self.state.result.n_layer}"
+        if name == "blocks" and self.result is not None:
+            title += f" × {self.result.n_layer}"
         self._line(p, x, y, w, 0, title)
 
     def _line(self, p: QPainter, x: int, y: int, w: int, index: int, text: str, align=Qt.AlignLeft) -> None:
@@ -294,7 +300,7 @@ class FlowPanel(QWidget):
         # 7 · 8 · 9
         s = b["sampling"]
         kept = dict(n.kept_after)
-        st = self.state.result.trace.record.settings
+        st = n.settings
         rows = [
             f"{n.vocab:,} tokens",
             f"penalty {st.repetition_penalty:g}: {kept['penalty']:,}",

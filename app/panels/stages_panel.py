@@ -79,6 +79,7 @@ class StagesPanel(QWidget):
         layout.addWidget(self.draw_caption)
         layout.addWidget(self.draw_view)
         self._dirty = False  # a result arrived while hidden
+        self._given = None  # the SessionResult given last: drawn when shown (the state's may be newer, not yet given)
         state.subscribe(self._on_state_result)
         state.subscribe_theme(self._on_state_theme)
 
@@ -88,15 +89,15 @@ class StagesPanel(QWidget):
     # ------------------------------------------------------------ drawing
     def _on_state_result(self, result) -> None:
         """Draw now if shown; a hidden view costs a step nothing and draws when it is shown."""
-        self._dirty = True
+        self._dirty, self._given = True, result
         if self.isVisible():
             self._draw(result)
 
     @guarded
     def showEvent(self, event) -> None:  # noqa: N802 - Qt's name
         super().showEvent(event)
-        if self._dirty and self.state.result is not None:
-            self._draw(self.state.result)
+        if self._dirty and self._given is not None:
+            self._draw(self._given)
 
     def _draw(self, result) -> None:
         self._dirty = False
@@ -190,7 +191,7 @@ class StagesPanel(QWidget):
         )
         self._chosen_row = chosen_row
         self._fold_rows()
-        self._draw_the_draw(st, pieces, record, greedy)
+        self._draw_the_draw(st, pieces, record, greedy, trace.chosen_piece)
 
     def _fold_rows(self) -> None:
         """The top candidates and the chosen row in view together: rows between them are folded away
@@ -218,7 +219,7 @@ class StagesPanel(QWidget):
             self._fold_rows()
         return False
 
-    def _draw_the_draw(self, st, pieces, record, greedy: bool) -> None:
+    def _draw_the_draw(self, st, pieces, record, greedy: bool, chosen_piece: str) -> None:
         plot = self.draw_view.getPlotItem()
         if greedy or record.chosen_by == "user" or math.isnan(record.draw_u):
             self.segments.setOpts(x0=[], y0=[], width=[], height=[])
@@ -262,13 +263,9 @@ class StagesPanel(QWidget):
         source = f"the generator seeded with ({seed}, step {record.step})" if seed is not None else "an unseeded generator"
         self.draw_caption.setText(
             f"<b>8 · The draw.</b> u = {u:.4f}, a random number in [0, 1) from {source}. Laid end to end from the most "
-            f"to the least likely, the candidates cover [0, 1); u falls in “{escape(self._chosen_piece(), quote=False)}”'s stretch "
+            f"to the least likely, the candidates cover [0, 1); u falls in “{escape(chosen_piece, quote=False)}”'s stretch "
             f"{segment}, so that token is taken. The tokens that are not rows of the table fill the grey stretches."
         )
-
-    def _chosen_piece(self) -> str:
-        result = self.state.result
-        return result.trace.chosen_piece if result is not None and result.trace is not None else ""
 
     def _on_state_theme(self, theme: th.Theme) -> None:
         self.setFont(theme.font())

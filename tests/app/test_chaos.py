@@ -2,18 +2,26 @@
 
 About two minutes of steps, Back, Play at both speeds, hostile prompts, sampling extremes, damaged
 models, projector toggles, resizes, branches and the engine process killed, with the invariants
-checked while it runs: no exception escapes, the event loop keeps answering, the panel's settings
-equal the engine's once settled, memory stays bounded, every kill is recovered, and no child
-process is left at exit (the app conftest's fixture). ``NEXTTOKEN_CHAOS_SECONDS`` (default 120)
-makes a longer run, ``NEXTTOKEN_CHAOS_SEED`` replays one; the seed is printed on failure.
+checked while it runs: no exception escapes, the panel's settings equal the engine's once settled,
+memory stays bounded, every kill is recovered, and no child process is left at exit (the app
+conftest's fixture). How long the event loop goes unanswered is a figure, not a check here:
+``benchmarks/bench_gui.py`` measures it. ``NEXTTOKEN_CHAOS_SECONDS`` (default 120) makes a longer
+run, ``NEXTTOKEN_CHAOS_SEED`` replays one; the seed is printed on failure.
 
 Among the actions are those that found the defects listed under "Nothing typed, saved or exported
 is lost or shown wrong" in docs/RELIABILITY.md: typing during loads and reloads, kills with a prompt
 edit pending, exports of a panel while another is focused, Show top in projector mode and foreign
-``.npz`` files. At every settled point the run checks the typed text against the editor, the drawn
-session against the engine's, the window's height against the size asked for, and that no status
-line says "Unexpected error". These are collected and reported together at the end, each named with
-the defect it guards against, so a run on a branch without one of the fixes says which.
+``.npz`` files, a load that fails while a prompt edit waits behind another load, a panel focused and
+then the Flow, and saves before the first step (refused), then quitting.
+
+After every action the run checks that the text the person typed is still in the editor and that
+the prompt panel is on screen in every view that shows it. At every settled point it checks that the
+editor's text is the one the engine runs, or that Step refuses and says why (a text the person typed
+is either run, or still in the editor with Step refusing and the status line saying why); the drawn
+session against the engine's; the window's height against the size asked for; and that no status
+line says "Unexpected error". At the end, a save before the first step is refused and closing the
+window does not wait for it. The findings are collected and reported together at the end, each named
+with the defect it guards against, so a run on a branch without one of the fixes says which.
 """
 
 from __future__ import annotations
@@ -24,13 +32,11 @@ import signal
 import zipfile
 from collections import Counter, deque
 from pathlib import Path
-from time import monotonic, perf_counter
+from time import monotonic
 
 import numpy as np
 
 import pytest
-from PySide6.QtCore import QTimer
-
 from app import guard
 from app import protocol as p
 from engine.sampling import SamplingSettings
@@ -45,10 +51,14 @@ DEMO = str(Path(__file__).resolve().parents[2] / "resources" / "models" / "gpt2-
 SIZES = [(1024, 768), (1280, 720), (1366, 768), (1600, 900)]
 CHECKS = {  # what each settled-point check found, in words for the report
     "typed": "typed text lost (text typed during a load must be kept)",
-    "drawn": "the drawn session differs from the engine's (after a reload that refused an edit)",
+    "runs": "the editor's text did not run and Step was on (a failed load while an edit waited dropped the edit)",
+    "says": "Step refused without saying why on the status line",
+    "prompt": "the prompt panel hidden in a view that shows it (a panel focused, then the Flow)",
+    "drawn": "the drawn session differs from the engine's (after a reload that refused an edit, or a step the painter dropped)",
     "height": "the window taller than the size asked for (Show top in projector mode)",
     "unexpected": "'Unexpected error' on the status line (a foreign .npz)",
     "picture": "a picture reported as saved that is degenerate (a panel exported while another is focused)",
+    "quit": "closing waited for a save that will not be written (a save refused before the first step)",
 }
 HOSTILE_PROMPTS = ["", " ", "\n\n", "🐈" * 40, "<|endoftext|>", "a" * 3000, "naïve café", "\x00\x01", "The cat sat on the"]
 
@@ -81,6 +91,39 @@ def drawn(result) -> tuple:
     return (tuple(result.prompt_ids.tolist()), step, tuple(int(r.chosen) for r in result.records))
 
 
+def typed_kept(window, typed: str) -> bool:
+    """The text the person typed is still in the editor: as typed, or as the load that ran it drew it
+    (a blank editor refilled with the prompt that ran; a too-long text cut to its end, said so)."""
+    editor, result = window.tokens.editor.toPlainText(), window.state.result
+    if editor == typed:
+        return True
+    ran = result.prompt_text if result is not None else None
+    return editor == ran and (not typed.strip() or typed.endswith(editor))
+
+
+def runs_or_says_why(window) -> str:
+    """Settled, the session drawn being the engine's: "" when the editor's text is the one that runs
+    (or its end, cut to fit), or Step refuses and says why on the status line; else the finding."""
+    editor, ran = window.tokens.editor.toPlainText(), window.state.result.prompt_text
+    if editor == ran or (len(ran) < len(editor) and editor.endswith(ran)):
+        return ""
+    refusal = window.gate.why_not_step()
+    if refusal is None or window.commands.step_action.isEnabled():
+        return "runs"
+    window.step()  # refused: the status line says why
+    return "" if window.status_line.status_label.text() == refusal.message else "says"
+
+
+def prompt_shown_where_it_should_be(window) -> bool:
+    """The prompt panel is visible in the Flow, and in the Overview unless another panel is focused."""
+    view = window.views.currentWidget()
+    if view is window.flow_view:
+        return window.tokens.isVisible()
+    if window.tokens.parentWidget() is view:  # the Overview
+        return window.tokens.isVisible() == (window.focus.focused in (None, window.tokens))
+    return True
+
+
 def foreign_npz_files(folder: Path) -> list[Path]:
     """A numpy archive that is no session, and a zip whose ``meta`` member is no numpy array."""
     other = folder / "other.npz"
@@ -97,6 +140,8 @@ def test_random_actions_on_the_real_window(make_window, qtbot, tmp_path):
     damaged = tmp_path / "damaged-model"
     damaged.mkdir()
     (damaged / "config.json").write_text('{"model_type": "gpt2"')  # cut short: not valid JSON
+    no_config = tmp_path / "no-config"  # cannot be opened: no config.json
+    no_config.mkdir()
     window = make_window(engine="process")
     size = (1366, 768)
     window.resize(*size)
@@ -106,20 +151,9 @@ def test_random_actions_on_the_real_window(make_window, qtbot, tmp_path):
     recent: deque = deque(maxlen=12)  # the last actions, for that report
     typed = "The cat sat on the"  # what the person last typed: the editor must still say it
     errors_before = guard.reporter().count
-    gaps, last = [0.0], [perf_counter()]
-
-    def heartbeat():
-        now = perf_counter()
-        gaps.append(now - last[0])
-        last[0] = now
-
-    beat = QTimer(interval=20)
-    beat.timeout.connect(heartbeat)
     with qtbot.waitSignal(window.resultApplied, timeout=120_000, check_params_cb=lambda r: isinstance(r.request, p.Load)):
         window.start(None, "The cat sat on the")
     rss_start = rss_bytes()
-    last[0] = perf_counter()
-    beat.start()
     started, last_kill, kills, actions, checks = monotonic(), monotonic(), 0, 0, 0
     try:
         while monotonic() - started < SECONDS:
@@ -191,18 +225,39 @@ def test_random_actions_on_the_real_window(make_window, qtbot, tmp_path):
                 window.logits.n_spin.setValue(rng.choice([5, 10, 20, 64]))
             elif roll < 0.94:
                 window.open_session(str(rng.choice(foreign)))
+            elif roll < 0.96:  # a load that fails while a prompt edit waits behind another load
+                window.load_model(DEMO)
+                qtbot.keyClicks(window.tokens.editor, " dog")
+                window.tokens._debounce.stop()
+                window.tokens._on_debounce_timeout()  # the edit goes now: it waits behind the load
+                window.load_model(str(rng.choice([no_config, damaged])))
+                typed = window.tokens.editor.toPlainText()
+            elif roll < 0.98:  # a panel focused, then the Flow (and now and then back)
+                window.show_view("overview")
+                window.focus.toggle(rng.choice([window.tokens, *window.stages.panels(), None]))
+                window.show_view("flow")
+                if rng.random() < 0.5:
+                    qtbot.wait(rng.choice([0, 30]))
+                    window.show_view(rng.choice(["overview", "flow", "inside"]))
+            elif roll < 0.99:  # a save, now and then before the first step (refused: nothing is written)
+                if rng.random() < 0.5:
+                    window.reset()
+                window.save_session(str(tmp_path / "chaos.npz"))
             qtbot.wait(rng.choice([0, 5, 30, 120]))
+            if not typed_kept(window, typed):
+                broken["typed"] += 1
+                seen.setdefault("typed", f"typed {typed[:40]!r}, the editor says {window.tokens.editor.toPlainText()[:40]!r} "
+                                         f"after the actions rolled {', '.join(recent)}")
+                typed = window.tokens.editor.toPlainText()  # count each loss once
+            if not prompt_shown_where_it_should_be(window):
+                broken["prompt"] += 1
+                seen.setdefault("prompt", f"in {type(window.views.currentWidget()).__name__}, focus on "
+                                          f"{type(window.focus.focused).__name__} after the actions rolled {', '.join(recent)}")
             if rng.random() < 0.1:  # settle now and then, and check what the engine uses
                 window.player.pause()
                 qtbot.waitUntil(lambda: settled(window), timeout=120_000)
                 shown = drawn(window.state.result)
-                editor = window.tokens.editor.toPlainText()
-                refilled = not typed.strip() and editor == window.state.result.prompt_text  # a load fills a blank editor with what it ran
-                if editor != typed and not refilled:
-                    broken["typed"] += 1
-                    seen.setdefault("typed", f"typed {typed[:40]!r}, the editor says {window.tokens.editor.toPlainText()[:40]!r} "
-                                             f"after the actions rolled {', '.join(recent)}")
-                typed = editor  # count each loss once
+                typed = window.tokens.editor.toPlainText()  # checked after every action
                 if window.height() > size[1]:
                     broken["height"] += 1
                     seen.setdefault("height", f"{window.width()} x {window.height()} for {size[0]} x {size[1]} "
@@ -215,20 +270,33 @@ def test_random_actions_on_the_real_window(make_window, qtbot, tmp_path):
                     broken["drawn"] += 1
                     seen.setdefault("drawn", f"drawn {shown}, the engine holds {drawn(window.state.result)} "
                                              f"after the actions rolled {', '.join(recent)}")
+                elif finding := runs_or_says_why(window):
+                    broken[finding] += 1
+                    seen.setdefault(finding, f"the editor says {typed[:40]!r}, the engine runs "
+                                             f"{window.state.result.prompt_text[:40]!r} after the actions rolled {', '.join(recent)}")
                 assert window.state.result.settings == window.sampling.settings() == window.controller.settings
                 checks += 1
         window.player.pause()
-        qtbot.waitUntil(lambda: settled(window), timeout=120_000)
-        beat.stop()
+        qtbot.waitUntil(lambda: settled(window) and window.controller.saves_pending == 0, timeout=120_000)
         grown = rss_bytes() - rss_start
         print(f"\nchaos seed {SEED}: {actions} actions, {kills} kills, {checks} settled checks, "
-              f"longest event-loop gap {max(gaps) * 1e3:.0f} ms, window RSS +{grown / 2**20:.0f} MiB")
+              f"window RSS +{grown / 2**20:.0f} MiB")
         assert guard.reporter().count == errors_before, "a handler raised"
-        assert max(gaps) < 2.0, "the event loop stopped answering"
         assert grown < 400 * 2**20
         assert window.state.result is not None and window.state.result.info.is_demo  # recovered, model loaded
-        assert not broken, "settled-point checks failed: " + "; ".join(f"{CHECKS[k]}: {n} time(s)" for k, n in broken.items()) + f" ({seen})"
+        # a save before the first step, then quit: it is refused, and closing does not wait for it
+        with qtbot.waitSignal(window.resultApplied, timeout=60_000, check_params_cb=lambda r: isinstance(r.request, p.Reset)):
+            window.reset()
+        with qtbot.waitSignal(window.errorShown, timeout=60_000, check_params_cb=lambda m: m.startswith("Nothing to save yet")):
+            window.save_session(str(tmp_path / "before-the-first-step.npz"))
+        engine, graces = window.controller.engine, []
+        real_shutdown = engine.shutdown
+        engine.shutdown = lambda *grace: (graces.append(grace), real_shutdown(*grace))
+        waiting = window.controller.saves_pending
+        window.close()
+        if waiting or graces != [()]:  # the engine's own grace, not the one for a file being written
+            broken["quit"] += 1
+            seen.setdefault("quit", f"{waiting} save(s) pending, shutdown given {graces}")
+        assert not broken, "checks failed: " + "; ".join(f"{CHECKS[k]}: {n} time(s)" for k, n in broken.items()) + f" ({seen})"
     except BaseException as exc:
         raise AssertionError(f"chaos run failed with seed {SEED} (NEXTTOKEN_CHAOS_SEED={SEED} replays it): {exc}") from exc
-    finally:
-        beat.stop()

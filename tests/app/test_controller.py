@@ -44,6 +44,7 @@ class FakeResult:
     def __init__(self, request: p.Request):
         self.generation, self.request, self.info = request.generation, request, object()
         self.settings = request.settings if getattr(request, "settings", None) is not None else DEFAULT_SETTINGS
+        self.can_step = True
 
 
 @pytest.fixture

@@ -114,3 +114,30 @@ def test_a_load_drawn_after_the_wait_never_overwrites_text_typed_since_it_was_se
     assert editor.toPlainText() == PROMPT + " mat"
     send_edits(window, qtbot)
     assert engine_prompt(window) == PROMPT + " mat"
+
+
+def send_edit_now(window) -> None:
+    """The editor's wait is over: its text goes to the controller now."""
+    window.tokens._debounce.stop()
+    window.tokens._on_debounce_timeout()
+
+
+def test_a_failed_load_while_an_edit_waits_runs_the_typed_text_on_the_model_the_engine_holds(window, qtbot, tiny_dir, tmp_path):
+    """Type while a model loads (the edit waits behind the load), then open a folder that cannot be
+    opened: the typed text is the one that runs, on the model the engine holds (the load made stale
+    opened it), and the status line and the model label name that model."""
+    broken = tmp_path / "no-config"
+    broken.mkdir()
+    window.load_model(str(tiny_dir))  # in flight until its reply is handled here
+    window.tokens.editor.setPlainText("A dog ran")
+    send_edit_now(window)  # waits behind the load
+    with qtbot.waitSignal(window.resultApplied, timeout=60_000, check_params_cb=lambda r: isinstance(r.request, p.Refresh)):
+        window.load_model(str(broken))
+    name = window.state.result.info.name
+    assert name == tiny_dir.name  # the engine holds the stale load's model
+    assert window.status_line.status_label.text().endswith(f"Still using {name}.")
+    assert window.status_line.model_label.text() == f"Model: {name}"
+    assert window.state.result.prompt_text == window.tokens.editor.toPlainText() == "A dog ran" == engine_prompt(window)
+    assert window.commands.step_action.isEnabled()
+    stepped = run(qtbot, window, window.step, p.Step)
+    assert stepped.prompt_text == "A dog ran"

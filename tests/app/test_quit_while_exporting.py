@@ -7,7 +7,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 from app import export_writer
@@ -36,13 +35,13 @@ print(repr(left), round(time.monotonic() - t0, 1), flush=True)
 
 
 def test_a_process_quits_although_an_export_never_ends():
-    t0 = time.monotonic()
+    # the process ends (subprocess.run's timeout fails the test otherwise): its exit does not join the blocked thread
     done = subprocess.run([sys.executable, "-c", BLOCKED_PROCESS], capture_output=True, text=True, timeout=60,
                           cwd=Path(__file__).parents[2])
     assert done.returncode == 0, done.stderr
     left, waited = done.stdout.split()[:-1], float(done.stdout.split()[-1])
-    assert " ".join(left) == "('a picture of the window',)" and 0.4 <= waited < 2
-    assert time.monotonic() - t0 < 30  # the process ended: its exit did not join the blocked thread
+    assert " ".join(left) == "('a picture of the window',)"  # close gave up on it
+    assert waited >= 0.4  # after its timeout, not before
     assert "a picture of the window was still being written" in done.stderr  # logged: the log file and a terminal
 
 
@@ -62,13 +61,10 @@ def test_quitting_a_window_whose_picture_never_finishes(window, qtbot, tmp_path,
     assert window.exporter.export_picture(window, path)
     assert started.wait(20)
     shown = painted_status_lines(window)
-    t0 = time.monotonic()
     try:
-        window.close()  # gives up after CLOSE_WAIT_S
-        waited = time.monotonic() - t0
+        window.close()  # gives up after CLOSE_WAIT_S (the picture is still held: it cannot have been written)
     finally:
         release.set()  # let the thread end, so that no test after this one shares it
-    assert waited < 5
     assert shown[0] == "Waiting for a picture of the window to be written before quitting…"
     assert shown[1] == ("Quitting without a picture of the window: it was still being written after 0.5 s "
                         "(a file already at that path is left as it was).")

@@ -196,3 +196,39 @@ def test_stop_sequences_waiting_survive_a_restart(policy, sent, restart):
     assert stops in policy.waiting
     policy.settle(done(sent[0]))
     assert sent[1] is stops
+
+
+def test_a_refused_save_is_not_pending(policy, sent):
+    """A Save the engine refuses ("Nothing to save yet") writes no file: quitting must not wait for one."""
+    policy.settle(done(ask(policy, p.Load())))
+    save = ask(policy, p.SaveSession(path="s.npz"))
+    assert policy.saves_pending == 1  # it may be written
+    assert policy.settle(p.Failed(save.generation, save, "Nothing to save yet: step at least once.")) is Verdict.SHOW
+    assert policy.saves_pending == 0
+
+
+def test_saves_that_will_not_be_sent_are_not_pending(policy, sent):
+    """Closing drops what waits: a Save still waiting then will never be written."""
+    step = ask(policy, p.Step())
+    ask(policy, p.SaveSession(path="s.npz"))
+    assert policy.saves_pending == 1
+    policy.close()
+    assert policy.saves_pending == 0
+    policy.settle(done(step))
+    save = ask(policy, p.SaveSession(path="t.npz"))  # closed: nothing is sent
+    assert sent == [step] and policy.saves_pending == 0 and save not in policy.waiting
+
+
+def test_a_result_not_drawn_asks_for_the_session_now_or_after_the_refusal_on_its_way(policy, sent):
+    policy.settle(done(ask(policy, p.Load())))
+    policy.settle(done(ask(policy, p.Step())))  # handed on; a restart comes before its frame
+    edit = ask(policy, p.SetPrompt(text="too long"))
+    assert not policy.not_drawn()  # the edit is on its way: its answer decides
+    assert policy.settle(p.PromptTooLong(edit.generation, edit, "Too long.")) is Verdict.REFRESH
+    policy.settle(done(ask(policy, p.Step())))
+    edit = ask(policy, p.SetPrompt(text="too long"))
+    assert policy.settle(p.PromptTooLong(edit.generation, edit, "Too long.")) is Verdict.SHOW  # the step was drawn, so far
+    assert policy.not_drawn()  # then dropped by the painter, with nothing on its way: ask now
+    policy.engine_died()
+    policy.engine_started()
+    assert not policy.not_drawn()  # a dead engine's step: the fresh engine holds nothing to ask for

@@ -67,7 +67,8 @@ def test_the_words_for_each_refusal():
     gate = StepGate()
     gate.show(result(name="gpt2-tiny-demo"))
     load = p.Load(source="gpt2")
-    assert gate.fail(p.Failed(1, load, "No network.")).message == "No network. Still using gpt2-tiny-demo."
+    assert gate.fail(p.Failed(1, load, "No network.", kept="gpt2-tiny-demo")).message == "No network. Still using gpt2-tiny-demo."
+    assert gate.fail(p.Failed(1, load, "No network.", kept="other")).message == "No network. Still using other."  # the engine's, not the one drawn
     assert gate.fail(p.DownloadCancelled(2, load, "", kept="gpt2-tiny-demo")).message == "Download cancelled: still using gpt2-tiny-demo."
     assert gate.fail(p.Crashed(3, p.Step(), "ValueError: bad")).message == "Unexpected error: ValueError: bad"
     assert gate.fail(p.Crashed(3, p.Step(), "ValueError: bad")).keep == 0 and gate.can_step
