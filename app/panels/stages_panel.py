@@ -190,6 +190,9 @@ class StagesPanel(QWidget):
             f"{trace.model_entropy_ceiling_bits:.1f} bits (the whole vocabulary)."
         )
         self._chosen_row = chosen_row
+        table = self.table  # room for the pinned rows and the chosen row under the column titles
+        table.setMinimumHeight(table.horizontalHeader().sizeHint().height() + (PINNED + 1) * table.rowHeight(0)
+                               + table.horizontalScrollBar().sizeHint().height() + 2 * table.frameWidth() + 2)
         self._fold_rows()
         self._draw_the_draw(st, pieces, record, greedy, trace.chosen_piece)
 
@@ -278,14 +281,14 @@ class StagesPanel(QWidget):
 
 
 def settings_source(info, settings) -> str:
-    """Where ``settings`` came from, for the model ``info`` describes: its generation_config.json
-    (when that asks to sample or not, as ``generate`` reads it), the window's defaults, or the person."""
-    generation = dict(info.generation)
-    if "do_sample" in generation and settings == model_settings(info.generation):
-        return f"{info.name}'s own, from its generation_config.json"
+    """Where ``settings`` came from, for the model ``info`` describes, in a few words: its
+    generation_config.json (when that sets do_sample, as ``generate`` reads it), the window's defaults
+    (it sets none: ``generate`` would pick greedily, the window samples so every step shows a draw),
+    or the person's sampling panel."""
+    if "do_sample" in dict(info.generation) and settings == model_settings(info.generation):
+        return "the model's own: its generation_config.json"
     if settings == DEFAULT_SETTINGS:
-        return (f"the window's defaults: {info.name} sets no do_sample in a generation_config.json, where generate "
-                "would pick greedily; the window samples so that every step shows a draw")
+        return "the window's defaults: the model sets no do_sample"
     return "chosen in the sampling panel"
 
 
@@ -293,9 +296,10 @@ def folded_rows(chosen: int, fits: int, pinned: int = PINNED) -> range:
     """The rows to fold away so that rows 0 to ``pinned - 1`` and row ``chosen`` are in a view of
     ``fits`` rows together, with as many rows just above ``chosen`` as there is room for; none when
     rows 0 to ``chosen`` fit."""
-    if chosen < fits or fits <= pinned:
+    if chosen < fits:
         return range(0)
-    return range(pinned, chosen - (fits - pinned - 1))
+    pinned = min(pinned, fits - 1)  # a view shorter than the pinned rows: as many as fit above the chosen one
+    return range(pinned, chosen - (fits - pinned - 1)) if pinned > 0 else range(0)
 
 
 def _penalty_text(raw: float, after: float, penalised: bool, in_context: bool, penalty: float) -> str:

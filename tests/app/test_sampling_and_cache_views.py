@@ -84,6 +84,7 @@ def test_folded_rows_keep_the_top_three_and_the_chosen_row_in_one_view():
     assert folded_rows(chosen=4, fits=6) == range(0)  # rows 0 to 4 fit: nothing folded
     assert folded_rows(chosen=10, fits=6) == range(3, 8)  # shown: 0, 1, 2, then 8, 9, 10
     assert folded_rows(chosen=6, fits=6) == range(3, 4)
+    assert folded_rows(chosen=10, fits=3) == range(2, 10)  # a short view: the top two and the chosen row
 
 
 def test_on_a_projector_the_top_candidates_stay_in_view_above_a_chosen_row_far_down(window, qtbot):

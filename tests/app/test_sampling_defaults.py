@@ -39,7 +39,7 @@ def test_a_folder_with_its_own_sampling_values_starts_with_them_until_the_person
     result = run(qtbot, window, window.step, p.Step)
     assert result.trace.record.settings.temperature == 0.2  # the engine drew with them too
     window.show_view("sampling")
-    assert "own-defaults's own, from its generation_config.json" in window.sampling_view.header.text()
+    assert "the model's own: its generation_config.json" in window.sampling_view.header.text()
     run(qtbot, window, lambda: panel.temperature.setValue(0.7), p.Resample)
     assert "chosen in the sampling panel" in window.sampling_view.header.text()
     with qtbot.waitSignal(window.resultApplied, timeout=60_000):
