@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
 
 from engine import paths
 
+from . import theme as th
 from .about import about_text
 from .site_defaults import read_site_defaults
 from .views import VIEW_BUTTONS, VIEWS
@@ -92,9 +93,12 @@ class Commands(QObject):
         )
         self.no_cache_action.setCheckable(True)
         self.projector_action = action(
-            "Projector mode (large fonts, high contrast)", lambda on: w.painter.restyle(w.state.stage_projector(bool(on))), (Qt.Key_F5,)
+            "Projector mode (large fonts, high contrast)", lambda on: w.set_text_size(th.PROJECTOR if on else th.NORMAL), (Qt.Key_F5,)
         )
         self.projector_action.setCheckable(True)
+        self.larger_action = action("Larger text", lambda: w.zoom_text(1), ("Ctrl+=", "Ctrl++"),
+                                    "Every text one step larger (Ctrl+=); the third step is projector mode")
+        self.smaller_action = action("Smaller text", lambda: w.zoom_text(-1), ("Ctrl+-",), "Every text one step smaller (Ctrl+-)")
         self.full_screen_action = action("Full screen", lambda on: w.showFullScreen() if on else w.showNormal(), (Qt.Key_F11,))
         self.full_screen_action.setCheckable(True)
         self.focus_actions = [
@@ -143,7 +147,7 @@ class Commands(QObject):
         model.addSeparator()
         model.addAction(self.restart_action)
         view = bar.addMenu("&View")
-        view.addActions([self.projector_action, self.full_screen_action])
+        view.addActions([self.projector_action, self.larger_action, self.smaller_action, self.full_screen_action])
         view.addSeparator()
         view.addActions([*self.focus_actions, self.unfocus_action])
         run = bar.addMenu("&Run")

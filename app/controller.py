@@ -9,7 +9,9 @@ depends on which.
 
 The sampling settings the person chose last live here (``settings``): every request that can
 reach a fresh or reloaded engine carries them, so the engine never uses settings the window does
-not show, also after the engine process died and was replaced.
+not show, also after the engine process died and was replaced. Until the person chooses any
+(``settings_chosen``) requests carry None: each model loaded starts with its own
+(its ``generation_config.json``'s), which ``settings`` then holds.
 """
 
 from __future__ import annotations
@@ -64,7 +66,8 @@ class SessionController(QObject):
 
     def __init__(self, parent: QObject | None = None, engine: str = "process"):
         super().__init__(parent)
-        self.settings: SamplingSettings = DEFAULT_SETTINGS  # what the person chose last
+        self.settings: SamplingSettings = DEFAULT_SETTINGS  # what the person chose last, else the model's own
+        self.settings_chosen = False  # the person changed a setting (or opened a session file): theirs win
         self.use_cache = True  # likewise: generate with the KV cache
         self.runtime = CPU  # where each load runs the model and what records its steps (engine.runtime)
         self.stop_sequences: tuple[str, ...] = ()  # likewise: where generation stops (``set_stops``)
@@ -106,17 +109,17 @@ class SessionController(QObject):
         """Load a model with ``prompt``, a user turn through its chat template when ``chat`` (its system message) is given."""
         self._model_asked = True
         return self._request(
-            p.Load(source=source, prompt=prompt, fallback=fallback, settings=self.settings, use_cache=self.use_cache, loaded=loaded,
+            p.Load(source=source, prompt=prompt, fallback=fallback, settings=self._sent_settings(), use_cache=self.use_cache, loaded=loaded,
                    chat=chat, stop_sequences=self.stop_sequences, runtime=self.runtime)
         )
 
     def set_prompt(self, text: str, truncate: bool = False) -> int:
         """Use ``text`` as the prompt; too long is an error unless ``truncate`` keeps its last tokens."""
-        return self._request(p.SetPrompt(text=text, truncate=truncate, settings=self.settings))
+        return self._request(p.SetPrompt(text=text, truncate=truncate, settings=self._sent_settings()))
 
     def set_chat(self, turn: ChatTurn) -> int:
         """Use ``turn`` (system and user messages) through the model's chat template as the prompt."""
-        return self._request(p.SetChat(turn=turn, settings=self.settings))
+        return self._request(p.SetChat(turn=turn, settings=self._sent_settings()))
 
     def set_stops(self, sequences) -> int:
         """Stop generating once the text reaches one of ``sequences`` (kept across reloads: every Load
@@ -127,9 +130,13 @@ class SessionController(QObject):
             return 0
         return self._request(p.SetStops(sequences=self.stop_sequences))
 
+    def _sent_settings(self) -> SamplingSettings | None:
+        """What a request carries: the person's settings, or None (the session's own) before they chose any."""
+        return self.settings if self.settings_chosen else None
+
     def set_settings(self, settings: SamplingSettings) -> int:
         """The person chose ``settings``: use them from now on and re-draw the current step."""
-        self.settings = settings
+        self.settings, self.settings_chosen = settings, True
         return self._request(p.Resample(settings=settings))
 
     def set_use_cache(self, on: bool) -> int:
@@ -160,7 +167,7 @@ class SessionController(QObject):
         return self._request(p.Choose(token_id=int(token_id)))
 
     def reset(self) -> int:
-        return self._request(p.Reset(settings=self.settings))
+        return self._request(p.Reset(settings=self._sent_settings()))
 
     def switch(self, node: int) -> int:
         """Show the branch through tree ``node`` as it was (see ``engine.branches``)."""
@@ -172,7 +179,7 @@ class SessionController(QObject):
     def open_session(self, path: str, step: int = -1) -> int:
         """Open the session saved in ``path`` at ``step`` (-1: where it was saved); it brings its settings."""
         self._model_asked = True
-        return self._request(p.OpenSession(path=str(path), step=int(step), use_cache=self.use_cache, settings=self.settings))
+        return self._request(p.OpenSession(path=str(path), step=int(step), use_cache=self.use_cache, settings=self._sent_settings()))
 
     def inspect(self, step: int = -1, position: int = -1, layer: int = 0) -> int:
         """Ask for everything on the path at ``position`` of ``step`` (``insideReady`` answers)."""
@@ -254,6 +261,9 @@ class SessionController(QObject):
         request = result.request
         if isinstance(request, p.OpenSession):  # a reopened session brings its own settings: they are the person's now
             self.settings, self.stop_sequences = result.settings, result.stop_sequences
+            self.settings_chosen = True
+        elif isinstance(request, p.Load) and not self.settings_chosen:  # the model's own, which the engine started it with
+            self.settings = result.settings
         # the model the engine holds: a Load's, or one a load made stale opened (a refused load after it
         # refreshes); a session viewed without its model holds none
         if isinstance(request, p.Load) or (result.can_step and result.info != self._model_shown):

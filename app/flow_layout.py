@@ -195,3 +195,27 @@ def _rows(bx, bw, kx, kw, height, n_layer, line, pad, selected):
     if n_layer > 1:
         legend = (bx + pad, height - line - pad, bw - 2 * pad, line)
     return block_rows, kv_rows, row_text, parts, legend
+
+
+NUMBER_EVERY = (1, 2, 5, 10, 20, 50)  # collapsed blocks carry their layer number: every one, else every 2nd, 5th, ...
+
+
+def block_numbers(block_rows: list[Rect], expanded: int, line: int) -> list[tuple[int, Rect]]:
+    """The collapsed blocks that carry their layer number, and the rect (one line high, centred on
+    the block's row, in the column's left gutter) each number is drawn in: every block when a row is
+    a line high, else every 2nd (5th, 10th, ...) so the numbers are a line apart; none that would run into
+    the expanded block, which names itself."""
+    others = [h for layer, (_x, _y, _w, h) in enumerate(block_rows) if layer != expanded]
+    if not others:
+        return []
+    every = next((k for k in NUMBER_EVERY if k * min(others) >= line), NUMBER_EVERY[-1])
+    ex, ey, ew, eh = block_rows[expanded]
+    numbers = []
+    for layer, (x, y, w, h) in enumerate(block_rows):
+        if layer == expanded or layer % every:
+            continue
+        top = y + h // 2 - line // 2
+        if top < ey + eh and top + line > ey:
+            continue
+        numbers.append((layer, (x, top, w, line)))
+    return numbers

@@ -1,4 +1,4 @@
-"""What the window remembers between runs: the last model used and where the window was."""
+"""What the window remembers between runs: the last model used, where the window was and the text size."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from PySide6.QtCore import QSettings
 
 LAST_MODEL = "model/last"
 GEOMETRY = "window/geometry"
+TEXT_SIZE = "window/text_size"
 
 
 class Preferences:
@@ -32,3 +33,11 @@ class Preferences:
         """Put ``window`` where it was last closed (on that screen, so it stays on the projector)."""
         saved = self.settings.value(GEOMETRY)
         return bool(saved) and window.restoreGeometry(saved)
+
+    def text_size(self) -> str | None:
+        """The name of the text size chosen last (a ``Theme.name`` of ``app.theme.TEXT_SIZES``), if any."""
+        return (self.settings.value(TEXT_SIZE, "") or None) if self.remember else None
+
+    def set_text_size(self, name: str) -> None:
+        if self.remember:
+            self.settings.setValue(TEXT_SIZE, name)

@@ -6,7 +6,8 @@ The receiver matches on the classes, never on a name. Each request
 carries the ``generation`` the controller numbered it with (newer requests make older results
 stale). Requests that can reach a fresh or reloaded engine (``Load``, ``SetPrompt``, ``Reset``,
 ``Resample``) carry the sampling settings the person chose last, so an engine never runs on
-settings the window does not show. Standard library and numpy types only: the window's process
+settings the window does not show; None before the person has chosen any: the model's own
+(``engine.defaults.model_settings``, from its ``generation_config.json``), which the window then shows. Standard library and numpy types only: the window's process
 imports this, and imports no torch.
 """
 
@@ -49,7 +50,7 @@ class Load(Request):
     source: str | None = None
     prompt: str = ""
     fallback: bool = False
-    settings: SamplingSettings = DEFAULT_SETTINGS
+    settings: SamplingSettings | None = DEFAULT_SETTINGS
     use_cache: bool = True
     loaded: Any = None
     chat: ChatTurn | None = None
@@ -65,7 +66,7 @@ class SetPrompt(Request):
 
     text: str = ""
     truncate: bool = False
-    settings: SamplingSettings = DEFAULT_SETTINGS
+    settings: SamplingSettings | None = DEFAULT_SETTINGS
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ class SetChat(Request):
     kind: ClassVar[str] = "chat"
 
     turn: ChatTurn = ChatTurn()
-    settings: SamplingSettings = DEFAULT_SETTINGS
+    settings: SamplingSettings | None = DEFAULT_SETTINGS
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,7 @@ class Resample(Request):
 
     kind: ClassVar[str] = "resample"
 
-    settings: SamplingSettings = DEFAULT_SETTINGS
+    settings: SamplingSettings | None = DEFAULT_SETTINGS
 
 
 @dataclass(frozen=True)
@@ -135,7 +136,7 @@ class Reset(Request):
 
     kind: ClassVar[str] = "reset"
 
-    settings: SamplingSettings = DEFAULT_SETTINGS
+    settings: SamplingSettings | None = DEFAULT_SETTINGS
 
 
 @dataclass(frozen=True)
@@ -219,7 +220,7 @@ class OpenSession(Request):
     path: str = ""
     step: int = -1
     use_cache: bool = True
-    settings: SamplingSettings = DEFAULT_SETTINGS  # the person's, kept if the file is refused
+    settings: SamplingSettings | None = DEFAULT_SETTINGS  # the person's, kept if the file is refused
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from engine.chat import ChatTurn, ChatTurnTooLong, chat_prompt_ids
 from engine.errors import ExportError, GenerationStopped, NextTokenError, PromptError
 from engine.loading import load_model
 from engine.runtime import CPU
-from engine.defaults import DEFAULT_PROMPT
+from engine.defaults import DEFAULT_PROMPT, model_settings
 from engine.session import Session
 from engine.trace import StepRecord, shared_prefix
 
@@ -121,6 +121,13 @@ def make_result(
         chat=session.chat,
         stop_sequences=session.stop_sequences,
     )
+
+
+def keep_settings(session: Session, request) -> None:
+    """Use the settings ``request`` carries from now on; None (the person has chosen none yet) keeps
+    the session's, which are the model's own (``engine.defaults.model_settings``)."""
+    if request.settings is not None:
+        session.settings = request.settings
 
 
 def _begin(session: Session, chat: ChatTurn | None, text: str) -> dict[str, int]:
@@ -233,7 +240,9 @@ class SessionHost:
         t0 = perf_counter()
         fallback = why = ""
         if self.session is not None:  # a failed load keeps this session: with the settings the person chose
-            self.session.settings, self.session.use_cache = request.settings, request.use_cache
+            self.session.use_cache = request.use_cache
+            if request.settings is not None:
+                self.session.settings = request.settings
         self._loading = request.generation
         try:
             loaded = request.loaded or load_model(source, progress=self._report_progress, runtime=request.runtime)
@@ -249,7 +258,8 @@ class SessionHost:
             if not request.fallback or source is None:
                 raise
             fallback, why, loaded = str(source), str(exc), load_model(None, runtime=CPU)
-        session = Session(loaded, request.settings, use_cache=request.use_cache, stop_sequences=request.stop_sequences)
+        settings = request.settings if request.settings is not None else model_settings(loaded.info.generation)
+        session = Session(loaded, settings, use_cache=request.use_cache, stop_sequences=request.stop_sequences)
         begun = _begin(session, request.chat, request.prompt or self._prompt_text() or DEFAULT_PROMPT)
         self.session, self.loaded, self._points = session, loaded, PointCache()  # only now: a failed load keeps the old one
         facts = Facts(seconds=perf_counter() - t0, fallback=fallback, why=why, **begun)
@@ -283,7 +293,7 @@ class SessionHost:
 
     def _set_prompt(self, request: p.SetPrompt) -> SessionResult:
         session = self._live_session()
-        session.settings = request.settings  # first: a refused prompt must not lose them (a Resample
+        keep_settings(session, request)  # first: a refused prompt must not lose them (a Resample
         # waiting behind this request was dropped when it was sent)
         text, truncate = str(request.text), request.truncate
         try:
@@ -297,7 +307,7 @@ class SessionHost:
 
     def _set_chat(self, request: p.SetChat) -> SessionResult:
         session = self._live_session()
-        session.settings = request.settings  # first, as for a prompt
+        keep_settings(session, request)  # first, as for a prompt
         ids = session.set_chat(request.turn)
         left_out = session.loaded.tokenizer.left_out(request.turn.system + request.turn.user)
         return self._result(request, Facts(kept=len(ids), whole=len(ids), left_out=left_out))
@@ -417,7 +427,7 @@ class SessionHost:
         from engine.session_file import open_session, read_session
 
         if self.session is not None:  # a refused file leaves the session as it was, with the person's settings
-            self.session.settings = request.settings
+            keep_settings(self.session, request)
         saved = read_session(request.path)
         session, note = open_session(saved, self.loaded)
         session.use_cache = request.use_cache
@@ -437,6 +447,6 @@ class SessionHost:
 
     def _reset(self, request: p.Reset) -> SessionResult:
         session = self._live_session()
-        session.settings = request.settings
+        keep_settings(session, request)
         session.reset()
         return self._result(request)

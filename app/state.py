@@ -150,7 +150,10 @@ class AppState:
         """Switch projector mode: the restyle of each subscriber, to be called in order (the window
         calls one per event-loop turn: all at once held the loop for 100-200 ms). Empty if the
         theme does not change."""
-        theme = self._themes[bool(on)]
+        return self.stage_theme(self._themes[bool(on)])
+
+    def stage_theme(self, theme) -> list[Callable[[], None]]:
+        """Switch to ``theme`` (a step of text zoom: ``app.theme.TEXT_SIZES``), as ``stage_projector``."""
         if theme is self.theme:
             return []
         self.theme = theme

@@ -94,6 +94,22 @@ class Theme:
 
 NORMAL = Theme("normal", font_pt=10, colormap="viridis", line=1.5, min_px=11)
 PROJECTOR = Theme("projector", font_pt=15, colormap="cividis", line=3.0, min_px=18, text="#000000")
+LARGE = Theme("large", font_pt=12, colormap="viridis", line=2.0, min_px=14)
+PROJECTOR_LARGE = Theme("projector, larger", font_pt=18, colormap="cividis", line=3.0, min_px=22, text="#000000")
+
+TEXT_SIZES = (NORMAL, LARGE, PROJECTOR, PROJECTOR_LARGE)
+"""The steps of text zoom (Ctrl+= and Ctrl+-), smallest first: projector mode is the third."""
+
+
+def zoomed(theme: Theme, steps: int) -> Theme:
+    """The text size ``steps`` steps larger (negative: smaller) than ``theme``, at the ends the end."""
+    here = TEXT_SIZES.index(theme) if theme in TEXT_SIZES else 0
+    return TEXT_SIZES[max(0, min(len(TEXT_SIZES) - 1, here + steps))]
+
+
+def is_projector(theme: Theme) -> bool:
+    """Projector mode or larger: its colour map, its thick lines and its 18 px floor at the least."""
+    return theme.min_px >= PROJECTOR.min_px
 
 
 def configure_pyqtgraph() -> None:

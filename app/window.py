@@ -143,9 +143,11 @@ class MainWindow(QMainWindow):
         self.state.subscribe_theme(self._on_state_theme)
         self.state.themeChanged.connect(lambda _theme: self.stages.relayout(force=True))  # other fonts: other sizes
         guard.reporter().occurred.connect(self._on_guard_occurred)  # a bound method: let go with the window
-        if projector:
-            self.commands.projector_action.setChecked(True)  # setChecked does not emit triggered
-            self.state.set_projector(True)  # at once: nothing is drawn yet
+        saved = next((t for t in th.TEXT_SIZES if t.name == self.preferences.text_size()), None)
+        start = th.PROJECTOR if projector else saved  # the text size chosen last, unless --projector
+        if start is not None:
+            for restyle in self.state.stage_theme(start):  # at once: nothing is drawn yet
+                restyle()
         self._sync_actions()
 
     # ------------------------------------------------------------- building
@@ -295,6 +297,8 @@ class MainWindow(QMainWindow):
         self.gate.show(result)
         if isinstance(result.request, (p.Load, p.SetPrompt, p.SetChat, p.OpenSession)):
             self.status_line.truncate_button.hide()
+        if not self.controller.settings_chosen and self.sampling.shown != self.controller.settings:
+            self.sampling.set_settings(self.controller.settings)  # the model's own, until the person chooses
         if isinstance(result.request, p.OpenSession):  # the file's settings are the person's now
             self.sampling.set_settings(self.controller.settings)
             if not result.can_step:
@@ -368,7 +372,18 @@ class MainWindow(QMainWindow):
         if not playing:
             self.painter.flush()  # a step held back by max speed's slow frame rate: show it now
 
+    def zoom_text(self, steps: int) -> None:
+        """Every text ``steps`` steps larger (negative: smaller): ``app.theme.TEXT_SIZES``."""
+        self.set_text_size(th.zoomed(self.state.theme, steps))
+
+    def set_text_size(self, theme: th.Theme) -> None:
+        """Restyle for ``theme`` (one panel an event-loop turn) and remember it for the next start."""
+        self.painter.restyle(self.state.stage_theme(theme))
+        self.preferences.set_text_size(theme.name)
+        self.commands.projector_action.setChecked(th.is_projector(theme))
+
     def _on_state_theme(self, theme: th.Theme) -> None:
+        self.commands.projector_action.setChecked(th.is_projector(theme))  # setChecked does not emit triggered
         font = theme.font()
         th.apply_tooltip_font(theme)  # tooltips are windows of their own (dialogs take the window's font)
         self.setFont(font)

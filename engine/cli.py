@@ -7,7 +7,10 @@ import json
 import math
 import sys
 
-from .defaults import DEFAULT_PROMPT, DEFAULT_SETTINGS
+from dataclasses import replace
+
+from .defaults import DEFAULT_PROMPT, DEFAULT_SETTINGS, model_settings
+from .sampling import SamplingSettings
 from .errors import GenerationStopped, NextTokenError, SettingsError
 from .runtime import add_runtime_arguments, runtime_of
 from .tokens import clip
@@ -23,12 +26,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prompt", default=DEFAULT_PROMPT, help=f"text to continue (default: {DEFAULT_PROMPT!r})")
     p.add_argument("--model", default=None, help="model folder or hub id (default: the bundled tiny demo model, gpt2-tiny-demo)")
     p.add_argument("--steps", type=int, default=5, help="new tokens to generate (default: 5)")
-    p.add_argument("--greedy", action="store_true", help="always take the most likely token")
+    p.add_argument("--greedy", action="store_true", default=None, help="always take the most likely token")
     d = DEFAULT_SETTINGS
-    p.add_argument("--temperature", type=float, default=d.temperature, help=f"0 to 100, 0 means greedy (default: {d.temperature:g})")
-    p.add_argument("--top-k", type=int, default=d.top_k, help=f"keep the k most likely tokens, 0 = off (default: {d.top_k}, as the window)")
-    p.add_argument("--top-p", type=float, default=d.top_p, help=f"nucleus sampling mass, 1 = off (default: {d.top_p:g})")
-    p.add_argument("--repetition-penalty", type=float, default=d.repetition_penalty, help=f"1 to 10, 1 = off (default: {d.repetition_penalty:g})")
+    own = "the model's generation_config.json when it sets do_sample, else"
+    p.add_argument("--temperature", type=float, default=None, help=f"0 to 100, 0 means greedy (default: {own} {d.temperature:g})")
+    p.add_argument("--top-k", type=int, default=None, help=f"keep the k most likely tokens, 0 = off (default: {own} {d.top_k}, as the window)")
+    p.add_argument("--top-p", type=float, default=None, help=f"nucleus sampling mass, 1 = off (default: {own} {d.top_p:g})")
+    p.add_argument("--repetition-penalty", type=float, default=None, help=f"1 to 10, 1 = off (default: {own} {d.repetition_penalty:g})")
     p.add_argument("--seed", type=int, default=d.seed, help=f"seed for sampling (default: {d.seed})")
     p.add_argument("--no-cache", action="store_true",
                    help="run the whole sequence through the model at every step, as a model without a KV cache must")
@@ -65,32 +69,26 @@ def main(argv: list[str] | None = None) -> int:
 def run(args: argparse.Namespace) -> int:
     from .session_file import save_session
     from .loading import load_model
-    from .sampling import SamplingSettings
     from .chat import ChatTurn
     from .session import Session
 
-    settings = SamplingSettings(
-        greedy=args.greedy,
-        temperature=args.temperature,
-        top_k=args.top_k,
-        top_p=args.top_p,
-        repetition_penalty=args.repetition_penalty,
-        seed=args.seed,
-    )
     if args.describe:
         print(json.dumps(load_model(args.model).info.architecture.to_dict(), indent=2, ensure_ascii=False))
         return 0
     if args.steps < 1:
         raise NextTokenError(f"--steps must be at least 1 (got {args.steps}).")  # before the model loads
     runtime = runtime_of(args)
-    session = Session(load_model(args.model, runtime=runtime), settings, max_new_tokens=args.steps, use_cache=not args.no_cache,
+    chosen_settings(args, ())  # a bad flag too
+    loaded = load_model(args.model, runtime=runtime)
+    settings, source = chosen_settings(args, loaded.info.generation)
+    session = Session(loaded, settings, max_new_tokens=args.steps, use_cache=not args.no_cache,
                       stop_sequences=args.stop)
     if args.chat:
         session.set_chat(ChatTurn(args.system or "", args.prompt))  # --export keeps the turn
     else:
         session.set_prompt(args.prompt, truncate=args.truncate)
     if not args.json:
-        print(f"model: {session.info.label}, on {session.info.runs_on}; sampling: {settings.describe()}")
+        print(f"model: {session.info.label}, on {session.info.runs_on}; sampling: {settings.describe()} ({SOURCES[source]})")
         if session.info.remote_host:
             cache = f"no KV cache: every step is a full forward pass over the text so far on {session.info.remote_host}, the time includes the network"
         else:
@@ -106,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         except GenerationStopped as exc:
             stop = str(exc)
             break
-        print(_json_row(trace) if args.json else _table_row(trace), flush=True)
+        print(_json_row(trace, source) if args.json else _table_row(trace), flush=True)
     if not args.json:
         print(stop)
         print(f"text: {session.text()!r}")
@@ -114,6 +112,27 @@ def run(args: argparse.Namespace) -> int:
         path = save_session(session, args.export, inside=not session.info.remote_host)  # the path needs the weights
         print(f"saved {path}", file=sys.stderr if args.json else sys.stdout)
     return 0
+
+
+FLAGS = ("greedy", "temperature", "top_k", "top_p", "repetition_penalty")
+SOURCES = {
+    "generation_config.json": "the model's generation_config.json",
+    "defaults": "the defaults: the model's generation_config.json sets no do_sample",
+    "command line": "as given",
+}
+"""Where the settings came from (``--json``'s ``settings.from``), and how the table says it."""
+
+
+def chosen_settings(args: argparse.Namespace, generation) -> tuple[SamplingSettings, str]:
+    """The settings to run with: the model's own (``model_settings``, from its generation_config.json)
+    or the defaults, with every flag given over them; and where they came from (a key of ``SOURCES``:
+    "command line" once any flag is given)."""
+    base = model_settings(generation)
+    given = {name: getattr(args, name) for name in FLAGS if getattr(args, name) is not None}
+    settings = replace(base, seed=args.seed, **given)
+    if given:
+        return settings, "command line"
+    return settings, "generation_config.json" if "do_sample" in dict(generation) else "defaults"
 
 
 def _alternatives(trace) -> list[tuple[str, int, float]]:
@@ -132,11 +151,14 @@ def _table_row(trace) -> str:
     )
 
 
-def _json_row(trace) -> str:
+def _json_row(trace, source: str) -> str:
     r = trace.record
+    s = r.settings
     return json.dumps(
         {
             "step": trace.step,
+            "settings": {"greedy": s.greedy, "temperature": s.temperature, "top_k": s.top_k, "top_p": s.top_p,
+                         "repetition_penalty": s.repetition_penalty, "seed": s.seed, "from": source},
             "token": trace.chosen_piece,
             "id": trace.chosen,
             "prob": round(trace.chosen_prob, 6),

@@ -31,6 +31,7 @@ class ModelInfo:
     device_name: str = ""  # the GPU's name ("" on the CPU)
     dtype: str = "float32"  # the weights' dtype
     remote_host: str = ""  # the nnsight server each step is sent to ("" when steps run here)
+    generation: tuple[tuple[str, object], ...] = ()  # the sampling values its generation_config.json sets (engine.defaults)
     architecture: Architecture | None = None  # what the model is made of (engine.architecture); None: not known
 
     @property

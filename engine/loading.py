@@ -21,6 +21,7 @@ import torch
 
 from . import chat, devices, families, paths
 from .architecture import describe
+from .defaults import read_generation_config
 from .errors import ModelLoadError
 from .info import ModelInfo
 from .loaded_model import LoadedModel
@@ -176,6 +177,7 @@ def wrap_model(model, folder: Path, *, name: str, is_demo: bool = False, backend
         special_ids=chat.special_ids(tokenizer),
         backend=backend,
         **devices.describe(model),
+        generation=read_generation_config(folder),
         architecture=describe(model, tokenizer),
     )
     loaded = LoadedModel(model=model, tokenizer=tokenizer, info=info, backend=step_backend(backend, model, hf_tokenizer))

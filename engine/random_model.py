@@ -76,6 +76,15 @@ def write_random_gpt2(folder: str | Path, seed: int = 0, **config) -> Path:
     return folder
 
 
+def set_generation_values(folder: str | Path, **values) -> Path:
+    """Write ``values`` (``do_sample``, ``temperature``, ``top_k``, ``top_p``, ``repetition_penalty``)
+    into ``folder``'s generation_config.json, as a model card's sampling values are; returns ``folder``."""
+    path = Path(folder) / "generation_config.json"
+    found = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    path.write_text(json.dumps(found | values, indent=2) + "\n", encoding="utf-8")
+    return Path(folder)
+
+
 def write_random_model(folder: str | Path, model_type: str, seed: int = 0, **config) -> Path:
     """Save a model of ``model_type`` ("llama", "qwen2", "qwen3", "granitemoe", "mixtral", "gpt2") with
     random weights to ``folder``: ``config`` (e.g. ``SHAPES[name][1]`` or ``TINY[model_type]``)

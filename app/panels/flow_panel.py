@@ -18,7 +18,7 @@ from PySide6.QtGui import QColor, QFontMetrics, QImage, QPainter, QPen, QPolygon
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from .. import theme as th
-from ..flow_layout import FlowLayout, layout
+from ..flow_layout import FlowLayout, block_numbers, layout
 from ..flow_numbers import FlowNumbers, flow_numbers
 from ..flow_texts import flow_texts
 from ..wording import percent as _percent
@@ -390,9 +390,11 @@ class FlowPanel(QWidget):
         top_a = max(float(n.attn_norms.max()), float(n.mlp_norms.max()), 1e-9)
         top_x = max(float(n.resid_norms.max()), 1e-9)
         fm = QFontMetrics(self.body_font)
-        label_w = fm.horizontalAdvance("00 ")
+        label_w = fm.horizontalAdvance(f"{len(lay.block_rows) - 1} ")  # the widest layer number and a space
         value_w = fm.horizontalAdvance("0000.0")
         kv_top = max(int(n.kv_positions.max()) if len(n.kv_positions) else 0, 1)
+        numbers = block_numbers(lay.block_rows, lay.expanded, self.line)  # a teacher can say "look at block 17"
+        gutter = label_w if numbers else 0
         for layer, (r, k) in enumerate(zip(lay.block_rows, lay.kv_rows)):
             x, y, w, h = r
             if layer % 2:
@@ -402,14 +404,13 @@ class FlowPanel(QWidget):
                 self._draw_expanded(p, lay, n)
             else:
                 bar_h = max(1, (h - 2) // 2)
-                left = x + pad + (label_w if lay.row_text else 0)
-                room = w - 2 * pad - (label_w + value_w if lay.row_text else 0)
+                left = x + pad + gutter
+                room = w - 2 * pad - gutter - (value_w if lay.row_text else 0)
                 p.fillRect(QRect(left, y + 1, max(1, int(room * n.attn_norms[layer] / top_a)), bar_h), QColor(ATTENTION))
                 p.fillRect(QRect(left, y + 1 + bar_h, max(1, int(room * n.mlp_norms[layer] / top_a)), bar_h), QColor(MLP))
                 if lay.row_text:
                     p.setFont(self.body_font)
                     p.setPen(QColor(th.DARK))
-                    p.drawText(QRect(x + pad, y, label_w, h), int(Qt.AlignLeft | Qt.AlignVCenter), str(layer))
                     p.drawText(QRect(x + w - pad - value_w, y, value_w, h), int(Qt.AlignRight | Qt.AlignVCenter),
                                f"{n.resid_norms[layer + 1]:.1f}")
                 else:  # no room for a number: the stream's length as a thin line under the bars
@@ -434,6 +435,10 @@ class FlowPanel(QWidget):
             if layer == lay.expanded and kh >= 2 * self.line:
                 p.drawText(QRect(kx + pad, ky + self.line, kw - 2 * pad, self.line), int(Qt.AlignLeft | Qt.AlignVCenter),
                            "keys, values")
+        p.setFont(self.body_font)
+        p.setPen(QColor(th.DARK))
+        for layer, (x, y, w, h) in numbers:
+            p.drawText(QRect(x + pad, y, label_w, h), int(Qt.AlignLeft | Qt.AlignVCenter), str(layer))
         if lay.legend is not None:  # what the bars of a collapsed block mean
             x, y, w, h = lay.legend
             p.setFont(self.body_font)

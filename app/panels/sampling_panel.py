@@ -142,6 +142,11 @@ class SamplingPanel(QGroupBox):
         self._sync_enabled()
         self._sync_drawn_with()
 
+    @property
+    def shown(self) -> SamplingSettings | None:
+        """The settings shown last (``set_settings``, or the person's last valid change)."""
+        return self._shown
+
     def _sync_enabled(self) -> None:
         sampling = not self.greedy.isChecked()
         for w in (self.temperature, self.top_k, self.top_p, self.seed, self.new_seed):

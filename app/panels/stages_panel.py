@@ -15,14 +15,17 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import QHeaderView, QLabel, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
+
+from engine.defaults import DEFAULT_SETTINGS, model_settings
 
 from .. import theme as th
 from ..guard import guarded
 from ..state import AppState
 
+PINNED = 3  # the top rows kept in view above the chosen row when it is further down
 SHOWN = 12  # candidates in the table (the top by penalised logit, as the candidates panel orders them)
 PENALISED = "#FCE5C0"  # pale orange: the penalty changed this logit
 REMOVED = "#E4E4E4"  # grey: a filter removed this token
@@ -35,6 +38,7 @@ class StagesPanel(QWidget):
     def __init__(self, state: AppState, parent: QWidget | None = None):
         super().__init__(parent)
         self.state = state
+        self.stages = None  # the CandidateStages drawn (tests read it)
         self.header = QLabel("Step once to see how the next token is picked, stage by stage.")
         self.header.setWordWrap(True)
         self.table = QTableWidget()
@@ -42,8 +46,14 @@ class StagesPanel(QWidget):
         self.table.verticalHeader().setVisible(False)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeToContents)
         self.table.setWordWrap(False)
+        self.table.viewport().installEventFilter(self)
         self.rest = QLabel()
         self.rest.setWordWrap(True)
+        self.fold_note = QLabel()  # which rows are folded away, when some are
+        self.fold_note.setWordWrap(True)
+        self.fold_note.hide()
+        self.folded = range(0)  # the rows folded away (tests read it)
+        self._chosen_row = 0
         self.draw_caption = QLabel()
         self.draw_caption.setWordWrap(True)
         self.draw_view = th.plot_widget()
@@ -64,10 +74,10 @@ class StagesPanel(QWidget):
         layout = QVBoxLayout(self)
         layout.addWidget(self.header)
         layout.addWidget(self.table, 1)
+        layout.addWidget(self.fold_note)
         layout.addWidget(self.rest)
         layout.addWidget(self.draw_caption)
         layout.addWidget(self.draw_view)
-        self.stages = None  # the CandidateStages drawn (tests read it)
         self._dirty = False  # a result arrived while hidden
         self._given = None  # the SessionResult given last: drawn when shown (the state's may be newer, not yet given)
         state.subscribe(self._on_state_result)
@@ -114,7 +124,7 @@ class StagesPanel(QWidget):
         how = {"greedy": "greedy", "sampled": "the random draw", "user": "you (a click on a candidate)"}[record.chosen_by]
         self.header.setText(
             f"<b>Step {record.step}</b>: how “{escape(trace.chosen_piece, quote=False)}” was picked, by {how}. "
-            f"Settings: {escape(s.describe(), quote=False)}. Read left to right: each column is one stage, in the order applied."
+            f"Settings: {escape(s.describe(), quote=False)} ({settings_source(result.info, s)}). Read left to right: each column is one stage, in the order applied."
         )
         # titles of short lines: each column no wider than its numbers (all nine fit 1280 px, projector)
         columns = [
@@ -179,8 +189,38 @@ class StagesPanel(QWidget):
             f"{trace.tokens_left:,} tokens left), model {trace.model_entropy_bits:.2f} of at most "
             f"{trace.model_entropy_ceiling_bits:.1f} bits (the whole vocabulary)."
         )
-        self.table.scrollToItem(self.table.item(chosen_row, 0))  # the chosen row always in view
+        self._chosen_row = chosen_row
+        table = self.table  # room for the pinned rows and the chosen row under the column titles
+        table.setMinimumHeight(table.horizontalHeader().sizeHint().height() + (PINNED + 1) * table.rowHeight(0)
+                               + table.horizontalScrollBar().sizeHint().height() + 2 * table.frameWidth() + 2)
+        self._fold_rows()
         self._draw_the_draw(st, pieces, record, greedy, trace.chosen_piece)
+
+    def _fold_rows(self) -> None:
+        """The top candidates and the chosen row in view together: rows between them are folded away
+        when the viewport cannot hold both (``folded_rows``), and the table starts at its top."""
+        rows = self.table.rowCount()
+        if not rows:
+            return
+        height = max(1, self.table.rowHeight(0))
+        fits = max(1, self.table.viewport().height() // height)
+        hidden = folded_rows(self._chosen_row, fits)
+        for row in range(rows):
+            self.table.setRowHidden(row, row in hidden)
+        self.folded = hidden
+        self.fold_note.setText(
+            f"Rows {hidden.start + 1} to {hidden.stop} are folded away, so that the top {PINNED} and the chosen row "
+            "are in view together (a taller window shows every row)." if hidden else "")
+        self.fold_note.setVisible(bool(hidden))
+        self.table.scrollToTop()
+
+    @guarded(fallback=False)
+    def eventFilter(self, watched, event) -> bool:  # noqa: N802 - Qt's name
+        """The table's viewport changed height (the window's, or the lines of the header above it):
+        fold again for the rows it holds now."""
+        if event.type() == QEvent.Resize and self.stages is not None:
+            self._fold_rows()
+        return False
 
     def _draw_the_draw(self, st, pieces, record, greedy: bool, chosen_piece: str) -> None:
         plot = self.draw_view.getPlotItem()
@@ -238,6 +278,28 @@ class StagesPanel(QWidget):
         for label in self.labels:
             label.setFont(theme.font(-1))
         self.u_label.setFont(theme.font(0, bold=True))
+
+
+def settings_source(info, settings) -> str:
+    """Where ``settings`` came from, for the model ``info`` describes, in a few words: its
+    generation_config.json (when that sets do_sample, as ``generate`` reads it), the window's defaults
+    (it sets none: ``generate`` would pick greedily, the window samples so every step shows a draw),
+    or the person's sampling panel."""
+    if "do_sample" in dict(info.generation) and settings == model_settings(info.generation):
+        return "the model's own: its generation_config.json"
+    if settings == DEFAULT_SETTINGS:
+        return "the window's defaults: the model sets no do_sample"
+    return "chosen in the sampling panel"
+
+
+def folded_rows(chosen: int, fits: int, pinned: int = PINNED) -> range:
+    """The rows to fold away so that rows 0 to ``pinned - 1`` and row ``chosen`` are in a view of
+    ``fits`` rows together, with as many rows just above ``chosen`` as there is room for; none when
+    rows 0 to ``chosen`` fit."""
+    if chosen < fits:
+        return range(0)
+    pinned = min(pinned, fits - 1)  # a view shorter than the pinned rows: as many as fit above the chosen one
+    return range(pinned, chosen - (fits - pinned - 1)) if pinned > 0 else range(0)
 
 
 def _penalty_text(raw: float, after: float, penalised: bool, in_context: bool, penalty: float) -> str:

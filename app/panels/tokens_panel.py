@@ -62,7 +62,10 @@ def _is_variation_selector(ch: str) -> bool:
 
 
 EDITOR_LINES = 3  # the prompt editor shows at least this many lines (a scroll bar beyond)
-CHIP_SHARE = 0.09  # the most of the window's height the rows of chips take (a scroll bar beyond)
+CHIP_SHARE = 0.12  # the most of the window's height the rows of chips take (a scroll bar beyond)
+MIN_ROWS = 2  # rows of chips shown whatever the window's height, when the text needs them
+MAX_ROWS = 3  # and the most, outside the focused panel
+SHORT_WINDOW = 800  # a window shorter than this on a projector shows the text so far in one line
 
 
 @dataclass(frozen=True)
@@ -82,7 +85,7 @@ class TokenStrip(QWidget):
     positionClicked = Signal(int)  # a token position, or LATEST for the "next" chip
     heightChanged = Signal(int)  # the chips took more or fewer rows
 
-    PAD_X, PAD_Y, GAP = 6, 3, 4
+    PAD_X, PAD_Y, GAP = 6, 1, 4
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -253,7 +256,7 @@ class TokensPanel(QGroupBox):
         self.editor.setTabChangesFocus(True)
         self.counts = QLabel("0 tokens · 0 characters")
         self.counts.setAlignment(Qt.AlignRight | Qt.AlignVCenter)
-        self.counts.setWordWrap(True)
+        self.counts.setTextFormat(Qt.RichText)
         self.counts.setToolTip("Blue chips: the prompt; orange: generated; dashed: the token just chosen, not yet read. ␣ = space, ↵ = newline")
         self.strip = TokenStrip()
         self.scroll = QScrollArea()
@@ -261,6 +264,9 @@ class TokensPanel(QGroupBox):
         self.scroll.setWidgetResizable(True)
         self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
         self.strip.heightChanged.connect(self.fit_chips)
+        self._follow_newest = True  # the chips' scroll bar keeps the newest row in view while it grows
+        self.scroll.verticalScrollBar().rangeChanged.connect(self._on_chips_range_changed)
+        self.scroll.verticalScrollBar().valueChanged.connect(self._on_chips_scrolled)
         self.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Maximum)  # no empty space below the chips
 
         # the whole text so far as a sentence, the newest token marked
@@ -432,9 +438,9 @@ class TokensPanel(QGroupBox):
         chars = len(self.editor.toPlainText())
         gen = f" + {n_gen} generated" if n_gen else ""
         gen = f" + <span style='background:{th.GENERATED_CHIP}'>&nbsp;<b>{n_gen}</b> generated&nbsp;</span>" if n_gen else ""
-        self.counts.setText(
+        self.counts.setText(  # one line: "␣ = space, ↵ = newline" is its tooltip
             f"<span style='background:{th.PROMPT_CHIP}'>&nbsp;<b>{n_prompt}</b> prompt tokens&nbsp;</span>{gen}"
-            f" · <b>{chars}</b> characters · ␣ = space"
+            f" · <b>{chars}</b> characters"
         )
 
     # -------------------------------------------------------------- state
@@ -478,14 +484,35 @@ class TokensPanel(QGroupBox):
             before = b"".join(piece_bytes(c.piece) for c in chips).decode("utf-8", "replace")
         self._sentence = (before, newest)
         self._show_sentence()
-        if self.state.position == LATEST and chips:
-            self.scroll.ensureVisible(0, self.strip.rects[-1].bottom(), 0, 4)
+        self._follow_newest = self.state.position == LATEST
+        if self._follow_newest:
+            self.show_newest_chips()
+
+    def show_newest_chips(self) -> None:
+        """Scroll the chips to their last rows (the newest token), whole rows in view: the range the
+        scroll bar has may still grow once the strip's new height is laid out (``_on_chips_range_changed``)."""
+        bar = self.scroll.verticalScrollBar()
+        bar.setValue(bar.maximum())
+
+    def _on_chips_range_changed(self, _low: int, _high: int) -> None:
+        if self._follow_newest:
+            self.show_newest_chips()
+
+    def _on_chips_scrolled(self, value: int) -> None:
+        """Whole rows in view: a scroll that stops part way through a row (the wheel moves by a
+        page, which is a few pixels more than whole rows) goes on to the row's edge, so no sliver of
+        a row is drawn at the strip's top, under the sentence."""
+        bar, step = self.scroll.verticalScrollBar(), self.strip.rows_height(1) - TokenStrip.GAP
+        snapped = min(bar.maximum(), round(value / step) * step)
+        if snapped != value:
+            bar.setValue(snapped)
 
     def _selected_index(self) -> int:
         return self.state.selected_position
 
-    def _on_state_position(self, _position: int) -> None:
+    def _on_state_position(self, position: int) -> None:
         self.strip.set_selected(self._selected_index())
+        self._follow_newest = position == LATEST
 
     def _on_state_theme(self, theme: th.Theme) -> None:
         self.editor.setFont(theme.font(1))
@@ -494,19 +521,29 @@ class TokensPanel(QGroupBox):
             widget.setFont(theme.font(-1))
         self.stops_edit.setFixedWidth(QFontMetrics(theme.font(-1)).horizontalAdvance("x" * 14))
         self.sentence.setFont(theme.font(1))
-        self.sentence.setMaximumHeight(2 * theme.text_px(1) + 6)
+        self._fit_sentence_lines()
         frame = 2 * (self.editor.frameWidth() + int(self.editor.document().documentMargin()))
         self.editor.setMinimumHeight(EDITOR_LINES * QFontMetrics(theme.font(1)).lineSpacing() + frame)
         self.setFont(theme.font())
-        self.counts.setMinimumWidth(QFontMetrics(theme.font()).horizontalAdvance("x" * 40))
         self.strip.set_theme(theme)
         self.fit_chips()
 
+    def sentence_lines(self) -> int:
+        """The lines the text so far takes: one in a short window on a projector (the rows of chips
+        need the height), else two."""
+        return 1 if th.is_projector(self.state.theme) and self.window().height() < SHORT_WINDOW else 2
+
+    def _fit_sentence_lines(self) -> None:
+        lines = self.sentence_lines()
+        self.sentence.setMaximumHeight(lines * QFontMetrics(self.sentence.font()).lineSpacing() + 6)
+        self.sentence.setWordWrap(lines > 1)
+
     def _show_sentence(self) -> None:
-        """The text so far in two lines at most: its end, the newest token marked."""
+        """The text so far in ``sentence_lines()`` lines: its end, the newest token marked."""
         before, newest = self._sentence
         fm = QFontMetrics(self.sentence.font())
-        room = max(40, int(self.sentence.width() * 1.6) - fm.horizontalAdvance(newest))
+        share = 1.6 if self.sentence_lines() > 1 else 0.95  # of the label's width; wrapped lines leave room at their ends
+        room = max(40, int(self.sentence.width() * share) - fm.horizontalAdvance(newest))
         text = " ".join(before.split("\n"))
         shown = fm.elidedText(text, Qt.ElideLeft, room)
         if shown != text and shown.startswith("…"):  # cut at a word: "…word", never "…ord"
@@ -523,24 +560,34 @@ class TokensPanel(QGroupBox):
     @guarded
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
+        self._fit_sentence_lines()
         self._show_sentence()
 
     def set_expanded(self, expanded: bool) -> None:
         """Focused (True): the chips take all the height there is; else as many rows as they need,
-        up to three (fewer on a short window: ``CHIP_SHARE``), and a scroll bar beyond."""
+        up to ``MAX_ROWS`` (``CHIP_SHARE`` of a short window's height, but ``MIN_ROWS`` at the least),
+        and a scroll bar beyond."""
         self.expanded = expanded
         self.setSizePolicy(QSizePolicy.Preferred, QSizePolicy.Preferred if expanded else QSizePolicy.Maximum)
         self.fit_chips()
 
     def fit_chips(self, *_args) -> None:
         """Give the chips the rows they need, as many as there is room for (called on a resize too)."""
+        self._fit_sentence_lines()
         frame = 2 * self.scroll.frameWidth()
         if self.expanded:
             self.scroll.setMinimumHeight(self.strip.rows_height(1) + frame)
             self.scroll.setMaximumHeight(16777215)
             return
         one = self.strip.rows_height(1)
-        most = max(1, min(3, int(CHIP_SHARE * self.window().height() / max(one, 1))))  # a long prompt never
-        rows = min(max(self.strip.height(), one), self.strip.rows_height(most))  # pushes the window past its size
+        most = chip_rows(self.window().height(), one)  # a long prompt never pushes the window past its size
+        rows = min(max(self.strip.height(), one), self.strip.rows_height(most))
         self.scroll.setFixedHeight(rows + frame)
+        bar = self.scroll.verticalScrollBar()
+        bar.setSingleStep(one - TokenStrip.GAP)  # the wheel and the arrows move by whole rows
+
+
+def chip_rows(window_height: int, row_height: int) -> int:
+    """How many rows of chips the strip shows at most in a window ``window_height`` pixels tall."""
+    return max(MIN_ROWS, min(MAX_ROWS, int(CHIP_SHARE * window_height / max(row_height, 1))))
 

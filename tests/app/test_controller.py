@@ -43,6 +43,7 @@ class FakeResult:
 
     def __init__(self, request: p.Request):
         self.generation, self.request, self.info = request.generation, request, object()
+        self.settings = request.settings if getattr(request, "settings", None) is not None else DEFAULT_SETTINGS
         self.can_step = True
 
 
@@ -160,11 +161,11 @@ def test_an_engine_that_loaded_resets_the_quick_death_count(controller):
 
 
 def test_requests_are_typed_and_numbered(controller):
-    assert {cls.kind for cls in p.REQUESTS} == {"load", "prompt", "chat", "stops", "step", "play", "back", "choose", "resample", "reset", "cache", "inspect", "switch", "save", "open", "refresh"}
+    assert {cls.kind for cls in p.REQUESTS} == {"load", "prompt", "chat", "stops", "step", "play", "back", "choose", "resample", "reset", "cache", "inspect", "attribute", "switch", "save", "open", "refresh"}
     controller.load("gpt2", prompt="Hi")
     sent = controller.engine.sent[0]
     assert isinstance(sent, p.Load) and sent.source == "gpt2" and sent.prompt == "Hi" and sent.generation == 1
-    assert sent.settings == DEFAULT_SETTINGS
+    assert sent.settings is None  # none chosen yet: the model's own (engine.defaults.model_settings)
     with pytest.raises(Exception):
         sent.generation = 5  # frozen
 

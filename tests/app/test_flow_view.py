@@ -191,3 +191,27 @@ def test_typing_f_and_t_in_the_prompt_types_them(window, qtbot):
     qtbot.keyClicks(editor, " Ft")
     assert editor.toPlainText().endswith(" Ft")
     assert window.flow_view.isVisible() and not window.tour.running
+
+
+@pytest.mark.parametrize("n_layer", [12, 30])
+def test_collapsed_blocks_carry_their_layer_numbers_a_line_apart(n_layer):
+    """Every block, or every 2nd (5th, 10th, ...) where the rows are thin, numbered in a line of its own
+    that neither overlaps another number nor the expanded block; at 1280 x 720 in projector mode
+    SmolLM2's 30 blocks are numbered 0, 5, 10, ... so a teacher can say "look at block 17"."""
+    from app.flow_layout import block_numbers, layout
+
+    line, selected = 26, 7
+    lay = layout(1270, 430, n_layer, line, selected)
+    numbers = block_numbers(lay.block_rows, lay.expanded, line)
+    layers = [layer for layer, _ in numbers]
+    assert selected not in layers and len(layers) >= n_layer // 5 - 1
+    every = min(b - a for a, b in zip(layers, layers[1:]))
+    assert all(layer % every == 0 for layer in layers) and every in (1, 2, 5)
+    ex, ey, ew, eh = lay.block_rows[selected]
+    rects = [r for _, r in numbers]
+    for (x, y, w, h), (_, y2, _, _) in zip(rects, rects[1:]):
+        assert y + h <= y2  # a line apart
+    assert all(y + h <= ey or y >= ey + eh for _, y, _, h in rects)
+    for layer, (x, y, w, h) in numbers:  # each on its own block's row
+        bx, by, bw, bh = lay.block_rows[layer]
+        assert y <= by + bh // 2 <= y + h

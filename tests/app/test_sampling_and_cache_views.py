@@ -76,3 +76,34 @@ def test_without_the_cache_the_steps_are_the_same_and_nothing_is_cached(window, 
     window.commands.no_cache_action.trigger()
     again = run(qtbot, window, window.step, p.Step)
     assert again.trace.record.kv.positions == again.trace.record.end  # back on: the cache is rebuilt
+
+
+def test_folded_rows_keep_the_top_three_and_the_chosen_row_in_one_view():
+    from app.panels.stages_panel import folded_rows
+
+    assert folded_rows(chosen=4, fits=6) == range(0)  # rows 0 to 4 fit: nothing folded
+    assert folded_rows(chosen=10, fits=6) == range(3, 8)  # shown: 0, 1, 2, then 8, 9, 10
+    assert folded_rows(chosen=6, fits=6) == range(3, 4)
+    assert folded_rows(chosen=10, fits=3) == range(2, 10)  # a short view: the top two and the chosen row
+
+
+def test_on_a_projector_the_top_candidates_stay_in_view_above_a_chosen_row_far_down(window, qtbot):
+    """A token taken from far down the list (a click on the 11th candidate): the sampling table shows
+    the top three candidates and the chosen row together at 1024 x 768 in projector mode."""
+    window.state.set_projector(True)
+    window.resize(1024, 768)
+    result = run(qtbot, window, window.step, p.Step)
+    window.show_view("sampling")
+    chosen = int(result.trace.candidate_ids[10])
+    result = run(qtbot, window, lambda: window.controller.choose(chosen), p.Choose)
+    qtbot.wait(30)
+    table = window.sampling_view.table
+    view = table.viewport().rect()
+
+    def in_view(row: int) -> bool:
+        return not table.isRowHidden(row) and view.contains(table.visualRect(table.model().index(row, 0)))
+
+    row = [table.item(r, 0).text() for r in range(table.rowCount())].index(next(
+        table.item(r, 0).text() for r in range(table.rowCount()) if table.item(r, 0).text().endswith(f"({chosen:,})")))
+    assert row >= 10 and in_view(row)
+    assert all(in_view(r) for r in range(3))

@@ -16,7 +16,7 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QLabel, QSplitter, QStyle, QStyleOptionGroupBox, QTabWidget, QToolButton
 
-from app.panels.tokens_panel import CHIP_SHARE
+from app.panels.tokens_panel import CHIP_SHARE, MIN_ROWS
 
 from .helpers import run
 from app import protocol as p
@@ -152,8 +152,8 @@ def test_a_long_prompt_keeps_the_window_its_size(window, qtbot, projector):
         if window.size().toTuple() != size:
             problems.append(f"{size}: window {window.size().toTuple()}")
         problems += [f"{size}: {p}" for p in window_problems(window, qtbot)]
-        tokens = window.tokens  # the chips take at most their share of the height (one row at least) and scroll
-        room = max(CHIP_SHARE * size[1], tokens.strip.rows_height(1)) + 2 * tokens.scroll.frameWidth()
+        tokens = window.tokens  # the chips take at most their share of the height (two rows at least) and scroll
+        room = max(CHIP_SHARE * size[1], tokens.strip.rows_height(MIN_ROWS)) + 2 * tokens.scroll.frameWidth()
         if tokens.scroll.height() > room:
             problems.append(f"{size}: the chips take {tokens.scroll.height()} px, more than {room:.0f}")
     assert problems == []

@@ -108,3 +108,29 @@ def test_the_chips_of_a_longer_prompt_never_squeeze_the_panels_below_them(window
     for panel in window.stages.panels():
         if panel.isVisible():
             assert panel.height() >= panel.minimumSizeHint().height(), type(panel).__name__
+
+
+@pytest.mark.parametrize(("size", "projector"), [((1280, 720), True), ((1024, 768), True), ((1024, 768), False)])
+def test_two_rows_of_chips_the_newest_in_view_whole_rows_only(window, qtbot, size, projector):
+    """The chips of a long prompt take two rows at least, the newest chip wholly in view and every
+    row in view whole (no sliver of a row above them, under the sentence), and scroll back to the first."""
+    window.state.set_projector(projector)
+    window.resize(*size)
+    window.tokens.editor.setPlainText(LONG_PROMPT)
+    run(qtbot, window, window.tokens._debounce.start, p.SetPrompt, timeout=60_000)
+    run(qtbot, window, window.step, p.Step)
+    qtbot.wait(50)
+    tokens = window.tokens
+    scroll, strip = tokens.scroll, tokens.strip
+    view = scroll.viewport()
+    rows = sorted({r.top() for r in strip.rects})
+    assert len(rows) > 2  # more rows than are shown: the test is about scrolling
+    assert view.height() >= strip.rows_height(2)
+    newest = strip.rects[-1]
+    assert view.rect().contains(strip.mapTo(view, newest.topLeft())) and view.rect().contains(strip.mapTo(view, newest.bottomRight()))
+    bar = scroll.verticalScrollBar()
+    for value in (bar.maximum(), bar.maximum() - 7, 0):  # a wheel's page stops between rows: it goes on to a row's edge
+        bar.setValue(value)
+        top = bar.value()
+        assert any(r - strip.GAP == top for r in rows) or top == 0, top
+    assert view.rect().contains(strip.mapTo(view, strip.rects[0].center()))

@@ -299,3 +299,38 @@ def test_every_plot_paints_once_a_step(window, qtbot):
         assert paints == {viewport: 1 for viewport in views}
     for viewport in views:
         viewport.removeEventFilter(counter)
+
+
+def test_text_zoom_steps_through_the_sizes_and_is_kept_for_the_next_start(make_window, qtbot, qsettings):
+    """Ctrl+= and Ctrl+- step through app.theme.TEXT_SIZES (projector mode the third, F5's check
+    mark with it); the next window starts at the size chosen last."""
+    from PySide6.QtGui import QKeySequence
+
+    from app import theme as th
+
+    window = make_window()
+    c = window.commands
+    assert QKeySequence("Ctrl+=") in c.larger_action.shortcuts() and QKeySequence("Ctrl+-") in c.smaller_action.shortcuts()
+    sizes = []
+    for _ in range(len(th.TEXT_SIZES)):  # one past the largest: it stays there
+        with qtbot.waitSignal(window.state.themeChanged, timeout=10_000) if window.state.theme is not th.TEXT_SIZES[-1] else _nothing():
+            c.larger_action.trigger()
+        sizes.append((window.state.theme, window.font().pixelSize(), c.projector_action.isChecked()))
+    assert [t for t, _, _ in sizes] == [*th.TEXT_SIZES[1:], th.TEXT_SIZES[-1]]
+    pixels = [px for _, px, _ in sizes]
+    assert pixels[:3] == sorted(set(pixels))
+    assert [on for _, _, on in sizes] == [False, True, True, True]
+    with qtbot.waitSignal(window.state.themeChanged, timeout=10_000):
+        c.smaller_action.trigger()
+    assert window.state.theme is th.PROJECTOR
+    window.close()
+    again = make_window(preferences=qsettings)
+    assert again.state.theme is th.PROJECTOR and again.commands.projector_action.isChecked()
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
