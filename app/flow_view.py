@@ -75,6 +75,7 @@ class FlowView(QWidget):
     def showEvent(self, event) -> None:  # noqa: N802 - Qt's name
         self._layout.insertWidget(0, self.tokens)  # borrowed from the Overview while this view is shown
         self.tokens.set_expanded(False)
+        self.tokens.set_in_flow(True)
         self.tokens.show()  # a focused panel may have hidden it in the Overview
         super().showEvent(event)
 
@@ -82,6 +83,7 @@ class FlowView(QWidget):
     def hideEvent(self, event) -> None:  # noqa: N802 - Qt's name
         if self.tokens.parentWidget() is self:
             self._home.insertWidget(0, self.tokens)
+            self.tokens.set_in_flow(False)
             self.tokensReturned.emit()
         super().hideEvent(event)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from PySide6.QtCore import QEvent, QRect, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QColor, QFontMetrics, QPainter, QPen
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPen
 from PySide6.QtWidgets import (
     QCheckBox,
     QGroupBox,
@@ -63,7 +63,8 @@ def _is_variation_selector(ch: str) -> bool:
 
 EDITOR_LINES = 3  # the prompt editor shows at least this many lines (a scroll bar beyond)
 CHIP_SHARE = 0.12  # the most of the window's height the rows of chips take (a scroll bar beyond)
-MIN_ROWS = 2  # rows of chips shown whatever the window's height, when the text needs them
+MIN_ROWS = 2  # rows of chips shown whatever the window's height, when the text needs them (in the Flow;
+# the Overview of a short projector window shows one at the least: its six panels need the height)
 MAX_ROWS = 3  # and the most, outside the focused panel
 SHORT_WINDOW = 800  # a window shorter than this on a projector shows the text so far in one line
 
@@ -251,6 +252,7 @@ class TokensPanel(QGroupBox):
         self.short_title = "1 Tokens"
         self.state = state
         self.expanded = False  # focused: the chips take all the height there is
+        self.in_flow = False  # borrowed by the Flow (set_in_flow), which always shows MIN_ROWS rows
         self.editor = QPlainTextEdit()
         self.editor.setPlaceholderText("Type a prompt; it is split into tokens as you type.")
         self.editor.setTabChangesFocus(True)
@@ -528,10 +530,18 @@ class TokensPanel(QGroupBox):
         self.strip.set_theme(theme)
         self.fit_chips()
 
+    def _short_projector(self) -> bool:
+        return th.is_projector(self.state.theme) and self.window().height() < SHORT_WINDOW
+
+    def set_in_flow(self, in_flow: bool) -> None:
+        """The Flow borrows this panel (True) or gives it back to the Overview (False)."""
+        self.in_flow = in_flow
+        self.fit_chips()
+
     def sentence_lines(self) -> int:
         """The lines the text so far takes: one in a short window on a projector (the rows of chips
         need the height), else two."""
-        return 1 if th.is_projector(self.state.theme) and self.window().height() < SHORT_WINDOW else 2
+        return 1 if self._short_projector() else 2
 
     def _fit_sentence_lines(self) -> None:
         lines = self.sentence_lines()
@@ -543,9 +553,11 @@ class TokensPanel(QGroupBox):
         before, newest = self._sentence
         fm = QFontMetrics(self.sentence.font())
         share = 1.6 if self.sentence_lines() > 1 else 0.95  # of the label's width; wrapped lines leave room at their ends
-        room = max(40, int(self.sentence.width() * share) - fm.horizontalAdvance(newest))
+        bold = QFont(self.sentence.font())
+        bold.setBold(True)
+        room = int(self.sentence.width() * share) - QFontMetrics(bold).horizontalAdvance(newest)
         text = " ".join(before.split("\n"))
-        shown = fm.elidedText(text, Qt.ElideLeft, room)
+        shown = fm.elidedText(text, Qt.ElideLeft, room) if room >= fm.horizontalAdvance("…word") else ""
         if shown != text and shown.startswith("…"):  # cut at a word: "…word", never "…ord"
             tail = shown[1:]
             if not text[: len(text) - len(tail)].endswith(" ") and " " in tail:
@@ -580,14 +592,16 @@ class TokensPanel(QGroupBox):
             self.scroll.setMaximumHeight(16777215)
             return
         one = self.strip.rows_height(1)
-        most = chip_rows(self.window().height(), one)  # a long prompt never pushes the window past its size
+        least = MIN_ROWS if self.in_flow or not self._short_projector() else 1
+        most = chip_rows(self.window().height(), one, least)  # a long prompt never pushes the window past its size
         rows = min(max(self.strip.height(), one), self.strip.rows_height(most))
         self.scroll.setFixedHeight(rows + frame)
         bar = self.scroll.verticalScrollBar()
         bar.setSingleStep(one - TokenStrip.GAP)  # the wheel and the arrows move by whole rows
 
 
-def chip_rows(window_height: int, row_height: int) -> int:
-    """How many rows of chips the strip shows at most in a window ``window_height`` pixels tall."""
-    return max(MIN_ROWS, min(MAX_ROWS, int(CHIP_SHARE * window_height / max(row_height, 1))))
+def chip_rows(window_height: int, row_height: int, least: int = MIN_ROWS) -> int:
+    """How many rows of chips the strip shows at most in a window ``window_height`` pixels tall
+    (``least`` at the least)."""
+    return max(least, min(MAX_ROWS, int(CHIP_SHARE * window_height / max(row_height, 1))))
 

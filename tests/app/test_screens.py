@@ -125,7 +125,7 @@ def test_every_plot_and_label_has_room_at_every_size(window, qtbot, projector):
         # the chips take the rows they need and no more: no empty band under them
         tokens = window.tokens
         assert tokens.scroll.height() <= tokens.strip.height() + 2 * tokens.scroll.frameWidth()
-    assert problems == []
+    assert problems == [], "\n".join(problems)
     # the common laptop screen shows every panel at once in normal mode
     window.resize(1366, 768)
     qtbot.wait(30)
@@ -156,7 +156,7 @@ def test_a_long_prompt_keeps_the_window_its_size(window, qtbot, projector):
         room = max(CHIP_SHARE * size[1], tokens.strip.rows_height(MIN_ROWS)) + 2 * tokens.scroll.frameWidth()
         if tokens.scroll.height() > room:
             problems.append(f"{size}: the chips take {tokens.scroll.height()} px, more than {room:.0f}")
-    assert problems == []
+    assert problems == [], "\n".join(problems)
 
 
 def test_on_a_narrow_screen_buttons_choose_the_page_of_panels(window, qtbot):

@@ -112,8 +112,10 @@ def test_the_chips_of_a_longer_prompt_never_squeeze_the_panels_below_them(window
 
 @pytest.mark.parametrize(("size", "projector"), [((1280, 720), True), ((1024, 768), True), ((1024, 768), False)])
 def test_two_rows_of_chips_the_newest_in_view_whole_rows_only(window, qtbot, size, projector):
-    """The chips of a long prompt take two rows at least, the newest chip wholly in view and every
-    row in view whole (no sliver of a row above them, under the sentence), and scroll back to the first."""
+    """In the Flow, the chips of a long prompt take two rows at least, the newest chip wholly in view
+    and every row in view whole (no sliver of a row above them, under the sentence), and scroll back
+    to the first."""
+    window.show_view("flow")
     window.state.set_projector(projector)
     window.resize(*size)
     window.tokens.editor.setPlainText(LONG_PROMPT)
