@@ -5,6 +5,7 @@ Not thread-safe: exactly one thread (the GUI's worker, or the terminal) owns a s
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import replace
 from time import perf_counter
 from typing import TYPE_CHECKING
@@ -20,7 +21,7 @@ from .defaults import truncation_keeps
 from .errors import GenerationStopped, PromptError, SessionError
 from .projection import Projection
 from .sampling import Distribution, SamplingSettings
-from .trace import N_CANDIDATES, KVStats, StepRecord, StepTrace
+from .trace import N_CANDIDATES, KVStats, StepRecord, StepTrace, pattern_rows
 
 if TYPE_CHECKING:  # engine.loading imports this module (warm_up)
     from .loading import LoadedModel
@@ -46,10 +47,22 @@ STEP_HOOKS = {
 
 
 
-def step_hooks(model) -> dict[str, hooks.Keep]:
-    """STEP_HOOKS that exist in ``model``'s family (a RoPE model has no hook_pos_embed)."""
+def step_hooks(model, rows: np.ndarray | None = None, *, from_start: bool = False) -> dict[str, hooks.Keep]:
+    """STEP_HOOKS that exist in ``model``'s family (a RoPE model has no hook_pos_embed), the attention
+    pattern kept at the fed positions ``rows`` (indices into the pass; None: every one).
+
+    ``from_start``: the pass feeds every position from 0 (a prefill, or no cache) and runs with SDPA
+    attention, which never builds a [heads, P, P] tensor and returns no weights: the kept rows of
+    ``hook_attn_scores`` are recorded instead (float32 [1, H, r, T]; their softmax is hook_pattern)."""
     points = families.family_of(model).points
-    return {name: keep for name, keep in STEP_HOOKS.items() if name.replace("blocks.0.", "blocks.{L}.") in points}
+    keep = {name: keep for name, keep in STEP_HOOKS.items() if name.replace("blocks.0.", "blocks.{L}.") in points}
+    at = None if rows is None else torch.from_numpy(np.asarray(rows, dtype=np.int64))
+    if from_start:
+        del keep["blocks.{L}.attn.hook_pattern"]
+        keep["blocks.{L}.attn.hook_attn_scores"] = hooks.Keep(rows=at)
+    else:
+        keep["blocks.{L}.attn.hook_pattern"] = hooks.Keep(rows=at, dtype=torch.float16)
+    return keep
 
 
 STOP_MESSAGES = {
@@ -390,14 +403,18 @@ class Session:
         fed = new_ids if self._use_cache else whole
         if not self._use_cache:
             self._cache = None
+        from_start = cached == 0  # every position from 0: SDPA, the kept rows' scores recorded (step_hooks)
+        rows = pattern_rows(start, n)  # the query positions whose attention rows the record keeps
+        keep = step_hooks(model, rows - cached, from_start=from_start)
         try:
-            with torch.inference_mode(), hooks.capture(model, n_layers, step_hooks(model)) as rec:
+            with (torch.inference_mode(), hf_compat.attention(model, "sdpa") if from_start else nullcontext(),
+                  hooks.capture(model, n_layers, keep) as rec):
                 t_fwd = perf_counter()
                 logits, self._cache = hf_compat.forward(
                     model, torch.tensor([fed], dtype=torch.long), self._cache, use_cache=self._use_cache
                 )
                 forward_ms = (perf_counter() - t_fwd) * 1e3
-                record_arrays = _step_arrays(rec, n_layers, self.info.d_model, n, logits)
+                record_arrays = _step_arrays(rec, n_layers, self.info.d_model, n, logits, from_start)
             if self._use_cache and self.cache_length() != start + n:
                 raise RuntimeError(f"the KV cache holds {self.cache_length()} positions, expected {start + n}")
             dist = sampling.distribution(record_arrays["logits"], self._context(step), self.settings)
@@ -409,6 +426,7 @@ class Session:
             step=step,
             start=start,
             input_ids=np.array(new_ids, dtype=np.int64),
+            attn_rows=rows,
             kv=self._kv_stats(),
             forward_ms=forward_ms,
             step_ms=(perf_counter() - t_step) * 1e3,
@@ -429,7 +447,7 @@ class Session:
             self._cache = None
         t0 = perf_counter()
         try:
-            with torch.inference_mode():
+            with torch.inference_mode(), hf_compat.attention(self.loaded.model, "sdpa"):  # never [heads, n, T]
                 _, self._cache = hf_compat.forward(self.loaded.model, torch.tensor([tokens[cached:]], dtype=torch.long), self._cache)
         except BaseException:
             self._restore_cache(cached)
@@ -556,11 +574,15 @@ def warm_up(loaded: LoadedModel) -> None:
     session.step()
 
 
-def _step_arrays(rec: dict[str, torch.Tensor], n_layers: int, d: int, n: int, logits: torch.Tensor) -> dict[str, np.ndarray]:
+def _step_arrays(rec: dict[str, torch.Tensor], n_layers: int, d: int, n: int, logits: torch.Tensor,
+                 from_start: bool) -> dict[str, np.ndarray]:
     """The StepRecord arrays of the newest ``n`` positions from one step's captured hook points (see
-    STEP_HOOKS; without the cache the whole sequence was fed)."""
+    step_hooks; without the cache the whole sequence was fed)."""
     layers = range(n_layers)
-    attn = torch.stack([_rows(rec[f"blocks.{i}.attn.hook_pattern"][0], n) for i in layers])  # [L, H, n, T] float16
+    if from_start:  # hook_pattern = softmax(hook_attn_scores), in float32 as the eager attention takes it
+        attn = torch.stack([torch.softmax(rec.pop(f"blocks.{i}.attn.hook_attn_scores")[0].float(), dim=-1).half() for i in layers])
+    else:
+        attn = torch.stack([rec[f"blocks.{i}.attn.hook_pattern"][0] for i in layers])  # [L, H, r, T] float16
     resid = torch.stack(
         [_rows(rec["blocks.0.hook_resid_pre"][0], n)] + [_rows(rec[f"blocks.{i}.hook_resid_post"][0], n) for i in layers]
     )  # [L + 1, n, d]
