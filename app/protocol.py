@@ -20,7 +20,7 @@ from engine.defaults import DEFAULT_SETTINGS
 from engine.sampling import SamplingSettings
 
 if TYPE_CHECKING:
-    from .result import InsideResult, SessionResult
+    from .result import InsideResult, MapResult, SessionResult
 
 
 @dataclass(frozen=True)
@@ -156,6 +156,17 @@ class Inspect(Request):
 
 
 @dataclass(frozen=True)
+class AttentionMap(Inspect):
+    """One head's whole attention pattern at the pass of history step ``step``, ``layer``, ``head``,
+    recomputed by the engine (``engine.attention.head_map``): a long prefill keeps only a sample of
+    its rows (``engine.trace.StepRecord.attn``). A view's question, as an Inspect is (it neither changes
+    the session nor ends a play loop); answered by ``Inspected`` with an ``app.result.MapResult``."""
+
+    kind: ClassVar[str] = "map"
+    head: int = 0
+
+
+@dataclass(frozen=True)
 class Switch(Request):
     """Show the branch through tree ``node`` (``engine.branches``) as it was, up to that node: no
     forward pass; -1 (the tree's root): before the prefill, every branch kept."""
@@ -209,11 +220,11 @@ class Refresh(Request):
     kind: ClassVar[str] = "refresh"
 
 
-REQUESTS = (Load, SetPrompt, SetChat, SetStops, Step, Play, Back, Choose, Resample, Reset, SetCache, Inspect, Switch,
+REQUESTS = (Load, SetPrompt, SetChat, SetStops, Step, Play, Back, Choose, Resample, Reset, SetCache, Inspect, AttentionMap, Switch,
             SaveSession, OpenSession, Refresh)
 RESTARTS = (Load, SetPrompt, SetChat, Reset, OpenSession)  # after one of these, results of older requests are stale
 KEPT_ON_RESTART = (Load, SaveSession, SetStops)  # still run after a restart (a save's result is stale, its message is not; stop sequences are the person's)
-COALESCING = (Step, Resample, Choose, Inspect, Switch)  # a newer one replaces an older one still waiting
+COALESCING = (Step, Resample, Choose, Inspect, AttentionMap, Switch)  # a newer one replaces an older one still waiting
 
 CONTROLS = ("play_generation", "latest_barrier", "cancel_load")
 """The host attributes the window may set while a request runs (and nothing else):
@@ -242,9 +253,10 @@ class Finished(Reply):
 
 @dataclass(frozen=True)
 class Inspected(Reply):
-    """The answer to an Inspect request (``app.result.InsideResult``)."""
+    """The answer to an Inspect request (``app.result.InsideResult``) or an AttentionMap
+    (``app.result.MapResult``)."""
 
-    answer: "InsideResult | None" = None
+    answer: "InsideResult | MapResult | None" = None
 
 
 @dataclass(frozen=True)

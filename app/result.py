@@ -131,3 +131,16 @@ class InsideResult:
 
     trace: object
     pieces: dict
+
+
+@dataclass(frozen=True)
+class MapResult:
+    """The answer to an AttentionMap request: ``rows``, float16 [n, T], blocks.{layer}.attn.hook_pattern
+    of ``head`` at every query position ``record``'s pass computed (its start to its end - 1; T = its
+    end). ``record`` is the StepRecord itself (the wire hands the window the very object it holds), so
+    a view knows which pass the rows belong to."""
+
+    record: StepRecord
+    layer: int
+    head: int
+    rows: np.ndarray

@@ -29,7 +29,7 @@ from engine.trace import StepRecord
 
 from . import protocol as p
 from .history import shared_prefix
-from .result import Facts, InsideResult, SessionResult
+from .result import Facts, InsideResult, MapResult, SessionResult
 from .saver import Saver, SaveJob
 
 log = logging.getLogger(__name__)
@@ -175,6 +175,7 @@ class SessionHost:
             p.Reset: self._reset,
             p.SetCache: self._set_cache,
             p.Inspect: self._inspect,
+            p.AttentionMap: self._attention_map,
             p.Switch: self._switch,
             p.SaveSession: self._save,
             p.OpenSession: self._open,
@@ -356,6 +357,13 @@ class SessionHost:
         ids = {trace.token_id, trace.next_id, *(int(i) for i in trace.lens_ids.ravel())}
         tokenizer = session.loaded.tokenizer
         return InsideResult(trace, {i: tokenizer.piece(i) for i in ids})
+
+    def _attention_map(self, request: p.AttentionMap) -> MapResult:
+        from engine.attention import head_map
+
+        session = self._need_session()
+        rows = head_map(session, int(request.step), int(request.layer), int(request.head))
+        return MapResult(session.records[request.step], int(request.layer), int(request.head), rows)
 
     def _switch(self, request: p.Switch) -> SessionResult:
         self._need_session().switch(int(request.node))

@@ -20,7 +20,7 @@ def records(rng, prompt: int, steps: int) -> list:
         for i in range(n):
             w = rng.random((L, H, start + i + 1))
             attn[:, :, i, : start + i + 1] = w / w.sum(-1, keepdims=True)
-        out.append(SimpleNamespace(attn=attn, start=start))
+        out.append(SimpleNamespace(attn=attn, attn_rows=np.arange(start, end), start=start))
         start = end
     return out
 
