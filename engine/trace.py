@@ -26,7 +26,7 @@ def pattern_rows(start: int, n: int) -> np.ndarray:
     spaced ones ending at the newest."""
     if n <= ALL_ROWS_UP_TO:
         return np.arange(start, start + n, dtype=np.int64)
-    return start + np.unique((np.arange(1, SAMPLED_ROWS + 1) * n) // SAMPLED_ROWS - 1).astype(np.int64)
+    return start + np.unique(np.maximum((np.arange(1, SAMPLED_ROWS + 1) * n) // SAMPLED_ROWS - 1, 0)).astype(np.int64)
 
 
 @dataclass(frozen=True)
