@@ -583,14 +583,14 @@ def _step_arrays(rec: dict[str, torch.Tensor], n_layers: int, d: int, n: int, lo
         attn = torch.stack([torch.softmax(rec.pop(f"blocks.{i}.attn.hook_attn_scores")[0].float(), dim=-1).half() for i in layers])
     else:
         attn = torch.stack([rec[f"blocks.{i}.attn.hook_pattern"][0] for i in layers])  # [L, H, r, T] float16
-    resid = torch.stack(
-        [_rows(rec["blocks.0.hook_resid_pre"][0], n)] + [_rows(rec[f"blocks.{i}.hook_resid_post"][0], n) for i in layers]
-    )  # [L + 1, n, d]
+    resid = np.empty((n_layers + 1, n, d), np.float32)  # [L + 1, n, d], each layer's hooked tensor freed once copied
+    for i, name in enumerate(["blocks.0.hook_resid_pre"] + [f"blocks.{i}.hook_resid_post" for i in layers]):
+        resid[i] = _rows(rec.pop(name)[0], n).float().numpy()
     return dict(
         token_embed=_rows(rec["hook_embed"].reshape(-1, d), n).float().numpy(),  # [n, d]
         pos_embed=_pos_embed(rec, d, n),  # [n, d]
         attn=attn.numpy(),
-        resid=resid.float().numpy(),  # [L + 1, n, d]
+        resid=resid,
         attn_out=torch.cat([rec[f"blocks.{i}.hook_attn_out"][0] for i in layers]).numpy(),  # [L, d] float16
         mlp_out=torch.cat([rec[f"blocks.{i}.hook_mlp_out"][0] for i in layers]).numpy(),  # [L, d] float16
         final_hidden=rec["ln_final.hook_out"][0, -1].float().numpy().copy(),  # [d]
