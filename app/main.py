@@ -56,7 +56,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         prog="nexttoken", description="Watch a GPT-2 model produce its next token, step by step.", allow_abbrev=False
     )
     p.add_argument("--model", default=None, help="model folder or hub id such as gpt2 (default: the last used, else the tiny demo)")
-    p.add_argument("--prompt", default="", help="prompt to start with")
+    text = p.add_mutually_exclusive_group()
+    text.add_argument("--prompt", default="", help="prompt to start with")
+    text.add_argument("--prompt-file", metavar="PATH", help="read the prompt to start with from this UTF-8 file (less its final line break)")
     p.add_argument("--steps", type=steps_count, default=0, help="steps to run at start (with --screenshot: before the picture)")
     p.add_argument("--chat", action="store_true",
                    help="send the prompt as a user turn through the model's chat template; stops at the end of the turn")
@@ -250,6 +252,15 @@ def freeze_startup_objects() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.prompt_file:  # a file that cannot be read ends here, before any window: one line, status 2
+        from engine.errors import PromptError
+        from engine.prompt_file import read_prompt_file
+
+        try:
+            args.prompt = read_prompt_file(args.prompt_file)
+        except PromptError as exc:
+            _say(f"error: {exc}", sys.stderr)
+            return 2
     saved_model = None
     if args.step is not None and not args.open:
         _say("error: --step N needs --open FILE (the step of a saved session to show).", sys.stderr)

@@ -9,6 +9,7 @@ import sys
 
 from .defaults import DEFAULT_PROMPT, DEFAULT_SETTINGS
 from .errors import GenerationStopped, NextTokenError, SettingsError
+from .prompt_file import read_prompt_file
 from .tokens import clip
 
 
@@ -18,7 +19,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         prog="python -m engine",
         description="Step a language model (GPT-2, Llama, Qwen, GraniteMoe, ...) through a prompt one token at a time and print each step.",
     )
-    p.add_argument("--prompt", default=DEFAULT_PROMPT, help=f"text to continue (default: {DEFAULT_PROMPT!r})")
+    text = p.add_mutually_exclusive_group()
+    text.add_argument("--prompt", default=DEFAULT_PROMPT, help=f"text to continue (default: {DEFAULT_PROMPT!r})")
+    text.add_argument("--prompt-file", metavar="PATH", help="read the prompt from this UTF-8 file instead (less its final line break)")
     p.add_argument("--model", default=None, help="model folder or hub id (default: the bundled tiny demo model)")
     p.add_argument("--steps", type=int, default=5, help="new tokens to generate (default: 5)")
     p.add_argument("--greedy", action="store_true", help="always take the most likely token")
@@ -44,6 +47,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
+        if args.prompt_file:
+            args.prompt = read_prompt_file(args.prompt_file)
         return run(args)
     except SettingsError as exc:  # named as the flag that set it
         print(f"error: {exc.naming('--' + exc.setting.replace('_', '-'))}", file=sys.stderr)

@@ -120,3 +120,18 @@ def test_table_shows_the_draw_u(capsys):
     rows = capsys.readouterr().out.splitlines()[3:6]
     us = [float(r.split()[4]) for r in rows]
     assert all(0 <= u < 1 for u in us) and len(set(us)) == 3
+
+
+def test_prompt_file_is_the_prompt_less_its_final_line_break(tmp_path, capsys):
+    path = tmp_path / "prompt.txt"
+    path.write_text("The cat sat on the\n", encoding="utf-8")
+    assert main(["--prompt-file", str(path), "--steps", "1", "--greedy", "--json"]) == 0
+    from_file = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert main(["--prompt", "The cat sat on the", "--steps", "1", "--greedy", "--json"]) == 0
+    typed = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert [from_file[k] for k in ("id", "prob", "top5")] == [typed[k] for k in ("id", "prob", "top5")]
+    assert main(["--prompt-file", str(tmp_path / "missing.txt")]) == 2
+    assert capsys.readouterr().err.startswith("error: Cannot read the prompt file")
+    path.write_bytes(b"\xff\xfe")
+    assert main(["--prompt-file", str(path)]) == 2
+    assert "is not UTF-8 text" in capsys.readouterr().err
