@@ -285,8 +285,8 @@ class SessionHost:
         try:
             ids = session.set_prompt(text, truncate=truncate)
         except PromptError as exc:
-            if len(session.loaded.tokenizer.encode(text)) > session.info.n_positions:
-                raise PromptTooLong(str(exc)) from exc
+            if len(session.loaded.tokenizer.encode(text)) > min(session.info.n_positions, session.positions_that_fit()):
+                raise PromptTooLong(str(exc)) from exc  # too long for the context or for the memory free
             raise
         whole = len(session.loaded.tokenizer.encode(text)) if truncate else len(ids)
         return self._result(request, Facts(kept=len(ids), whole=whole))

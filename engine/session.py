@@ -16,6 +16,7 @@ import torch
 from . import families, hf_compat, hooks, sampling
 from .branches import ROOT, BranchTable, BranchTree
 from .chat import ChatTurn, chat_prompt_ids, fit_chat_turn
+from . import memory
 from .memory import release_freed_memory
 from .defaults import truncation_keeps
 from .errors import GenerationStopped, PromptError, SessionError
@@ -226,7 +227,12 @@ class Session:
             raise PromptError("The prompt is empty: type at least one character.")
         ids = self.loaded.tokenizer.encode(text)
         capacity = self.info.n_positions
-        if len(ids) > capacity:
+        fits = self.positions_that_fit()
+        if len(ids) > fits and fits < truncation_keeps(capacity):  # memory, not the context, is the limit
+            if not truncate:
+                raise PromptError(self._too_big_message(len(ids), fits))
+            ids = ids[-fits:]
+        elif len(ids) > capacity:
             keep = truncation_keeps(capacity)
             if not truncate:
                 raise PromptError(
@@ -238,6 +244,16 @@ class Session:
         self._prompt_ids, self.chat = ids, None
         self.reset()
         return list(ids)
+
+    def positions_that_fit(self) -> int:
+        """How many prompt positions a prefill can take in the memory the machine has free now
+        (``engine.memory``); the model's context when that is not known."""
+        return memory.positions_that_fit(self.info, _mlp_width(self.loaded.model, self.info.d_model), memory.available_bytes())
+
+    def _too_big_message(self, tokens: int, fits: int, what: str = "The prompt is") -> str:
+        free = memory.available_bytes() or 0
+        return (f"{what} {tokens:,} tokens long, but this machine has {free / 2**30:.1f} GB of memory free: "
+                f"about {fits:,} tokens fit. Shorten the prompt, or choose to keep only its last {fits:,} tokens.")
 
     def set_chat(self, turn: ChatTurn, *, truncate: bool = False) -> list[int]:
         """Start over from ``turn`` rendered by the model's own chat template (engine.chat): the
@@ -371,7 +387,11 @@ class Session:
         reason, message = self.stop_reason()
         if reason:
             raise GenerationStopped(reason, message)
-        record, dist = self._run(len(self._records), *self.next_input())
+        start, new_ids = self.next_input()
+        fed = len(new_ids) if self._use_cache and self.cache_length() >= start else start + len(new_ids)
+        if fed > 1 and fed > (fits := self.positions_that_fit()):  # a pass over many positions: will it fit?
+            raise SessionError(self._too_big_message(fed, fits, "This pass reads a text"))
+        record, dist = self._run(len(self._records), start, new_ids)
         self._take(self.node, record)
         self._latest_dist = dist
         if len(self._records) % TRIM_EVERY == 0:
@@ -614,3 +634,9 @@ def _rows(t: torch.Tensor, n: int, dim: int = -2) -> torch.Tensor:
     if t.shape[dim] == n:
         return t
     return t.narrow(dim, t.shape[dim] - n, n).clone()
+
+
+def _mlp_width(model, d: int) -> int:
+    """The MLP's hidden width of a loaded model (4 d when the config does not say: GPT-2's)."""
+    config = getattr(model, "config", None)
+    return int(getattr(config, "intermediate_size", None) or getattr(config, "n_inner", None) or 4 * d)
