@@ -153,6 +153,11 @@ class ScriptedRun:
 
             self.window.controller.insideReady.connect(lambda _answer: QTimer.singleShot(50, lambda: self._capture(result)))
             return
+        if self.window.attention.awaiting():  # the selected head's rows of a long prefill are on their way
+            from PySide6.QtCore import QTimer
+
+            self.window.controller.mapReady.connect(lambda _answer: QTimer.singleShot(50, lambda: self._capture(result)))
+            return
         self._capture(result)
 
     def _capture(self, result) -> None:

@@ -48,21 +48,29 @@ STEP_HOOKS = {
 
 
 
-def step_hooks(model, rows: np.ndarray | None = None, *, from_start: bool = False) -> dict[str, hooks.Keep]:
+def step_hooks(model, rows: np.ndarray | None = None, *, from_start: bool = False,
+               resid: torch.Tensor | None = None) -> dict[str, hooks.Keep]:
     """STEP_HOOKS that exist in ``model``'s family (a RoPE model has no hook_pos_embed), the attention
     pattern kept at the fed positions ``rows`` (indices into the pass; None: every one).
 
     ``from_start``: the pass feeds every position from 0 (a prefill, or no cache) and runs with SDPA
     attention, which never builds a [heads, P, P] tensor and returns no weights: the kept rows of
-    ``hook_attn_scores`` are recorded instead (float32 [1, H, r, T]; their softmax is hook_pattern)."""
+    ``hook_attn_scores`` are recorded through their softmax, which is hook_pattern ([1, H, r, T] float16).
+    ``resid``: float32 [L + 1, n, d] made beforehand: each block's input and output is copied into it
+    as the block finishes (the newest n positions), rather than every block's output kept to the end."""
     points = families.family_of(model).points
     keep = {name: keep for name, keep in STEP_HOOKS.items() if name.replace("blocks.0.", "blocks.{L}.") in points}
     at = None if rows is None else torch.from_numpy(np.asarray(rows, dtype=np.int64))
     if from_start:
         del keep["blocks.{L}.attn.hook_pattern"]
-        keep["blocks.{L}.attn.hook_attn_scores"] = hooks.Keep(rows=at)
+        keep["blocks.{L}.attn.hook_attn_scores"] = hooks.Keep(rows=at, softmax=True, dtype=torch.float16)
     else:
         keep["blocks.{L}.attn.hook_pattern"] = hooks.Keep(rows=at, dtype=torch.float16)
+    if resid is not None:
+        newest = slice(-resid.shape[1], None)
+        del keep["blocks.0.hook_resid_pre"], keep["blocks.{L}.hook_resid_post"]
+        keep["blocks.0.hook_resid_pre"] = hooks.Keep(rows=newest, out=resid[0])
+        keep |= {f"blocks.{i}.hook_resid_post": hooks.Keep(rows=newest, out=resid[i + 1]) for i in range(len(resid) - 1)}
     return keep
 
 
@@ -425,7 +433,8 @@ class Session:
             self._cache = None
         from_start = cached == 0  # every position from 0: SDPA, the kept rows' scores recorded (step_hooks)
         rows = pattern_rows(start, n)  # the query positions whose attention rows the record keeps
-        keep = step_hooks(model, rows - cached, from_start=from_start)
+        resid = torch.empty((n_layers + 1, n, self.info.d_model))  # the record's residual stream, filled by the hooks
+        keep = step_hooks(model, rows - cached, from_start=from_start, resid=resid)
         try:
             with (torch.inference_mode(), hf_compat.attention(model, "sdpa") if from_start else nullcontext(),
                   hooks.capture(model, n_layers, keep) as rec):
@@ -434,7 +443,7 @@ class Session:
                     model, torch.tensor([fed], dtype=torch.long), self._cache, use_cache=self._use_cache
                 )
                 forward_ms = (perf_counter() - t_fwd) * 1e3
-                record_arrays = _step_arrays(rec, n_layers, self.info.d_model, n, logits, from_start)
+                record_arrays = _step_arrays(rec, n_layers, self.info.d_model, n, logits, from_start, resid)
             if self._use_cache and self.cache_length() != start + n:
                 raise RuntimeError(f"the KV cache holds {self.cache_length()} positions, expected {start + n}")
             dist = sampling.distribution(record_arrays["logits"], self._context(step), self.settings)
@@ -595,22 +604,17 @@ def warm_up(loaded: LoadedModel) -> None:
 
 
 def _step_arrays(rec: dict[str, torch.Tensor], n_layers: int, d: int, n: int, logits: torch.Tensor,
-                 from_start: bool) -> dict[str, np.ndarray]:
+                 from_start: bool, resid: torch.Tensor) -> dict[str, np.ndarray]:
     """The StepRecord arrays of the newest ``n`` positions from one step's captured hook points (see
-    step_hooks; without the cache the whole sequence was fed)."""
+    step_hooks; without the cache the whole sequence was fed; ``resid`` was filled by the hooks)."""
     layers = range(n_layers)
-    if from_start:  # hook_pattern = softmax(hook_attn_scores), in float32 as the eager attention takes it
-        attn = torch.stack([torch.softmax(rec.pop(f"blocks.{i}.attn.hook_attn_scores")[0].float(), dim=-1).half() for i in layers])
-    else:
-        attn = torch.stack([rec[f"blocks.{i}.attn.hook_pattern"][0] for i in layers])  # [L, H, r, T] float16
-    resid = np.empty((n_layers + 1, n, d), np.float32)  # [L + 1, n, d], each layer's hooked tensor freed once copied
-    for i, name in enumerate(["blocks.0.hook_resid_pre"] + [f"blocks.{i}.hook_resid_post" for i in layers]):
-        resid[i] = _rows(rec.pop(name)[0], n).float().numpy()
+    name = "blocks.{i}.attn.hook_attn_scores" if from_start else "blocks.{i}.attn.hook_pattern"  # both: hook_pattern's rows
+    attn = torch.stack([rec.pop(name.format(i=i))[0] for i in layers])  # [L, H, r, T] float16
     return dict(
         token_embed=_rows(rec["hook_embed"].reshape(-1, d), n).float().numpy(),  # [n, d]
         pos_embed=_pos_embed(rec, d, n),  # [n, d]
         attn=attn.numpy(),
-        resid=resid,
+        resid=resid.numpy(),  # [L + 1, n, d]
         attn_out=torch.cat([rec[f"blocks.{i}.hook_attn_out"][0] for i in layers]).numpy(),  # [L, d] float16
         mlp_out=torch.cat([rec[f"blocks.{i}.hook_mlp_out"][0] for i in layers]).numpy(),  # [L, d] float16
         final_hidden=rec["ln_final.hook_out"][0, -1].float().numpy().copy(),  # [d]

@@ -242,6 +242,10 @@ class AttentionPanel(QGroupBox):
             self._asked = wanted
             self.mapRequested.emit(step, self.state.layer, self.state.head)
 
+    def awaiting(self) -> bool:
+        """Whether the selected head's rows have been asked for and not come yet."""
+        return self._asked is not None and self._can_ask and self.history.missing(self.state.layer, self.state.head) is not None
+
     def show_map(self, answer) -> None:
         """The engine's rows of one head (``app.result.MapResult``): drawn if that pass is still shown."""
         if self.history.add_map(answer.record, answer.layer, answer.head, answer.rows):
