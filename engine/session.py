@@ -398,7 +398,7 @@ class Session:
         start, new_ids = self.next_input()
         fed = len(new_ids) if self._use_cache and self.cache_length() >= start else start + len(new_ids)
         if fed > 1 and fed > (fits := self.positions_that_fit()):  # a pass over many positions: will it fit?
-            raise SessionError(self._too_big_message(fed, fits, "This pass reads a text"))
+            raise SessionError(self._too_big_message(fed, fits, "The next step reads a text"))
         record, dist = self._run(len(self._records), start, new_ids)
         self._take(self.node, record)
         self._latest_dist = dist

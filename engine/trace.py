@@ -142,7 +142,7 @@ class StepRecord:
 
     @property
     def all_rows(self) -> bool:
-        """Whether ``attn`` holds every row this pass computed (else a sample: see ``attn``)."""
+        """Whether ``attn`` holds every row its forward pass computed (else a sample: see ``attn``)."""
         return int(self.attn_rows.shape[0]) == self.n_new
 
     @property

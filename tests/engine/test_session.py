@@ -275,7 +275,7 @@ def test_a_prompt_too_big_for_the_free_memory_is_refused_or_cut_to_what_fits(dem
     assert len(session.set_prompt(text, truncate=True)) == 10
     session.step()
     session.set_prompt_ids(list(range(30)))  # no tokenizer check: the pass itself refuses
-    with pytest.raises(SessionError, match="This pass reads a text 30 tokens long"):
+    with pytest.raises(SessionError, match="The next step reads a text 30 tokens long"):
         session.step()
     monkeypatch.setattr(memory, "available_bytes", lambda: None)  # unknown: no limit but the context
     assert session.positions_that_fit() == demo_model.info.n_positions
