@@ -28,6 +28,7 @@ from engine.runtime import CPU
 from engine.sampling import SamplingSettings
 
 from . import protocol as p
+from .protocol import MapResult
 from .request_policy import MAX_QUICK_DEATHS, QUICK_DEATH_S, RequestPolicy, Verdict
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,7 @@ class SessionController(QObject):
     resultReady = Signal(object)  # SessionResult, not stale
     insideReady = Signal(object)  # InsideResult, the answer to ``inspect``, not stale
     attributionReady = Signal(object)  # AttributionResult, the answer to ``attribute``, not stale
+    mapReady = Signal(object)  # MapResult, the answer to ``attention_map``, not stale
     failed = Signal(object)  # protocol.Failed (a kind of it), not stale
     busyChanged = Signal(bool)
     downloadProgress = Signal("qint64", "qint64")  # bytes done, bytes total (models pass 2 GiB)
@@ -190,6 +192,10 @@ class SessionController(QObject):
         (-1: the chosen token, no second token, the newest position, the latest step; ``attributionReady`` answers)."""
         return self._request(p.Attribute(step=step, position=position, target=target, versus=versus))
 
+    def attention_map(self, step: int, layer: int, head: int) -> int:
+        """Ask for one head's whole attention pattern at history step ``step`` (``mapReady`` answers)."""
+        return self._request(p.AttentionMap(step=int(step), layer=int(layer), head=int(head)))
+
     def cancel_load(self) -> int:
         """Stop the download of the Load that runs (the person pressed Cancel): it fails with
         ``DownloadCancelled`` and the session it would have replaced stays. Returns that Load's
@@ -252,6 +258,8 @@ class SessionController(QObject):
                 self.failed.emit(reply)
                 if verdict is Verdict.REFRESH:  # the window may show a session the engine no longer holds
                     self.refresh()
+            case Verdict.SHOW, p.Inspected(answer=MapResult()):
+                self.mapReady.emit(reply.answer)
             case Verdict.SHOW, p.Inspected():
                 self.insideReady.emit(reply.answer)
             case Verdict.SHOW, p.Attributed():

@@ -150,7 +150,7 @@ def flow_numbers(result: SessionResult, layer: int = 0, head: int = 0, tail_char
     resid = rec.resid[:, last, :]  # [L + 1, d]
     attn_out = rec.attn_out.astype(np.float32)
     mid = resid[:-1] + attn_out  # blocks.{L}.hook_resid_mid at the newest position
-    attention = rec.attn[layer, head, last, : rec.end].astype(np.float32)
+    attention = rec.attn[layer, head, -1, : rec.end].astype(np.float32)  # the newest row: every pass keeps it last
     top_key = int(np.argmax(attention))  # argmax: the first (lowest) position of a tie
     pieces = trace.pieces
     n_top = min(N_TOP, len(trace.candidate_ids))
@@ -186,7 +186,7 @@ def flow_numbers(result: SessionResult, layer: int = 0, head: int = 0, tail_char
         attn_norms=np.linalg.norm(attn_out.astype(np.float64), axis=1),
         mlp_norms=np.linalg.norm(rec.mlp_out.astype(np.float64), axis=1),
         layer=layer, head=head, attention=attention,
-        head_top=rec.attn[layer, :, last, : rec.end].astype(np.float32).max(axis=1), top_key=top_key, top_key_piece=pieces[top_key],
+        head_top=rec.attn[layer, :, -1, : rec.end].astype(np.float32).max(axis=1), top_key=top_key, top_key_piece=pieces[top_key],
         top_weight=float(attention[top_key]),
         ln_in_norm=_norm(resid[-1]), ln_out_norm=_norm(rec.final_hidden), final_vector=rec.final_hidden,
         top_ids=tuple(int(t) for t in top_ids), top_pieces=tuple(trace.candidate_pieces[:n_top]),

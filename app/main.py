@@ -73,7 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", default=None,
                    help="model folder, bundled model or hub id such as gpt2 (default: the last used, else the one "
                         "defaults.conf names, else SmolLM2-135M-Instruct where bundled or fetched, else the tiny demo)")
-    p.add_argument("--prompt", default="", help="the prompt to start with")
+    text = p.add_mutually_exclusive_group()
+    text.add_argument("--prompt", default="", help="the prompt to start with")
+    text.add_argument("--prompt-file", metavar="PATH", help="read the prompt to start with from this UTF-8 file (less its final line break)")
     p.add_argument("--steps", type=steps_count, default=0, help="steps to run at start (with --screenshot: before the picture)")
     p.add_argument("--chat", action="store_true",
                    help="send the prompt as a user turn through the model's chat template; stops at the end of the turn")
@@ -190,6 +192,11 @@ class ScriptedRun:
             for answered in (c.insideReady, c.attributionReady, c.failed):  # drawn, or refused: picture it either way
                 answered.connect(lambda _answer: QTimer.singleShot(50, lambda: self._capture(result)))
             return
+        if self.window.attention.awaiting():  # the selected head's rows of a long prefill are on their way
+            from PySide6.QtCore import QTimer
+
+            self.window.controller.mapReady.connect(lambda _answer: QTimer.singleShot(50, lambda: self._capture(result)))
+            return
         self._capture(result)
 
     def _capture(self, result) -> None:
@@ -295,6 +302,15 @@ def freeze_startup_objects() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.prompt_file:  # a file that cannot be read ends here, before any window: one line, status 2
+        from engine.errors import PromptError
+        from engine.prompt_file import read_prompt_file
+
+        try:
+            args.prompt = read_prompt_file(args.prompt_file)
+        except PromptError as exc:
+            _say(f"error: {exc}", sys.stderr)
+            return 2
     saved_model = None
     try:
         runtime = runtime_of(args)

@@ -177,6 +177,17 @@ class Attribute(Request):
 
 
 @dataclass(frozen=True)
+class AttentionMap(Inspect):
+    """One head's whole attention pattern at the pass of history step ``step``, ``layer``, ``head``,
+    recomputed by the engine (``engine.attention.head_map``): a long prefill keeps only a sample of
+    its rows (``engine.trace.StepRecord.attn``). A view's question, as an Inspect is (it neither changes
+    the session nor ends a play loop); answered by ``Inspected`` with a ``MapResult``."""
+
+    kind: ClassVar[str] = "map"
+    head: int = 0
+
+
+@dataclass(frozen=True)
 class Switch(Request):
     """Show the branch through tree ``node`` (``engine.branches``) as it was, up to that node: no
     forward pass; -1 (the tree's root): before the prefill, every branch kept."""
@@ -230,13 +241,13 @@ class Refresh(Request):
     kind: ClassVar[str] = "refresh"
 
 
-REQUESTS = (Load, SetPrompt, SetChat, SetStops, Step, Play, Back, Choose, Resample, Reset, SetCache, Inspect, Attribute,
-            Switch, SaveSession, OpenSession, Refresh)
+REQUESTS = (Load, SetPrompt, SetChat, SetStops, Step, Play, Back, Choose, Resample, Reset, SetCache, Inspect, AttentionMap,
+            Attribute, Switch, SaveSession, OpenSession, Refresh)
 RESTARTS = (Load, SetPrompt, SetChat, Reset, OpenSession)  # after one of these, results of older requests are stale
 KEPT_ON_RESTART = (Load, SaveSession, SetStops)  # still run after a restart (a save's result is stale, its message is not; stop sequences are the person's)
 PROMPT_EDITS = (SetPrompt, SetChat)  # the person's text: still run after any restart but a newer edit (a Load may be refused)
-COALESCING = (Step, Resample, Choose, Inspect, Attribute, Switch)  # a newer one replaces an older one still waiting
-LOOKS = (Inspect, Attribute)  # ask what the model computed for a view: change nothing, end no play loop
+COALESCING = (Step, Resample, Choose, Inspect, AttentionMap, Attribute, Switch)  # a newer one replaces an older one still waiting
+LOOKS = (Inspect, Attribute)  # ask what the model computed for a view: change nothing, end no play loop (an AttentionMap is an Inspect)
 
 CONTROLS = ("play_generation", "latest_barrier", "cancel_load")
 """The host attributes the window may set while a request runs (and nothing else):
@@ -378,6 +389,19 @@ class AttributionResult:
     source_pieces: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class MapResult:
+    """The answer to an AttentionMap request: ``rows``, float16 [n, T], blocks.{layer}.attn.hook_pattern
+    of ``head`` at every query position ``record``'s pass computed (its start to its end - 1; T = its
+    end). ``record`` is the StepRecord itself (the wire hands the window the very object it holds), so
+    a view knows which pass the rows belong to."""
+
+    record: StepRecord
+    layer: int
+    head: int
+    rows: np.ndarray
+
+
 # ------------------------------------------------------------------ replies
 @dataclass(frozen=True)
 class Reply:
@@ -397,9 +421,9 @@ class Finished(Reply):
 
 @dataclass(frozen=True)
 class Inspected(Reply):
-    """The answer to an Inspect request (``InsideResult``)."""
+    """The answer to an Inspect request (``InsideResult``) or an AttentionMap (``MapResult``)."""
 
-    answer: InsideResult | None = None
+    answer: InsideResult | MapResult | None = None
 
 
 @dataclass(frozen=True)

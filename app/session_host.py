@@ -30,7 +30,7 @@ from engine.trace import StepRecord, shared_prefix
 
 from . import protocol as p
 
-from .protocol import AttributionResult, Facts, InsideResult, SessionResult
+from .protocol import AttributionResult, Facts, InsideResult, MapResult, SessionResult
 from .saver import Saver, SaveJob
 
 log = logging.getLogger(__name__)
@@ -186,6 +186,7 @@ class SessionHost:
             p.SetCache: self._set_cache,
             p.Inspect: self._inspect,
             p.Attribute: self._attribute,
+            p.AttentionMap: self._attention_map,
             p.Switch: self._switch,
             p.SaveSession: self._save,
             p.OpenSession: self._open,
@@ -299,8 +300,8 @@ class SessionHost:
         try:
             ids = session.set_prompt(text, truncate=truncate)
         except PromptError as exc:
-            if len(session.loaded.tokenizer.encode(text)) > session.info.n_positions:
-                raise PromptTooLong(str(exc)) from exc
+            if len(session.loaded.tokenizer.encode(text)) > min(session.info.n_positions, session.positions_that_fit()):
+                raise PromptTooLong(str(exc)) from exc  # too long for the context or for the memory free
             raise
         whole = len(session.loaded.tokenizer.encode(text)) if truncate else len(ids)
         return self._result(request, Facts(kept=len(ids), whole=whole, left_out=session.loaded.tokenizer.left_out(text)))
@@ -389,6 +390,13 @@ class SessionHost:
         ids = session.token_ids()[: a.position + 1]
         return AttributionResult(a, piece(a.target), piece(a.versus) if a.versus >= 0 else "",
                                  tuple(piece(int(i)) for i in ids))
+
+    def _attention_map(self, request: p.AttentionMap) -> MapResult:
+        from engine.attention import head_map
+
+        session = self._need_session()
+        rows = head_map(session, int(request.step), int(request.layer), int(request.head))
+        return MapResult(session.records[request.step], int(request.layer), int(request.head), rows)
 
     def _switch(self, request: p.Switch) -> SessionResult:
         self._need_session().switch(int(request.node))

@@ -137,6 +137,8 @@ class MainWindow(QMainWindow):
         self.inside.inspectRequested.connect(c.inspect)
         self.cache_view.inspectRequested.connect(c.inspect)
         self.why_view.attributeRequested.connect(c.attribute)
+        self.attention.mapRequested.connect(c.attention_map)
+        c.mapReady.connect(self.attention.show_map)
         self.branches_view.switchRequested.connect(self.switch_branch)
         self.sampling.set_settings(c.settings)
         self.sampling.settingsChanged.connect(c.set_settings)

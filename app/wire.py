@@ -5,7 +5,10 @@ pickles a message with a memory of what the other side already holds: a StepReco
 an array already sent crosses as a short reference, and ``Receiver`` hands back the very
 object it unpickled the first time. So a decode step costs only its own record on the wire, and the
 window's caches keyed on identity (``AttentionHistory``, the panels' ``info is`` checks) keep
-working across processes. After each message the sender forgets, on both sides, every object that
+working across processes. Arrays travel out of band (pickle protocol 5): the pickle holds only their
+headers and each array's bytes are written from the array itself and read into a buffer of their
+own, so a long prefill's record is never copied into a pickle on either side (at 8,192 positions
+its residual stream alone is 585 MB at SmolLM2's shape). After each message the sender forgets, on both sides, every object that
 message no longer referred to (a rewound step, a replaced model). Pure Python, no Qt.
 """
 
@@ -35,15 +38,18 @@ class Sender:
         self._objects: dict[int, object] = {}  # key -> obj (keeps each id valid while remembered)
         self._next_key = 0
 
-    def write(self, packet: tuple[bytes, list[int]]) -> None:
+    def write(self, packet: tuple[bytes, list[pickle.PickleBuffer], list[int]]) -> None:
         """Write one ``encode`` packet; packets must be written in the order they were encoded."""
-        data, dropped = packet
+        data, buffers, dropped = packet
+        views = [b.raw() for b in buffers]
         self._conn.send_bytes(data)
-        self._conn.send(dropped)
+        self._conn.send(([v.nbytes for v in views], dropped))
+        for view in views:
+            self._conn.send_bytes(view)
 
-    def encode(self, message, *, prune: bool = False) -> tuple[bytes, list[int]]:
-        """Pickle ``message``. ``prune``: it refers to everything still wanted (a whole result), so
-        forget whatever it does not refer to."""
+    def encode(self, message, *, prune: bool = False) -> tuple[bytes, list[pickle.PickleBuffer], list[int]]:
+        """Pickle ``message`` (its arrays' bytes kept aside, not copied). ``prune``: it refers to
+        everything still wanted (a whole result), so forget whatever it does not refer to."""
         used: set[int] = set()
         pending: set[int] = set()  # objects whose first copy is being pickled right now
 
@@ -65,12 +71,12 @@ class Sender:
             pending.add(oid)
             return ("new", key, obj)
 
-        buffer = io.BytesIO()
-        pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
+        buffer, buffers = io.BytesIO(), []
+        pickler = pickle.Pickler(buffer, protocol=5, buffer_callback=buffers.append)
         pickler.persistent_id = persistent_id
         pickler.dump(message)
         dropped = self._prune(used) if prune else []
-        return buffer.getvalue(), dropped
+        return buffer.getvalue(), buffers, dropped
 
     def _prune(self, used: set[int]) -> list[int]:
         keep = set(used)
@@ -102,8 +108,16 @@ class Receiver:
 
     def recv(self):
         data = self._conn.recv_bytes()
-        dropped = self._conn.recv()
-        unpickler = pickle.Unpickler(io.BytesIO(data))
+        sizes, dropped = self._conn.recv()
+        buffers = []
+        for size in sizes:  # each array's own bytes, writable as an unpickled array's are
+            buffer = bytearray(size)
+            if size:
+                self._conn.recv_bytes_into(buffer)
+            else:
+                self._conn.recv_bytes()
+            buffers.append(buffer)
+        unpickler = pickle.Unpickler(io.BytesIO(data), buffers=buffers)
         unpickler.persistent_load = self._load
         message = unpickler.load()
         for key in dropped:

@@ -335,11 +335,11 @@ def measure_added_recording(loaded, bare: Bare, context: int, repeats: int) -> d
     without = {k: v for k, v in with_all.items() if k not in ("blocks.{L}.hook_attn_out", "blocks.{L}.hook_mlp_out")}
     step_arrays = session_module._step_arrays
 
-    def arrays_without(rec, n_layers, d, n, logits):
+    def arrays_without(rec, n_layers, d, n, logits, *rest):
         zero = torch.zeros(1, n, d, dtype=torch.float16)
         for i in range(n_layers):
             rec[f"blocks.{i}.hook_attn_out"] = rec[f"blocks.{i}.hook_mlp_out"] = zero
-        return step_arrays(rec, n_layers, d, n, logits)
+        return step_arrays(rec, n_layers, d, n, logits, *rest)
 
     sessions = {name: session_with_prompt(loaded, context - 1) for name in ("now", "before")}
     for session in sessions.values():

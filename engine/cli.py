@@ -13,8 +13,8 @@ from .defaults import DEFAULT_PROMPT, DEFAULT_SETTINGS, model_settings
 from .sampling import SamplingSettings
 from .errors import GenerationStopped, NextTokenError, SettingsError
 from .runtime import add_runtime_arguments, runtime_of
+from .prompt_file import read_prompt_file
 from .tokens import clip
-
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,7 +23,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m engine",
         description="Step a language model through a prompt one token at a time and print each step.",
     )
-    p.add_argument("--prompt", default=DEFAULT_PROMPT, help=f"text to continue (default: {DEFAULT_PROMPT!r})")
+    text = p.add_mutually_exclusive_group()
+    text.add_argument("--prompt", default=DEFAULT_PROMPT, help=f"text to continue (default: {DEFAULT_PROMPT!r})")
+    text.add_argument("--prompt-file", metavar="PATH", help="read the prompt from this UTF-8 file instead (less its final line break)")
     p.add_argument("--model", default=None, help="model folder or hub id (default: the bundled tiny demo model, gpt2-tiny-demo)")
     p.add_argument("--steps", type=int, default=5, help="new tokens to generate (default: 5)")
     p.add_argument("--greedy", action="store_true", default=None, help="always take the most likely token")
@@ -57,6 +59,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
+        if args.prompt_file:
+            args.prompt = read_prompt_file(args.prompt_file)
         return run(args)
     except SettingsError as exc:  # named as the flag that set it
         print(f"error: {exc.naming('--' + exc.setting.replace('_', '-'))}", file=sys.stderr)

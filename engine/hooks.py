@@ -38,10 +38,16 @@ class Keep:
         or an int64 tensor of indices; None keeps every position.
     dtype: convert as the module finishes (float16 keeps the history small and frees the float32
         tensor at once instead of when the pass ends).
+    softmax: take the softmax over the last axis first, in float32 (hook_pattern's value from kept
+        rows of hook_attn_scores, where SDPA returns no weights).
+    out: copy the value (batch 1) into this tensor, a part of a record made beforehand, and keep that:
+        the module's own output is then not kept alive until the pass ends.
     """
 
     rows: slice | torch.Tensor | None = None
     dtype: torch.dtype | None = None
+    softmax: bool = False
+    out: torch.Tensor | None = None
 
 
 ALL = Keep()
@@ -190,7 +196,11 @@ def capture(
                     value = _view(_take(args, kwargs, output, point.take), point.view, k.rows, owner)
                     if point.factor:  # GraniteMoe: what is added to the residual stream
                         value = value * getattr(model.config, point.factor)
-                    if k.dtype is not None:
+                    if k.softmax:
+                        value = torch.softmax(value.float(), dim=-1)
+                    if k.out is not None:
+                        value = k.out.copy_(value[0])
+                    elif k.dtype is not None:
                         value = value.to(k.dtype)
                     elif k.rows is not None:
                         value = value.clone()  # a view of a few rows would keep the whole tensor alive

@@ -99,6 +99,7 @@ class NnsightBackend:
         self.remote_host = remote_host
         self.simulate = simulate
         self.keeps_cache = not (remote_host or simulate)
+        self.records_in_place = False  # eager attention; hook_pattern's kept rows and every value to the end
 
     @classmethod
     def around(cls, model, hf_tokenizer, **kwargs) -> "NnsightBackend":

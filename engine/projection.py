@@ -22,8 +22,12 @@ class Projection:
     explained: np.ndarray
 
     def project(self, vectors: np.ndarray, dims: int = 2) -> np.ndarray:
-        """[..., d] -> [..., dims]."""
-        return ((np.asarray(vectors, dtype=np.float32) - self.mean) @ self.components[:dims].T).astype(np.float32)
+        """[..., d] -> [..., dims]; a stack ([L + 1, n, d]) one slice at a time, so that centring never
+        copies a long prefill's whole residual stream."""
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if vectors.ndim >= 3:
+            return np.stack([self.project(v, dims) for v in vectors]) if len(vectors) else np.zeros((*vectors.shape[:-1], dims), np.float32)
+        return ((vectors - self.mean) @ self.components[:dims].T).astype(np.float32)
 
 
 FIT_CHUNK_ROWS = 4096  # rows converted to float64 at a time: 24 MB at d = 768

@@ -5,6 +5,7 @@ Not thread-safe: exactly one thread (the GUI's worker, or the terminal) owns a s
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import replace
 from time import perf_counter
 
@@ -14,13 +15,14 @@ import torch
 from . import families, hf_compat, hooks, sampling
 from .branches import ROOT, BranchTable, BranchTree
 from .chat import ChatTurn, chat_prompt_ids, fit_chat_turn
+from . import memory
 from .memory import release_freed_memory
 from .defaults import truncation_keeps
 from .loaded_model import LoadedModel
 from .errors import GenerationStopped, PromptError, SessionError
 from .projection import Projection
 from .sampling import Distribution, SamplingSettings
-from .trace import N_CANDIDATES, KVStats, StepRecord, StepTrace
+from .trace import N_CANDIDATES, KVStats, StepRecord, StepTrace, pattern_rows
 
 TRIM_EVERY = 32  # steps between handing freed heap memory back to the OS (see memory.release_freed_memory)
 
@@ -43,10 +45,30 @@ STEP_HOOKS = {
 
 
 
-def step_hooks(model) -> dict[str, hooks.Keep]:
-    """STEP_HOOKS that exist in ``model``'s family (a RoPE model has no hook_pos_embed)."""
+def step_hooks(model, rows: np.ndarray | None = None, *, from_start: bool = False,
+               resid: torch.Tensor | None = None) -> dict[str, hooks.Keep]:
+    """STEP_HOOKS that exist in ``model``'s family (a RoPE model has no hook_pos_embed), the attention
+    pattern kept at the fed positions ``rows`` (indices into the pass; None: every one).
+
+    ``from_start``: the pass feeds every position from 0 (a prefill, or no cache) and runs with SDPA
+    attention, which never builds a [heads, P, P] tensor and returns no weights: the kept rows of
+    ``hook_attn_scores`` are recorded through their softmax, which is hook_pattern ([1, H, r, T] float16).
+    ``resid``: float32 [L + 1, n, d] made beforehand: each block's input and output is copied into it
+    as the block finishes (the newest n positions), rather than every block's output kept to the end."""
     points = families.family_of(model).points
-    return {name: keep for name, keep in STEP_HOOKS.items() if name.replace("blocks.0.", "blocks.{L}.") in points}
+    keep = {name: keep for name, keep in STEP_HOOKS.items() if name.replace("blocks.0.", "blocks.{L}.") in points}
+    at = None if rows is None else torch.from_numpy(np.asarray(rows, dtype=np.int64))
+    if from_start:
+        del keep["blocks.{L}.attn.hook_pattern"]
+        keep["blocks.{L}.attn.hook_attn_scores"] = hooks.Keep(rows=at, softmax=True, dtype=torch.float16)
+    else:
+        keep["blocks.{L}.attn.hook_pattern"] = hooks.Keep(rows=at, dtype=torch.float16)
+    if resid is not None:
+        newest = slice(-resid.shape[1], None)
+        del keep["blocks.0.hook_resid_pre"], keep["blocks.{L}.hook_resid_post"]
+        keep["blocks.0.hook_resid_pre"] = hooks.Keep(rows=newest, out=resid[0])
+        keep |= {f"blocks.{i}.hook_resid_post": hooks.Keep(rows=newest, out=resid[i + 1]) for i in range(len(resid) - 1)}
+    return keep
 
 
 STOP_MESSAGES = {
@@ -210,7 +232,12 @@ class Session:
             raise PromptError("The prompt is empty: type at least one character.")
         ids = self.loaded.tokenizer.encode(text)
         capacity = self.info.n_positions
-        if len(ids) > capacity:
+        fits = self.positions_that_fit()
+        if len(ids) > fits and fits < truncation_keeps(capacity):  # memory, not the context, is the limit
+            if not truncate:
+                raise PromptError(self._too_big_message(len(ids), fits))
+            ids = ids[-fits:]
+        elif len(ids) > capacity:
             keep = truncation_keeps(capacity)
             if not truncate:
                 raise PromptError(
@@ -222,6 +249,16 @@ class Session:
         self._prompt_ids, self.chat = ids, None
         self.reset()
         return list(ids)
+
+    def positions_that_fit(self) -> int:
+        """How many prompt positions a prefill can take in the memory the machine has free now
+        (``engine.memory``); the model's context when that is not known."""
+        return memory.positions_that_fit(self.info, _mlp_width(self.loaded.model, self.info.d_model), memory.available_bytes())
+
+    def _too_big_message(self, tokens: int, fits: int, what: str = "The prompt is") -> str:
+        free = memory.available_bytes() or 0
+        return (f"{what} {tokens:,} tokens long, but this machine has {free / 2**30:.1f} GB of memory free: "
+                f"about {fits:,} tokens fit. Shorten the prompt, or choose to keep only its last {fits:,} tokens.")
 
     def set_chat(self, turn: ChatTurn, *, truncate: bool = False) -> list[int]:
         """Start over from ``turn`` rendered by the model's own chat template (engine.chat): the
@@ -359,7 +396,11 @@ class Session:
         reason, message = self.stop_reason()
         if reason:
             raise GenerationStopped(reason, message)
-        record, dist = self._run(len(self._records), *self.next_input())
+        start, new_ids = self.next_input()
+        fed = len(new_ids) if self._use_cache and self.cache_length() >= start else start + len(new_ids)
+        if fed > 1 and fed > (fits := self.positions_that_fit()):  # a pass over many positions: will it fit?
+            raise SessionError(self._too_big_message(fed, fits, "The next step reads a text"))
+        record, dist = self._run(len(self._records), start, new_ids)
         self._take(self.node, record)
         self._latest_dist = dist
         if len(self._records) % TRIM_EVERY == 0:
@@ -391,15 +432,20 @@ class Session:
         fed = new_ids if self._use_cache else whole
         if not self._use_cache:
             self._cache = None
+        in_place = self.loaded.backend.records_in_place  # engine.hooks: kept rows of SDPA's scores, the stream as it goes
+        from_start = cached == 0 and in_place  # every position from 0: SDPA, the kept rows' scores recorded (step_hooks)
+        rows = pattern_rows(start, n)  # the query positions whose attention rows the record keeps
+        resid = torch.empty((n_layers + 1, n, self.info.d_model)) if in_place else None  # filled by the hooks
+        keep = step_hooks(model, rows - cached, from_start=from_start, resid=resid)
         try:
-            with torch.inference_mode():
+            with torch.inference_mode(), (hf_compat.attention(model, "sdpa") if from_start else nullcontext()):
                 t_fwd = perf_counter()
                 rec, logits, self._cache = self.loaded.backend.forward(  # engine.step_backend: hooks or nnsight
                     model, n_layers, torch.tensor([fed], dtype=torch.long), self._cache, use_cache=self._use_cache,
-                    keep=step_hooks(model), n_new=n,
+                    keep=keep, n_new=n,
                 )
                 forward_ms = (perf_counter() - t_fwd) * 1e3
-                record_arrays = _step_arrays(rec, n_layers, self.info.d_model, n, logits)
+                record_arrays = _step_arrays(rec, n_layers, self.info.d_model, n, logits, from_start, resid)
             if self._use_cache and self.cache_length() != start + n:
                 raise RuntimeError(f"the KV cache holds {self.cache_length()} positions, expected {start + n}")
             dist = sampling.distribution(record_arrays["logits"], self._context(step), self.settings)
@@ -411,6 +457,7 @@ class Session:
             step=step,
             start=start,
             input_ids=np.array(new_ids, dtype=np.int64),
+            attn_rows=rows,
             kv=self._kv_stats(),
             forward_ms=forward_ms,
             step_ms=(perf_counter() - t_step) * 1e3,
@@ -431,7 +478,7 @@ class Session:
             self._cache = None
         t0 = perf_counter()
         try:
-            with torch.inference_mode():
+            with torch.inference_mode(), hf_compat.attention(self.loaded.model, "sdpa"):  # never [heads, n, T]
                 _, self._cache = hf_compat.forward(self.loaded.model, torch.tensor([tokens[cached:]], dtype=torch.long), self._cache)
         except BaseException:
             self._restore_cache(cached)
@@ -565,14 +612,17 @@ def warm_up(loaded: LoadedModel) -> None:
     session.step()
 
 
-def _step_arrays(rec: dict[str, torch.Tensor], n_layers: int, d: int, n: int, logits: torch.Tensor) -> dict[str, np.ndarray]:
+def _step_arrays(rec: dict[str, torch.Tensor], n_layers: int, d: int, n: int, logits: torch.Tensor,
+                 from_start: bool, resid: torch.Tensor | None) -> dict[str, np.ndarray]:
     """The StepRecord arrays of the newest ``n`` positions from one step's captured hook points (see
-    STEP_HOOKS; without the cache the whole sequence was fed)."""
+    step_hooks; without the cache the whole sequence was fed; ``resid`` was filled by the hooks)."""
     layers = range(n_layers)
-    attn = torch.stack([_rows(rec[f"blocks.{i}.attn.hook_pattern"][0], n) for i in layers])  # [L, H, n, T] float16
-    resid = torch.stack(
-        [_rows(rec["blocks.0.hook_resid_pre"][0], n)] + [_rows(rec[f"blocks.{i}.hook_resid_post"][0], n) for i in layers]
-    )  # [L + 1, n, d]
+    name = "blocks.{i}.attn.hook_attn_scores" if from_start else "blocks.{i}.attn.hook_pattern"  # both: hook_pattern's rows
+    attn = torch.stack([rec.pop(name.format(i=i))[0] for i in layers])  # [L, H, r, T] float16
+    if resid is None:  # a backend that keeps every hooked value to the end (nnsight)
+        resid = torch.stack(
+            [_rows(rec["blocks.0.hook_resid_pre"][0], n)] + [_rows(rec[f"blocks.{i}.hook_resid_post"][0], n) for i in layers]
+        )  # [L + 1, n, d]
     return dict(
         token_embed=_rows(rec["hook_embed"].reshape(-1, d), n).float().cpu().numpy(),  # [n, d]
         pos_embed=_pos_embed(rec, d, n),  # [n, d]
@@ -601,3 +651,9 @@ def _rows(t: torch.Tensor, n: int, dim: int = -2) -> torch.Tensor:
     if t.shape[dim] == n:
         return t
     return t.narrow(dim, t.shape[dim] - n, n).clone()
+
+
+def _mlp_width(model, d: int) -> int:
+    """The MLP's hidden width of a loaded model (4 d when the config does not say: GPT-2's)."""
+    config = getattr(model, "config", None)
+    return int(getattr(config, "intermediate_size", None) or getattr(config, "n_inner", None) or 4 * d)

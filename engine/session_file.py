@@ -1,6 +1,6 @@
 """Session files: save a whole session (every branch, every recorded value), read one back safely, open it.
 
-A session file (``nexttoken-session/3``, laid out in engine.session_format's table and
+A session file (``nexttoken-session/4``, laid out in engine.session_format's table and
 docs/SESSION_FILE.md) is one ``.npz`` written by ``engine.export.write_npz``: the branch tree's nodes,
 the forward passes they come from (two siblings that differ only in the token taken share one pass,
 as they share its arrays in memory), each pass's StepRecord arrays stacked per field over passes, the
@@ -37,7 +37,7 @@ from .session_format import FORMAT
 from .tokens import readable
 from .trace import N_CANDIDATES, KVStats, StepRecord
 
-VERSION = 3
+VERSION = int(FORMAT.rsplit("/", 1)[1])  # the number in FORMAT
 _FORMAT_RE = re.compile(r"nexttoken-session/(\d+)")
 CHOSEN_BY = ("greedy", "sampled", "user")
 MAX_STEPS = 100_000
@@ -191,13 +191,13 @@ def snapshot_arrays(snap: SessionSnapshot) -> dict[str, np.ndarray]:
     return session_format.typed(out)
 
 
-_PASS_ARRAYS = ("input_ids", "token_embed", "pos_embed", "attn", "resid", "attn_out", "mlp_out", "final_hidden", "logits")
+_PASS_ARRAYS = ("input_ids", "token_embed", "pos_embed", "attn", "attn_rows", "resid", "attn_out", "mlp_out", "final_hidden", "logits")
 
 
 def _pass_arrays(passes: list[StepRecord]) -> dict[str, np.ndarray]:
     """Each pass's record, stacked per field (cast by session_format.typed): rows of the n positions a pass computed are concatenated
-    over passes (pass_n says how many each has); attention rows [L, H, n, T] are flattened to
-    [L, H, n x T] and concatenated on the last axis."""
+    over passes (pass_n says how many each has); attention rows [L, H, r, T] are flattened to
+    [L, H, r x T] and concatenated on the last axis (pass_attn_r says how many rows each kept)."""
     return {
         "pass_step": [r.step for r in passes],
         "pass_start": [r.start for r in passes],
@@ -206,6 +206,8 @@ def _pass_arrays(passes: list[StepRecord]) -> dict[str, np.ndarray]:
         "pass_token_embed": np.concatenate([r.token_embed for r in passes]),
         "pass_pos_embed": np.concatenate([r.pos_embed for r in passes]),
         "pass_resid": np.concatenate([r.resid for r in passes], axis=1),
+        "pass_attn_r": [len(r.attn_rows) for r in passes],
+        "pass_attn_rows": np.concatenate([r.attn_rows for r in passes]),
         "pass_attn": np.concatenate([r.attn.reshape(*r.attn.shape[:2], -1) for r in passes], axis=2),
         "pass_attn_out": np.stack([r.attn_out for r in passes]),
         "pass_mlp_out": np.stack([r.mlp_out for r in passes]),
@@ -457,6 +459,11 @@ def _check(name: str, d: dict, meta: dict) -> None:
     steps, start, n = d["pass_step"], d["pass_start"], d["pass_n"]
     if Np == 0 or n.min() < 1 or start.min() < 0 or (start + n).max() > capacity:
         raise ExportError(f"{name}: the forward passes' positions are out of range.")
+    kept, rows = d["pass_attn_r"], d["pass_attn_rows"]
+    owner = np.repeat(np.arange(Np), kept) if kept.min() >= 1 and (kept <= n).all() else None
+    if owner is None or ((rows < start[owner]) | (rows >= (start + n)[owner])).any() or (np.diff(rows)[np.diff(owner) == 0] <= 0).any() \
+            or (rows[np.cumsum(kept) - 1] != start + n - 1).any():
+        raise ExportError(f"{name}: 'pass_attn_rows' are not ascending positions of their passes, each ending at its last.")
     token_ids, ids = d["token_ids"], d["pass_input_ids"]
     for key, a in (("prompt_ids", prompt), ("node_chosen", chosen), ("pass_input_ids", ids), ("token_ids", token_ids)):
         if len(a) and (a.min() < 0 or a.max() >= V):
@@ -572,7 +579,8 @@ def records(saved: SavedSession) -> list[StepRecord]:
     a, info = saved.arrays, saved.info
     n, start = a["pass_n"], a["pass_start"]
     rows = np.concatenate([[0], np.cumsum(n)])
-    cells = np.concatenate([[0], np.cumsum(n * (start + n))])
+    kept = np.concatenate([[0], np.cumsum(a["pass_attn_r"])])
+    cells = np.concatenate([[0], np.cumsum(a["pass_attn_r"] * (start + n))])
     L, H = info.n_layer, info.n_head
     passes = []
     for k in range(len(n)):
@@ -581,7 +589,8 @@ def records(saved: SavedSession) -> list[StepRecord]:
                      int(a["pass_kv_bytes_per_value"][k]), info.d_model, info.n_positions, *info.kv_widths())
         arrays = dict(
             input_ids=a["pass_input_ids"][r0:r1], token_embed=a["pass_token_embed"][r0:r1], pos_embed=a["pass_pos_embed"][r0:r1],
-            attn=a["pass_attn"][:, :, cells[k] : cells[k + 1]].reshape(L, H, int(n[k]), t), resid=a["pass_resid"][:, r0:r1],
+            attn=a["pass_attn"][:, :, cells[k] : cells[k + 1]].reshape(L, H, int(kept[k + 1] - kept[k]), t),
+            attn_rows=a["pass_attn_rows"][kept[k] : kept[k + 1]], resid=a["pass_resid"][:, r0:r1],
             attn_out=a["pass_attn_out"][k], mlp_out=a["pass_mlp_out"][k], final_hidden=a["pass_final_hidden"][k],
             logits=a["pass_logits"][k], experts=a["pass_experts"][k] if a["pass_experts"].shape[-1] else None,
         )

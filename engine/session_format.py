@@ -1,4 +1,4 @@
-"""The session file's format (``nexttoken-session/3``) as one table: every array's dtype, shape and meaning.
+"""The session file's format (``nexttoken-session/4``) as one table: every array's dtype, shape and meaning.
 
 The writer (``engine.session_file.session_arrays``) casts to these dtypes with ``typed``, the reader
 checks every array with ``check``, and docs/SESSION_FILE.md's two tables are ``markdown_table(KEYS)``
@@ -6,7 +6,7 @@ and ``markdown_table(EXPORT_KEYS)`` (``python -m engine.session_format`` prints 
 numpy and the standard library only.
 
 Sizes in shapes: N nodes (every step of every branch), F forward passes, n = positions a pass computed,
-R = Σ n, A = Σ n × (start + n), P prompt tokens, S steps on the current branch, L layers, H heads,
+R = Σ n, r = attention rows a pass kept, Q = Σ r, A = Σ r × (start + n), P prompt tokens, S steps on the current branch, L layers, H heads,
 KV key/value heads (H unless grouped), d = d_model, dh = d_head (d / H unless the config gives it),
 m = MLP width, V = vocabulary, e = experts chosen per token (0: no experts), K tokens in the token
 table, B their bytes, k projection components;
@@ -22,7 +22,7 @@ import numpy as np
 
 from .errors import ExportError
 
-FORMAT = "nexttoken-session/3"
+FORMAT = "nexttoken-session/4"
 
 
 @dataclass(frozen=True)
@@ -70,8 +70,12 @@ KEYS = (
     Key("pass_token_embed", "float32", ("R", "d"), "`hook_embed`"),
     Key("pass_pos_embed", "float32", ("R", "d"), "`hook_pos_embed`"),
     Key("pass_resid", "float32", ("L + 1", "R", "d"), "`blocks.0.hook_resid_pre`, then each block's `hook_resid_post`"),
+    Key("pass_attn_r", "int64", ("F",),
+        "the attention rows each pass kept: every one (n) up to 256 positions, else 24 evenly spaced ones "
+        "ending at its last (a head's whole map is recomputed from `pass_resid` with the model)"),
+    Key("pass_attn_rows", "int64", ("Q",), "their query positions, ascending, concatenated over passes"),
     Key("pass_attn", "float16", ("L", "H", "A"),
-        "`attn.hook_pattern` rows: pass f's [L, H, n, start + n] flattened on its last two axes, concatenated"),
+        "`attn.hook_pattern` rows: pass f's [L, H, r, start + n] flattened on its last two axes, concatenated"),
     Key("pass_attn_out", "float16", ("F", "L", "d"), "`hook_attn_out` at the pass's last position"),
     Key("pass_mlp_out", "float16", ("F", "L", "d"), "`hook_mlp_out` at the pass's last position"),
     Key("pass_final_hidden", "float32", ("F", "d"), "`ln_final.hook_out` at the last position"),
@@ -139,7 +143,7 @@ EXPORT_KEYS = (  # python -m engine --export: the current branch's distributions
 # sizes computed from arrays checked before them in KEYS' order
 _DERIVED = {
     "R": lambda d: int(d["pass_n"].sum()),
-    "A": lambda d: int((d["pass_n"] * (d["pass_start"] + d["pass_n"])).sum()),
+    "A": lambda d: int((d["pass_attn_r"] * (d["pass_start"] + d["pass_n"])).sum()),
 }
 
 

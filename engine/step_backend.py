@@ -24,11 +24,16 @@ class StepBackend(Protocol):
     keeps_cache: False when no KV cache survives between steps (a remote step is a full forward pass
         over the text so far): the session then runs without one.
     remote_host: the server each step is sent to, "" when it runs here.
+    records_in_place: engine.hooks' capture honours every ``Keep`` (a pass from position 0 runs with
+        SDPA and records the kept rows of ``hook_attn_scores`` through their softmax; ``Keep.out``
+        copies the residual stream as each block finishes); False: the pass runs eager and the
+        backend keeps ``hook_pattern`` rows and every hooked value until the pass ends.
     """
 
     name: str
     keeps_cache: bool
     remote_host: str
+    records_in_place: bool
 
     def forward(self, model, n_layers: int, input_ids: torch.Tensor, cache, *, use_cache: bool,
                 keep: Mapping[str, hooks.Keep], n_new: int) -> tuple[dict[str, torch.Tensor], torch.Tensor, object]:
@@ -44,6 +49,7 @@ class HooksBackend:
     name = "hooks"
     keeps_cache = True
     remote_host = ""
+    records_in_place = True
 
     def forward(self, model, n_layers, input_ids, cache, *, use_cache, keep, n_new):
         with hooks.capture(model, n_layers, keep) as rec:

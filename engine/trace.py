@@ -16,6 +16,17 @@ import numpy as np
 from .sampling import Distribution, SamplingSettings, entropy_bits, model_probs, softmax
 
 N_CANDIDATES = 64  # next-token candidates every StepTrace carries, with their pieces
+ALL_ROWS_UP_TO = 256  # a pass of at most this many positions keeps every attention row (see StepRecord.attn)
+SAMPLED_ROWS = 24  # rows a longer pass keeps of every head's pattern, evenly spaced, the newest last
+
+
+def pattern_rows(start: int, n: int) -> np.ndarray:
+    """int64 [r]: the query positions whose attention rows a pass over positions start..start + n - 1
+    keeps (``StepRecord.attn``): every one up to ALL_ROWS_UP_TO positions, else SAMPLED_ROWS evenly
+    spaced ones ending at the newest."""
+    if n <= ALL_ROWS_UP_TO:
+        return np.arange(start, start + n, dtype=np.int64)
+    return start + np.unique(np.maximum((np.arange(1, SAMPLED_ROWS + 1) * n) // SAMPLED_ROWS - 1, 0)).astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -75,7 +86,12 @@ class StepRecord:
     start: first position computed (0 at prefill, P + s - 1 at decode).
     input_ids: int64 [n], the tokens fed this step.
     token_embed, pos_embed: float32 [n, d] (hook_embed, hook_pos_embed).
-    attn: float16 [L, H, n, T], blocks.{L}.attn.hook_pattern rows computed this step.
+    attn: float16 [L, H, r, T], blocks.{L}.attn.hook_pattern at the r query positions ``attn_rows``
+        (the newest position last). A decode step keeps its one row; a prefill of at most
+        ``ALL_ROWS_UP_TO`` positions keeps every row, a longer one ``SAMPLED_ROWS`` evenly spaced rows
+        (what an overview of every head draws): a head's whole map is recomputed on request
+        (``engine.attention.head_map``), so a record grows linearly with the text.
+    attn_rows: int64 [r], the query positions of ``attn``'s rows, ascending (the last is end - 1).
     resid: float32 [L + 1, n, d], blocks.0.hook_resid_pre then blocks.{L}.hook_resid_post.
     attn_out, mlp_out: float16 [L, d], blocks.{L}.hook_attn_out and blocks.{L}.hook_mlp_out at the
         last position (what each block adds to the residual stream; the rest of the path is
@@ -99,6 +115,7 @@ class StepRecord:
     token_embed: np.ndarray
     pos_embed: np.ndarray
     attn: np.ndarray
+    attn_rows: np.ndarray
     resid: np.ndarray
     attn_out: np.ndarray
     mlp_out: np.ndarray
@@ -122,6 +139,11 @@ class StepRecord:
         """Bytes held by this record's arrays: what one step of history costs in memory."""
         arrays = [getattr(self, f.name) for f in fields(self)] + [getattr(self.kv, f.name) for f in fields(self.kv)]
         return sum(a.nbytes for a in arrays if isinstance(a, np.ndarray))
+
+    @property
+    def all_rows(self) -> bool:
+        """Whether ``attn`` holds every row its forward pass computed (else a sample: see ``attn``)."""
+        return int(self.attn_rows.shape[0]) == self.n_new
 
     @property
     def end(self) -> int:

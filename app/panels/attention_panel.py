@@ -60,7 +60,13 @@ class ClickableImage(pg.ImageItem):
 
 class AttentionPanel(QGroupBox):
     """The selected layer/head's attention matrix with token labels, a 0..1 colour bar, the query
-    row marked, and a clickable overview of every layer x head."""
+    row marked, and a clickable overview of every layer x head.
+
+    A long prefill keeps a sample of its rows (``engine.trace.StepRecord.attn``): the panel asks the
+    engine for the selected head's other rows (``mapRequested``: step, layer, head) and draws them
+    when they come (``show_map``)."""
+
+    mapRequested = Signal(int, int, int)  # step, layer, head
 
     def __init__(self, state: AppState, parent: QWidget | None = None):
         super().__init__("3 · Attention: where each position looks", parent)
@@ -69,6 +75,9 @@ class AttentionPanel(QGroupBox):
         self.history = AttentionHistory()
         self._pieces: tuple[str, ...] = ()
         self._length = 0
+        self._records = None  # the history's records (the last result's)
+        self._can_ask = False  # the engine holds the model that can recompute a head's rows
+        self._asked: tuple | None = None  # (pass attn array, layer, head) asked for last
 
         self.layer_spin, self.head_spin = QSpinBox(), QSpinBox()
         self.layer_spin.valueChanged.connect(state.set_layer)
@@ -217,12 +226,35 @@ class AttentionPanel(QGroupBox):
                 spin.blockSignals(False)
         self._sync_spins()  # the boxes name what is drawn: another model may have narrowed the selection
         self.history.sync(result.records)
+        self._records, self._can_ask = result.records, result.can_step
+        self._ask_for_rows(result.records)
         self._pieces = result.trace.pieces if result.trace is not None else result.prompt_pieces
         self._draw_matrix(ticks=self.history.length != self._length)
         self._length = self.history.length
         self._draw_overview()
 
+    def _ask_for_rows(self, records) -> None:
+        """Ask the engine for the selected head's rows a sampled pass did not keep (once per pass and head)."""
+        step = self.history.missing(self.state.layer, self.state.head)
+        if step is None or not self._can_ask:
+            return
+        wanted = (records[step].attn, self.state.layer, self.state.head)
+        if self._asked is None or self._asked[0] is not wanted[0] or self._asked[1:] != wanted[1:]:
+            self._asked = wanted
+            self.mapRequested.emit(step, self.state.layer, self.state.head)
+
+    def awaiting(self) -> bool:
+        """Whether the selected head's rows have been asked for and not come yet."""
+        return self._asked is not None and self._can_ask and self.history.missing(self.state.layer, self.state.head) is not None
+
+    def show_map(self, answer) -> None:
+        """The engine's rows of one head (``app.protocol.MapResult``): drawn if that pass is still shown."""
+        if self.history.add_map(answer.record, answer.layer, answer.head, answer.rows):
+            self._draw_matrix(ticks=True)
+
     def _on_state_selection(self, _value: int) -> None:
+        if self._records is not None:
+            self._ask_for_rows(self._records)
         self._sync_spins()
         self._draw_matrix(ticks=True)  # the marked row and the key it looks at most are always named
         self._draw_overview_marker()
@@ -351,9 +383,12 @@ class AttentionPanel(QGroupBox):
             self.plot.setRange(xRange=(0, T), yRange=(0, T), padding=0)
         piece = self._pieces[row] if row < len(self._pieces) else ""
         newest = " (the newest query, predicting the next token)" if row == T - 1 else ""
+        waiting = self.history.missing(layer, head) is not None
+        rest = (" Only sampled rows of the prompt are kept; the engine is computing this head's others." if self._can_ask
+                else " Only sampled rows of the prompt were saved; open the model to see the others.") if waiting else ""
         self.caption.setText(
             f"Layer {layer}, head {head}: row {row} “{piece}”{newest} is marked ▶; "
-            "hatched cells are masked future positions."
+            f"hatched cells are masked future positions.{rest}"
         )
         if ticks:
             self._set_ticks(T)

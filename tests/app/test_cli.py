@@ -74,6 +74,14 @@ def test_bad_flags_are_refused_naming_the_flag(capsys):
     assert "--size" in _refused(capsys, ["--size", "big"])
     assert "unrecognized arguments: --width" in _refused(capsys, ["--width", "100"])  # the old flag is gone
     assert "--siz" in _refused(capsys, ["--siz", "1280x720"])  # no abbreviations
+    assert "not allowed with argument --prompt" in _refused(capsys, ["--prompt", "x", "--prompt-file", "p.txt"])
+
+
+def test_a_prompt_file_that_cannot_be_read_ends_before_any_window(capsys, tmp_path):
+    from app.main import main
+
+    assert main(["--prompt-file", str(tmp_path / "missing.txt")]) == 2
+    assert capsys.readouterr().err.startswith("error: Cannot read the prompt file")
 
 
 def test_version_comes_from_the_package_metadata(capsys):

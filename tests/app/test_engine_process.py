@@ -50,6 +50,18 @@ def wire():
     reader.join(5)
 
 
+def test_wire_sends_arrays_out_of_band_and_they_arrive_writable(wire):
+    """An array's bytes never enter the pickle (a long prefill's record is not copied into it): the
+    pickle holds a header, the bytes travel beside it and arrive in a buffer of their own."""
+    sender, receiver, round_trip = wire
+    big = np.arange(250_000, dtype=np.float32)  # 1 MB
+    packet = sender.encode({"a": big, "b": big[:0]})
+    assert len(packet[0]) < 1_000 and [b.raw().nbytes for b in packet[1]] == [big.nbytes, 0]
+    got, _ = round_trip({"c": big * 2, "empty": np.zeros(0, np.int64)})
+    np.testing.assert_array_equal(got["c"], big * 2)
+    assert got["c"].flags.writeable and got["empty"].shape == (0,)
+
+
 def test_wire_sends_each_record_once_and_keeps_identity(wire, demo_model):
     sender, receiver, round_trip = wire
     session, points = Session(demo_model, SEEDED), PointCache()

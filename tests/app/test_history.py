@@ -20,7 +20,7 @@ def records(rng, prompt: int, steps: int) -> list:
         for i in range(n):
             w = rng.random((L, H, start + i + 1))
             attn[:, :, i, : start + i + 1] = w / w.sum(-1, keepdims=True)
-        out.append(SimpleNamespace(attn=attn, start=start))
+        out.append(SimpleNamespace(attn=attn, attn_rows=np.arange(start, end), start=start))
         start = end
     return out
 
@@ -65,3 +65,27 @@ def test_the_matrix_grows_past_its_buffer():
         m = history.matrix(0, 1)
     np.testing.assert_array_equal(m, expected(recs, 0, 1))
     assert history.fresh_from == 69
+
+
+def test_a_sampled_pass_leaves_its_other_rows_to_the_engine():
+    """A long prefill keeps a sample of its rows: the others are NaN until the engine's rows of the
+    selected head come (add_map); ``missing`` names the pass to ask for, per head."""
+    recs = records(np.random.default_rng(3), prompt=8, steps=2)  # T = 10
+    full = expected(recs, 1, 2)
+    kept = np.array([3, 7])
+    sampled = SimpleNamespace(attn=recs[0].attn[:, :, kept], attn_rows=kept, start=0)
+    history = AttentionHistory()
+    history.sync([sampled] + recs[1:])
+    m = history.matrix(1, 2)
+    assert history.missing(1, 2) == 0
+    assert np.isnan(m[[0, 1, 2, 4, 5, 6]]).all()
+    np.testing.assert_array_equal(m[kept], full[kept])
+    np.testing.assert_array_equal(m[8:], full[8:])
+    assert history.thumbnails(4).shape == (L, H, 4, 4)
+    assert not history.add_map(recs[0], 1, 2, recs[0].attn[1, 2])  # not a pass of this history
+    assert history.add_map(sampled, 1, 2, recs[0].attn[1, 2])
+    np.testing.assert_array_equal(history.matrix(1, 2), full)
+    assert history.fresh_from == 0 and history.missing(1, 2) is None
+    assert history.missing(0, 0) == 0  # another head needs its own rows
+    history.sync(recs)  # a new prefill keeping every row: nothing to ask for, the old rows forgotten
+    assert history.missing(1, 2) is None and history._map is None

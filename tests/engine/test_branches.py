@@ -157,6 +157,6 @@ def _record(step: int, chosen: int):
 
     z = np.zeros((1, 4), np.float32)
     kv = KVStats(np.zeros(1, np.int64), np.zeros(1, np.int64), 0, 4, 4, 8)
-    return StepRecord(step, 0, np.array([1]), z, z, np.zeros((1, 1, 1, 1), np.float16), np.zeros((2, 1, 4), np.float32),
+    return StepRecord(step, 0, np.array([1]), z, z, np.zeros((1, 1, 1, 1), np.float16), np.zeros(1, np.int64), np.zeros((2, 1, 4), np.float32),
                       np.zeros((1, 4), np.float16), np.zeros((1, 4), np.float16), np.zeros(4, np.float32),
                       np.arange(10, dtype=np.float32), kv, 1.0, 1.0, GREEDY, chosen, "greedy")

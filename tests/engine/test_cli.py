@@ -52,10 +52,11 @@ def test_export_keys_shapes_and_values(tmp_path, capsys, demo_model):
     assert data["pass_logits"].shape == data["probs"].shape == (S, V)
     assert data["pass_logits"].dtype == data["probs"].dtype == np.float32
     assert data["pass_attn"].shape == (L, H, P * P + sum(P + s for s in range(1, S))) and data["pass_attn"].dtype == np.float16
+    assert data["pass_attn_r"].tolist() == [P, 1, 1, 1] and data["pass_attn_rows"].tolist() == [*range(P), P, P + 1, P + 2]
     assert data["pass_resid"].shape == (L + 1, P + S - 1, d)
     assert data["kv_len"].tolist() == [5, 6, 7, 8]
     assert data["kv_bytes"].tolist() == [2 * L * n * d * 4 for n in (5, 6, 7, 8)]
-    assert meta["format"] == "nexttoken-session/3" and meta["model"]["name"] == "gpt2-tiny-demo" and meta["seed"] == 9
+    assert meta["format"] == "nexttoken-session/4" and meta["model"]["name"] == "gpt2-tiny-demo" and meta["seed"] == 9
     assert meta["settings_table"][0]["top_p"] == 0.9 and "transformers" in meta["versions"]
     for s in range(S):  # every chosen token was possible under the distribution it came from
         assert data["probs"][s, data["chosen"][s]] > 0
@@ -119,3 +120,18 @@ def test_table_shows_the_draw_u(capsys):
     rows = capsys.readouterr().out.splitlines()[3:6]
     us = [float(r.split()[4]) for r in rows]
     assert all(0 <= u < 1 for u in us) and len(set(us)) == 3
+
+
+def test_prompt_file_is_the_prompt_less_its_final_line_break(tmp_path, capsys):
+    path = tmp_path / "prompt.txt"
+    path.write_text("The cat sat on the\n", encoding="utf-8")
+    assert main(["--prompt-file", str(path), "--steps", "1", "--greedy", "--json"]) == 0
+    from_file = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert main(["--prompt", "The cat sat on the", "--steps", "1", "--greedy", "--json"]) == 0
+    typed = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert [from_file[k] for k in ("id", "prob", "top5")] == [typed[k] for k in ("id", "prob", "top5")]
+    assert main(["--prompt-file", str(tmp_path / "missing.txt")]) == 2
+    assert capsys.readouterr().err.startswith("error: Cannot read the prompt file")
+    path.write_bytes(b"\xff\xfe")
+    assert main(["--prompt-file", str(path)]) == 2
+    assert "is not UTF-8 text" in capsys.readouterr().err

@@ -12,7 +12,7 @@ import pytest
 from engine.errors import ExportError
 from engine.session_file import read_meta, read_session
 
-META = b'{"format": "nexttoken-session/3", "model": {"name": "x", "source": "x"}}'
+META = b'{"format": "nexttoken-session/4", "model": {"name": "x", "source": "x"}}'
 
 
 def _npy(a: np.ndarray) -> bytes:
@@ -26,7 +26,7 @@ def _npy(a: np.ndarray) -> bytes:
 FOREIGN = {
     "meta is raw bytes": {"meta": META},  # a member without .npy: numpy hands back bytes
     "meta is a bytes array": {"meta.npy": _npy(np.array(META))},
-    "meta is an object array": {"meta.npy": _npy(np.array([{"format": "nexttoken-session/3"}], dtype=object))},
+    "meta is an object array": {"meta.npy": _npy(np.array([{"format": "nexttoken-session/4"}], dtype=object))},
     "meta is a 1-D string array": {"meta.npy": _npy(np.array([META.decode()]))},
     "another member is raw bytes": {"meta.npy": _npy(np.array(META.decode())), "prompt_ids": b"\x00" * 8},
 }

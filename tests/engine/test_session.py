@@ -258,3 +258,24 @@ def test_penalised_tokens_are_marked(demo_model):
     off.set_prompt("The cat sat. The dog sat.")
     st_off = off.step().distribution.stages(ids)
     assert not st_off.penalised.any() and st_off.in_context.tolist() == st.penalised.tolist()
+
+
+def test_a_prompt_too_big_for_the_free_memory_is_refused_or_cut_to_what_fits(demo_model, monkeypatch):
+    """Before a pass the engine estimates what it needs (engine.memory): a prompt that would not fit
+    in the machine's free memory is refused in words, or cut to the last tokens that fit."""
+    from engine import memory
+    from engine.errors import PromptError, SessionError
+
+    per = memory.bytes_per_position(demo_model.info, 4 * demo_model.info.d_model)
+    monkeypatch.setattr(memory, "available_bytes", lambda: int(10 * per / memory.MARGIN) + 1)  # 10 positions fit
+    session = Session(demo_model)
+    text = " x" * 40
+    with pytest.raises(PromptError, match=r"memory free: about 10 tokens fit.*keep only its last 10 tokens"):
+        session.set_prompt(text)
+    assert len(session.set_prompt(text, truncate=True)) == 10
+    session.step()
+    session.set_prompt_ids(list(range(30)))  # no tokenizer check: the pass itself refuses
+    with pytest.raises(SessionError, match="The next step reads a text 30 tokens long"):
+        session.step()
+    monkeypatch.setattr(memory, "available_bytes", lambda: None)  # unknown: no limit but the context
+    assert session.positions_that_fit() == demo_model.info.n_positions

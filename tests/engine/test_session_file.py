@@ -1,4 +1,4 @@
-"""Session files (format 3): every branch round-trips exactly, a seeded session continues as it would
+"""Session files (format 4): every branch round-trips exactly, a seeded session continues as it would
 have, a session opens for viewing without its model, bad files are refused, saves are atomic, and
 files of an unreleased format are refused."""
 
@@ -217,7 +217,7 @@ def same_token_twice(arrays) -> np.ndarray:
 REFUSALS = {
     "foreign npz": (lambda a: {k: None for k in a} | {"x": np.zeros(3)}, "not a nexttoken session file \\(it has no 'meta'\\)"),
     "foreign meta": (lambda a: {"meta": meta_with(a, format="someone-else/1")}, "not a nexttoken session file \\(its format is"),
-    "future version": (lambda a: {"meta": meta_with(a, format="nexttoken-session/4")}, "written by a newer nexttoken \\(format 4"),
+    "future version": (lambda a: {"meta": meta_with(a, format="nexttoken-session/5")}, "written by a newer nexttoken \\(format 5"),
     "meta not JSON": (lambda a: {"meta": np.array("{not json")}, "'meta' is not valid JSON"),
     "missing key": (lambda a: {"pass_resid": None}, "lacks 'pass_resid'"),
     "wrong dtype": (lambda a: {"pass_attn": a["pass_attn"].astype(np.float32)}, "'pass_attn' should be float16"),
@@ -307,12 +307,12 @@ def test_a_crash_mid_save_leaves_the_old_file_whole(tmp_path, original, monkeypa
 
 
 def test_a_file_of_an_unreleased_format_is_refused(tmp_path, arrays):
-    path = write(tmp_path, arrays, meta=meta_with(arrays, format="nexttoken-session/2"))
-    with pytest.raises(ExportError, match="s.npz has format 2, written before the first release: this version reads format 3"):
+    path = write(tmp_path, arrays, meta=meta_with(arrays, format="nexttoken-session/3"))
+    with pytest.raises(ExportError, match="s.npz has format 3, written before the first release: this version reads format 4"):
         read_session(path)
 
 
-def test_export_writes_format_3_with_the_path_arrays(tmp_path, capsys):
+def test_export_writes_format_4_with_the_path_arrays(tmp_path, capsys):
     from engine.cli import main
 
     path = tmp_path / "run.npz"

@@ -155,6 +155,31 @@ def test_step_records_equal_transformer_lens(pair):
         assert_same("ln_final.hook_out", torch.from_numpy(r.final_hidden), row("ln_final.hook_out", -1))
 
 
+def test_a_long_prefills_sampled_rows_and_every_recomputed_head_equal_transformer_lens(pair, monkeypatch):
+    """A prefill longer than ALL_ROWS_UP_TO keeps a sample of its attention rows (SDPA runs it, no
+    [heads, P, P] is built); those rows, and every layer's and head's whole map recomputed on request
+    (engine.attention.head_map, decode steps too), are TransformerLens's hook_pattern to half an ulp."""
+    from engine import trace
+    from engine.attention import head_map
+
+    monkeypatch.setattr(trace, "ALL_ROWS_UP_TO", 4)
+    monkeypatch.setattr(trace, "SAMPLED_ROWS", 3)
+    loaded, tl = pair
+    session = Session(loaded, SamplingSettings(greedy=True))
+    session.set_prompt(PROMPT)
+    prefill, decode = session.step().record, session.step().record
+    P = prefill.n_new
+    assert prefill.attn_rows.tolist() == trace.pattern_rows(0, P).tolist() and len(prefill.attn_rows) < P
+    assert prefill.attn_rows[-1] == P - 1 and decode.attn_rows.tolist() == [P]
+    _, cache = tl_cache(tl, session.token_ids()[: decode.end].tolist())
+    for i in range(loaded.info.n_layer):
+        theirs = cache[f"blocks.{i}.attn.hook_pattern"][0]  # [H, T, T]
+        assert_half_ulp(f"blocks.{i}.attn.hook_pattern", prefill.attn[i], theirs[:, prefill.attn_rows, :P])
+        for h in range(loaded.info.n_head):
+            assert_half_ulp(f"head_map({i}, {h})", head_map(session, 0, i, h), theirs[h, :P, :P])
+            assert_half_ulp(f"head_map(step 1, {i}, {h})", head_map(session, 1, i, h), theirs[h, P : P + 1])
+
+
 def assert_half_ulp(name, mine: np.ndarray, theirs: torch.Tensor) -> None:
     """A float16 record against TransformerLens's float32 value: within half a float16 ulp (+1e-6)."""
     theirs = theirs.float().numpy()
