@@ -552,10 +552,13 @@ class TokensPanel(QGroupBox):
         """The text so far in ``sentence_lines()`` lines: its end, the newest token marked."""
         before, newest = self._sentence
         fm = QFontMetrics(self.sentence.font())
-        share = 1.6 if self.sentence_lines() > 1 else 0.95  # of the label's width; wrapped lines leave room at their ends
         bold = QFont(self.sentence.font())
         bold.setBold(True)
-        room = int(self.sentence.width() * share) - QFontMetrics(bold).horizontalAdvance(newest)
+        newest_w = QFontMetrics(bold).horizontalAdvance(newest) + fm.horizontalAdvance("…") + 8  # drawn bold
+        if self.sentence_lines() > 1:  # wrapped lines leave room at their ends
+            room = max(40, int(self.sentence.width() * 1.6) - fm.horizontalAdvance(newest))
+        else:
+            room = max(0, self.sentence.width() - newest_w)
         text = " ".join(before.split("\n"))
         shown = fm.elidedText(text, Qt.ElideLeft, room) if room >= fm.horizontalAdvance("…word") else ""
         if shown != text and shown.startswith("…"):  # cut at a word: "…word", never "…ord"
