@@ -343,3 +343,21 @@ def test_closing_ends_the_play_loop_and_sends_nothing_more(policy, sent):
     assert policy.play_generation == 0  # the controller reads it: not playing
     assert policy.settle(done(play)) is Verdict.SHOW
     assert sent[-1] is play and policy.idle and policy.not_drawn() is False
+
+
+def test_a_stale_refusal_is_handed_on_only_for_the_newest_text(policy, sent):
+    """A refusal made stale by a restart is dropped, unless it refuses the newest prompt edit
+    (the text in the editor cannot run: Step must say so)."""
+    step = ask(policy, p.Step())
+    ask(policy, p.Reset())
+    assert policy.settle(p.Failed(step.generation, step, "Stopped.")) is Verdict.DROP  # not an edit
+    first_reset = sent[-1]
+    edit = ask(policy, p.SetPrompt(text="too long"))
+    reset = ask(policy, p.Reset())
+    assert policy.settle(done(first_reset)) is Verdict.DROP  # older than the edit
+    assert policy.settle(p.PromptTooLong(edit.generation, edit, "Too long.")) is Verdict.SHOW  # stale, yet the newest text
+    assert policy.settle(done(reset)) is Verdict.SHOW
+    older = ask(policy, p.SetPrompt(text="long"))
+    newer = ask(policy, p.SetChat())
+    assert policy.settle(p.PromptTooLong(older.generation, older, "Too long.")) is Verdict.DROP  # the person typed again
+    assert policy.settle(p.Failed(newer.generation, newer, "Too long.")) is Verdict.SHOW

@@ -347,6 +347,8 @@ def test_model_probabilities_are_the_softmax_of_the_raw_logits():
     probs = model_probs(np.array([0.0, np.log(3.0), -np.inf], dtype=np.float32))
     assert probs.dtype == np.float64 and probs == pytest.approx([0.25, 0.75, 0.0])
     assert model_logprob(np.array([1000.0, 0.0], dtype=np.float32), 1) == pytest.approx(-1000.0)  # no underflow
+    assert model_probs(np.array([1000.0, 0.0], dtype=np.float32)) == pytest.approx([1.0, 0.0])  # no overflow
+    assert model_logprob(np.array([0.0, np.log(3.0)], dtype=np.float32), 0) == pytest.approx(np.log(0.25))
 
 
 @pytest.mark.parametrize(
