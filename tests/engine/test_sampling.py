@@ -434,3 +434,31 @@ def test_rest_of_the_bar_is_summed_in_float64():
     rest[ids] = False
     assert abs(st.rest_before_top_p - math.fsum(before[rest])) < 1e-13
     assert abs(st.rest_prob - math.fsum(dist.probs[rest].astype(np.float64))) < 1e-13
+
+
+@pytest.mark.parametrize(
+    "kwargs, setting, rule",
+    [
+        ({"greedy": "yes"}, "greedy", "true or false"),
+        ({"top_p": "x"}, "top_p", "a number"),
+        ({"repetition_penalty": float("inf")}, "repetition_penalty", "a finite number"),
+        ({"top_k": 2.5}, "top_k", "a whole number from 0 to 1,000,000"),
+        ({"seed": 1.5}, "seed", "a whole number from 0 to 4,294,967,295, or empty for unseeded"),
+        ({"temperature": 1e-4}, "temperature", "between 0 and 100 (0 means greedy; the smallest other value is 0.001)"),
+    ],
+)
+def test_a_refused_setting_names_itself_its_rule_and_the_value(kwargs, setting, rule):
+    """The message and the error's fields, which a front end reads to name its own flag or control."""
+    value = next(iter(kwargs.values()))
+    with pytest.raises(SettingsError) as refused:
+        SamplingSettings(**kwargs)
+    err = refused.value
+    assert str(err) == f"{setting.replace('_', ' ')} must be {rule} (got {value!r})"
+    assert (err.setting, err.rule, err.value) == (setting, rule, value)
+
+
+def test_the_smallest_temperature_but_zero_is_allowed():
+    from engine.sampling import MIN_TEMPERATURE
+
+    assert SamplingSettings(temperature=MIN_TEMPERATURE).temperature == MIN_TEMPERATURE
+    assert SamplingSettings(temperature=0).is_greedy
