@@ -361,3 +361,12 @@ def test_a_stale_refusal_is_handed_on_only_for_the_newest_text(policy, sent):
     newer = ask(policy, p.SetChat())
     assert policy.settle(p.PromptTooLong(older.generation, older, "Too long.")) is Verdict.DROP  # the person typed again
     assert policy.settle(p.Failed(newer.generation, newer, "Too long.")) is Verdict.SHOW
+
+
+def test_a_waiting_edit_survives_any_restart_but_a_newer_edit(policy, sent):
+    ask(policy, p.Step())
+    edit = ask(policy, p.SetPrompt(text="a"))
+    ask(policy, p.Reset())
+    assert edit in policy.waiting
+    newer = ask(policy, p.SetChat())
+    assert edit not in policy.waiting and newer in policy.waiting

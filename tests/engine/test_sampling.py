@@ -462,3 +462,22 @@ def test_the_smallest_temperature_but_zero_is_allowed():
 
     assert SamplingSettings(temperature=MIN_TEMPERATURE).temperature == MIN_TEMPERATURE
     assert SamplingSettings(temperature=0).is_greedy
+
+
+def test_softmax_of_huge_logits_does_not_overflow():
+    np.testing.assert_allclose(softmax(np.array([1000.0, 0.0, -np.inf], dtype=np.float32)), [1.0, 0.0, 0.0])
+
+
+@pytest.mark.parametrize("settings", [SamplingSettings(greedy=True), SamplingSettings(temperature=0.5)])
+def test_a_distribution_has_its_documented_types_whatever_it_is_given(settings):
+    """float32 stages and int64 context ids from a float64 list and an empty context; when greedy
+    every stage is the penalised logits."""
+    dist = distribution([2.0, 1.0, 0.5], [], settings)
+    for stage in (dist.after_penalty, dist.after_temperature, dist.after_top_k, dist.after_top_p, dist.probs):
+        assert stage.dtype == np.float32 and stage.shape == (3,)
+    assert dist.in_context.dtype == np.int64 and dist.in_context.shape == (0,)
+    if settings.is_greedy:
+        for stage in (dist.after_temperature, dist.after_top_k, dist.after_top_p):
+            np.testing.assert_array_equal(stage, dist.after_penalty)
+    greedy = distribution(LOGITS, [3, 1, 3], SamplingSettings(greedy=True, repetition_penalty=2.0))
+    assert greedy.in_context.tolist() == [1, 3]
