@@ -232,3 +232,141 @@ def test_a_result_not_drawn_asks_for_the_session_now_or_after_the_refusal_on_its
     policy.engine_died()
     policy.engine_started()
     assert not policy.not_drawn()  # a dead engine's step: the fresh engine holds nothing to ask for
+
+
+def test_a_fresh_policy_holds_nothing_and_tells_the_engine_only_of_changes(sent, clock):
+    """The engine hears of the play loop only when it changes: a fresh engine has none, so a first
+    Step, or a second, sends no play control; a Play and what ends it do."""
+    calls = []
+    policy = RequestPolicy(sent.append, lambda name, value: calls.append((name, value)), clock)
+    assert policy.idle and not policy.busy and policy.saves_pending == 0 and policy.play_generation == 0
+    assert policy.not_drawn() is False  # no session to ask for
+    step = ask(policy, p.Step())
+    assert policy.settle(done(step)) is Verdict.SHOW and policy.is_current(step)
+    ask(policy, p.Step())
+    assert calls == []
+    play = ask(policy, p.Play())
+    ask(policy, p.Step())
+    ask(policy, p.Step())
+    assert calls == [("play_generation", play.generation), ("play_generation", 0)]
+
+
+def test_a_refused_load_on_a_fresh_engine_is_shown_without_a_refresh(policy, sent):
+    """A fresh engine holds no session: there is nothing to ask for, even after other results."""
+    policy.settle(done(ask(policy, p.SetStops(sequences=("\n",)))))  # a result, but no session opened
+    load = ask(policy, p.Load(source="missing"))
+    assert policy.settle(p.Failed(load.generation, load, "No such model.")) is Verdict.SHOW
+    assert policy.not_drawn() is False
+
+
+def test_a_stale_load_still_gives_the_engine_a_session(policy, sent):
+    """A Load made stale by a newer restart did load: a refusal of that restart then asks for the
+    session as the engine holds it."""
+    load = ask(policy, p.Load(source="a"))
+    reset = ask(policy, p.Reset())
+    assert policy.settle(done(load)) is Verdict.DROP
+    assert policy.settle(p.Failed(reset.generation, reset, "Nothing to reset.")) is Verdict.REFRESH
+
+
+def test_a_refused_request_that_is_no_restart_needs_no_refresh(policy, sent):
+    """Even when the window shows an older session than the engine's, only a refused restart asks
+    for a Refresh (a refused Step changed nothing and its own refusal is shown)."""
+    policy.settle(done(ask(policy, p.Load())))
+    policy.settle(done(ask(policy, p.Step())))
+    assert policy.not_drawn()  # the window shows an older session; a Refresh is asked for now
+    step = ask(policy, p.Step())
+    assert policy.settle(p.Failed(step.generation, step, "Stopped.")) is Verdict.SHOW
+    fresh = RequestPolicy(sent.append, lambda name, value: None)
+    fresh.not_drawn()  # dropped, but no session: a refused Step is still just shown
+    step = ask(fresh, p.Step())
+    assert fresh.settle(p.Failed(step.generation, step, "No model.")) is Verdict.SHOW
+
+
+def test_replies_without_a_request_settle_too(policy, sent):
+    """A Skipped step and an Inspect's answer carry no request: they free the engine all the same."""
+    step = ask(policy, p.Step())
+    inspect = ask(policy, p.Inspect(position=0))
+    assert policy.settle(p.Skipped(step.generation)) is Verdict.SHOW and sent[-1] is inspect
+    assert policy.settle(p.Inspected(inspect.generation)) is Verdict.SHOW and policy.idle
+
+
+def test_each_written_file_ends_one_pending_save(policy, sent):
+    policy.settle(done(ask(policy, p.Load())))
+    saves = [ask(policy, p.SaveSession(path=f"{name}.npz")) for name in "st"]
+    for save in saves:
+        policy.settle(done(save))
+    assert policy.saves_pending == 2  # both accepted, neither written
+    policy.settle(done(p.SaveWritten(generation=saves[0].generation, path="s.npz")))
+    assert policy.saves_pending == 1
+    policy.settle(done(p.SaveWritten(generation=saves[1].generation, path="t.npz")))
+    assert policy.saves_pending == 0
+
+
+def test_a_dead_engine_leaves_no_play_loop_and_no_session(sent, clock):
+    calls = []
+    policy = RequestPolicy(sent.append, lambda name, value: calls.append((name, value)), clock)
+    policy.settle(done(ask(policy, p.Load())))
+    ask(policy, p.Play())
+    policy.engine_died()
+    assert policy.play_generation == 0 and policy.not_drawn() is False  # the controller reads both
+    policy.engine_started()
+    calls.clear()
+    step = ask(policy, p.Step())
+    assert calls == [] and sent[-1] is step  # the fresh engine runs no play loop: nothing to end
+
+
+def test_an_engine_that_lived_exactly_the_quick_death_time_did_not_die_quickly(policy, clock):
+    for _ in range(MAX_QUICK_DEATHS):
+        clock.now += QUICK_DEATH_S
+        assert policy.engine_died() and policy.quick_deaths == 0
+        policy.engine_started()
+
+
+def test_trying_again_starts_the_count_over_and_sends_again(policy, clock, sent):
+    for _ in range(MAX_QUICK_DEATHS):
+        policy.engine_died()
+    assert not policy.running
+    policy.engine_started(by_person=True)
+    assert policy.quick_deaths == 0
+    load = ask(policy, p.Load())
+    assert sent == [load]  # a running engine again
+    for death in range(1, MAX_QUICK_DEATHS):
+        assert policy.engine_died()  # the count started from zero, not one
+        policy.engine_started()
+
+
+def test_closing_ends_the_play_loop_and_sends_nothing_more(policy, sent):
+    policy.settle(done(ask(policy, p.Load())))
+    play = ask(policy, p.Play())
+    ask(policy, p.Step())
+    policy.close()
+    assert policy.play_generation == 0  # the controller reads it: not playing
+    assert policy.settle(done(play)) is Verdict.SHOW
+    assert sent[-1] is play and policy.idle and policy.not_drawn() is False
+
+
+def test_a_stale_refusal_is_handed_on_only_for_the_newest_text(policy, sent):
+    """A refusal made stale by a restart is dropped, unless it refuses the newest prompt edit
+    (the text in the editor cannot run: Step must say so)."""
+    step = ask(policy, p.Step())
+    ask(policy, p.Reset())
+    assert policy.settle(p.Failed(step.generation, step, "Stopped.")) is Verdict.DROP  # not an edit
+    first_reset = sent[-1]
+    edit = ask(policy, p.SetPrompt(text="too long"))
+    reset = ask(policy, p.Reset())
+    assert policy.settle(done(first_reset)) is Verdict.DROP  # older than the edit
+    assert policy.settle(p.PromptTooLong(edit.generation, edit, "Too long.")) is Verdict.SHOW  # stale, yet the newest text
+    assert policy.settle(done(reset)) is Verdict.SHOW
+    older = ask(policy, p.SetPrompt(text="long"))
+    newer = ask(policy, p.SetChat())
+    assert policy.settle(p.PromptTooLong(older.generation, older, "Too long.")) is Verdict.DROP  # the person typed again
+    assert policy.settle(p.Failed(newer.generation, newer, "Too long.")) is Verdict.SHOW
+
+
+def test_a_waiting_edit_survives_any_restart_but_a_newer_edit(policy, sent):
+    ask(policy, p.Step())
+    edit = ask(policy, p.SetPrompt(text="a"))
+    ask(policy, p.Reset())
+    assert edit in policy.waiting
+    newer = ask(policy, p.SetChat())
+    assert edit not in policy.waiting and newer in policy.waiting
