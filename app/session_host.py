@@ -35,7 +35,7 @@ from .saver import Saver, SaveJob
 
 log = logging.getLogger(__name__)
 
-_REPLY = {p.Inspect: p.Inspected, p.Attribute: p.Attributed}  # the reply of each request not answered by a session
+_REPLY = {p.Inspect: p.Inspected, p.AttentionMap: p.Inspected, p.Attribute: p.Attributed}  # the reply of each request not answered by a session
 
 
 class Cancelled(Exception):

@@ -43,6 +43,7 @@ TURNED_CHARS = 7  # key labels are turned when they may be this long ("␣mat 25
 GAP = 3
 CAPTION_BESIDE = 60  # characters of room beside the controls that put the caption there (two lines of it)
 BAR_LINES = 12  # lines of the colour bar's font: its least height under the overview (six numbers, two lines apart)
+TALL_VIEW_PX = 450  # the map's view at least this tall (a map about 400 px tall with its axes) before the bar goes under
 
 
 class ClickableImage(pg.ImageItem):
@@ -195,7 +196,7 @@ class AttentionPanel(QGroupBox):
         (2560 x 1440). The bar explains the overview's colours as well as the map's."""
         line = QFontMetrics(self.state.theme.font(-1)).height()
         room = height - self.overview_view.minimumHeight() - self.overview_caption.sizeHint().height()
-        under = not self.side.isHidden() and room >= BAR_LINES * line
+        under = not self.side.isHidden() and room >= BAR_LINES * line and height >= TALL_VIEW_PX
         if under == (self.colorbar.scene() is self.bar_view.scene()):
             return
         if under:

@@ -59,7 +59,7 @@ def test_the_progress_dialog_follows_the_download_and_closes_when_loaded(make_wi
     assert values == sorted(values) and values[-1] == 100  # the bar never goes back, and ends full
     total = sum(p.stat().st_size for p in source.iterdir() if p.name != "model.safetensors.index.json")
     assert len(reports) > 20 and {t for _, t in reports} == {total} and max(reports)[0] == total
-    assert any(label.startswith(f"Downloading {REPO}: ") and label.endswith(" of 9.6 MB") for label in labels)
+    assert any(label.startswith(f"Downloading {REPO}: ") and label.endswith(" of 9.6 MiB") for label in labels)
     assert dialog_of(window) is None  # gone once the model is loaded
     assert REPO in window.status_line.model_label.text()
 

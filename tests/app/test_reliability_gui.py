@@ -391,7 +391,7 @@ def test_closing_during_a_blocking_load_waits_for_the_worker(make_window, qtbot,
 
     release, entered = threading.Event(), threading.Event()
 
-    def blocking_load(source=None, *, progress=None):
+    def blocking_load(source=None, *, progress=None, **_kw):
         entered.set()
         release.wait(30)
         return demo_model
