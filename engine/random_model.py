@@ -151,3 +151,17 @@ def _write_tokenizer(folder: Path, vocab: int) -> dict[str, int]:
     }
     (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2), encoding="utf-8")
     return ids
+
+
+DESIGNS = {
+    "gpt2": ("gpt2", dict(n_layer=2, n_head=4, n_embd=64, n_positions=64)),
+    "llama-tied": ("llama", TINY["llama"]),
+    "llama-untied": ("llama", TINY["llama"] | dict(tie_word_embeddings=False)),
+    "qwen2": ("qwen2", TINY["qwen2"]),
+    "qwen3": ("qwen3", TINY["qwen3"]),
+    "granitemoe": ("granitemoe", TINY["granitemoe"]),
+    "mixtral": ("mixtral", TINY["mixtral"]),
+}
+"""(model type, config) of one tiny random model per design the words about a model must hold for:
+each family, and a Llama with and without a tied LM head (tests/app/test_true_words.py,
+tests/engine/test_architecture.py)."""

@@ -25,17 +25,9 @@ from app.session_host import make_result
 from app.tour import STAGES, sentence
 from engine import SamplingSettings, Session, load_model
 from engine.architecture import INV_SQRT_D_HEAD
-from engine.random_model import TINY, write_random_model
+from engine.random_model import DESIGNS, write_random_model
 
-CASES = {
-    "gpt2": ("gpt2", dict(n_layer=2, n_head=4, n_embd=64, n_positions=64)),
-    "llama-tied": ("llama", TINY["llama"]),
-    "llama-untied": ("llama", TINY["llama"] | dict(tie_word_embeddings=False)),
-    "qwen2": ("qwen2", TINY["qwen2"]),
-    "qwen3": ("qwen3", TINY["qwen3"]),
-    "granitemoe": ("granitemoe", TINY["granitemoe"]),
-    "mixtral": ("mixtral", TINY["mixtral"]),
-}
+CASES = DESIGNS
 
 # What each model is, written from its config by hand (not by engine.architecture): the words are
 # checked against these, so a description that reports a fact wrongly shows up as false sentences.

@@ -9,18 +9,10 @@ import sys
 import pytest
 
 from engine.architecture import EXPERTS, GATED, DENSE, INV_SQRT_D_HEAD, LEARNED, ROTARY, TOP_K_THEN_SOFTMAX, Architecture
-from engine.random_model import TINY, write_random_model
+from engine.random_model import DESIGNS, write_random_model
 
 # (folder name, model type, config): the designs the window's words must hold for
-CASES = {
-    "gpt2": ("gpt2", dict(n_layer=2, n_head=4, n_embd=64, n_positions=64)),
-    "llama-tied": ("llama", TINY["llama"]),
-    "llama-untied": ("llama", TINY["llama"] | dict(tie_word_embeddings=False)),
-    "qwen2": ("qwen2", TINY["qwen2"]),
-    "qwen3": ("qwen3", TINY["qwen3"]),
-    "granitemoe": ("granitemoe", TINY["granitemoe"]),
-    "mixtral": ("mixtral", TINY["mixtral"]),
-}
+CASES = DESIGNS
 
 
 @pytest.fixture(scope="module")
