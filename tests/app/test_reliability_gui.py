@@ -282,9 +282,9 @@ from app.main import main
 MODE, ENGINE = sys.argv[1], sys.argv[2]
 real_load = worker_mod.load_model
 
-def endless_download(source=None, *, progress=None):
+def endless_download(source=None, *, progress=None, **kw):
     if source != "slow/download":
-        return real_load(source, progress=progress)
+        return real_load(source, progress=progress, **kw)
     done = 0
     while True:  # a download that only stops if its progress callback raises
         done += 1 << 20

@@ -247,7 +247,7 @@ def test_system_package_names_are_those_of_this_machine():
 def test_file_list_licences_conffile_and_menu_entry(deb_file, unpacked):
     listing = subprocess.run(["dpkg-deb", "-c", str(deb_file)], capture_output=True, text=True, check=True).stdout
     paths = [line.split(None, 5)[5].removeprefix("./") for line in listing.splitlines()]
-    assert {p.split("/")[0] for p in paths if p} == {"opt", "usr"}
+    assert {p.split("/")[0] for p in paths if p} == {"etc", "opt", "usr"}  # etc: the defaults.conf conffile
     assert "opt/nexttoken/nexttoken" in paths
     assert "opt/nexttoken/_internal/resources/models/gpt2-tiny-demo/config.json" in paths
     assert "usr/bin/nexttoken -> /opt/nexttoken/nexttoken" in paths and "usr/share/man/man1/nexttoken.1.gz" in paths
