@@ -1,4 +1,10 @@
-"""nexttoken's Qt window: panels over an engine (a child process or a thread) that owns the session."""
+"""nexttoken's app, in rooms by process (one import contract each, pyproject.toml):
+
+- ``app.protocol``: the requests, results and wire format both processes share;
+- ``app.host``: the engine process's side, which runs ``engine`` for the window;
+- ``app.logic``: the window's state and its texts and numbers, plain Python;
+- ``app.window`` and ``app.panels``: the Qt window and its views' widgets.
+"""
 
 import os
 

@@ -77,7 +77,7 @@ PLAY_PROMPT = 24
 
 def app_threads() -> int:
     """The thread count the app gives torch: every core but one, which stays with the GUI."""
-    from app.torch_threads import ENGINE_TORCH_THREADS
+    from app.host.torch_threads import ENGINE_TORCH_THREADS
 
     return ENGINE_TORCH_THREADS
 

@@ -40,8 +40,8 @@ sys.path.insert(0, str(ROOT))
 from PySide6.QtCore import QByteArray, QBuffer, QEventLoop, QIODevice, QSettings, Qt, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from app import pictures  # noqa: E402
-from app.window import MainWindow  # noqa: E402
+from app.window import pictures  # noqa: E402
+from app.window.window import MainWindow  # noqa: E402
 
 DEMO_DIR = ROOT / "resources" / "models" / "gpt2-tiny-demo"
 TARGET_MS = 250

@@ -50,11 +50,11 @@ import torch  # noqa: E402
 from PySide6.QtCore import QEventLoop, QSettings, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from app import session_host, torch_threads  # noqa: E402
-from app.protocol import Resample, Step  # noqa: E402
-from app.main import freeze_startup_objects  # noqa: E402
-from app.views import VIEWS  # noqa: E402
-from app.window import MainWindow  # noqa: E402
+from app.host import session_host, torch_threads  # noqa: E402
+from app.protocol.messages import Resample, Step  # noqa: E402
+from app.window.main import freeze_startup_objects  # noqa: E402
+from app.logic.views import VIEWS  # noqa: E402
+from app.window.window import MainWindow  # noqa: E402
 from engine import SamplingSettings, Session, load_model  # noqa: E402
 from engine.random_model import write_random_gpt2  # noqa: E402
 
@@ -94,7 +94,7 @@ def new_window(engine: str = "thread") -> MainWindow:
     window.show()
     window.show_view(VIEW)
     QApplication.processEvents()
-    freeze_startup_objects()  # as app.main does: the process's objects so far are never walked again
+    freeze_startup_objects()  # as app.window.main does: the process's objects so far are never walked again
     return window
 
 
@@ -204,7 +204,7 @@ def measure_stages(app, loaded, repeats: int) -> dict[str, float]:
     """GUI-thread time of the sampling view's update after a settings change (its stage table and
     draw bar, with ``Distribution.stages`` at GPT-2's vocabulary), with the engine's re-sample done."""
     from app.panels.stages_panel import StagesPanel
-    from app.state import AppState
+    from app.logic.state import AppState
 
     session = Session(loaded, SamplingSettings(top_k=50, top_p=0.9, repetition_penalty=1.3, seed=1))
     session.set_prompt(prompt_text(120))

@@ -59,7 +59,7 @@ class Watch(QObject):
             marks["paint_s"], marks["paint_rss"] = since_start(), rss_mib()
 
     def on_result(self, result):
-        from app.protocol import Load
+        from app.protocol.messages import Load
 
         if isinstance(result.request, Load) and "ready_s" not in marks:
             marks["ready_s"], marks["ready_rss"] = since_start(), rss_mib()
@@ -67,7 +67,7 @@ class Watch(QObject):
 
 watch = Watch()
 qt.installEventFilter(watch)
-from app.main import main
+from app.window.main import main
 code = main(["--smoke-test"])
 marks.pop("window", None)
 print("LAUNCH " + json.dumps(marks), flush=True)

@@ -3,8 +3,8 @@
 For SmolLM2-135M's shape and GPT-2 small's (random weights, ``engine.random_model``; GPT-2's position
 table is widened to 8,212 positions so that it reaches the same lengths) and each prompt length, a
 fresh child process loads the model, takes a prefill of that many tokens and 20 decode steps the way
-the window's engine process does (``app.session_host.SessionHost``, every result pickled for the wire
-by ``app.wire.Sender``, nothing written), and reports its peak resident set size
+the window's engine process does (``app.host.session_host.SessionHost``, every result pickled for the wire
+by ``app.protocol.wire.Sender``, nothing written), and reports its peak resident set size
 (``getrusage().ru_maxrss``) after the load, the prefill and the steps. One process per length: a peak
 never comes down, so lengths must not share one.
 
@@ -38,9 +38,9 @@ root, folder, positions, steps, threads = sys.argv[1], sys.argv[2], int(sys.argv
 sys.path.insert(0, root)
 import numpy as np, torch
 torch.set_num_threads(threads)
-from app import protocol as p
-from app.session_host import SessionHost
-from app.wire import Sender
+from app.protocol import messages as p
+from app.host.session_host import SessionHost
+from app.protocol.wire import Sender
 
 def peak_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: kilobytes

@@ -5,7 +5,7 @@ write and the timings.
     python benchmarks/bench_save.py                 # 1,000 steps (a few minutes to build on 2 cores)
     python benchmarks/bench_save.py --steps 200     # quicker
 
-The host takes a snapshot (on its own thread, as for every request) and app/saver.py writes it on
+The host takes a snapshot (on its own thread, as for every request) and app/host/saver.py writes it on
 another; meanwhile this script sends Back and Step requests (the context is nearly full after 1,000
 steps, so each Step recomputes the newest position). A script, not a test: the figures depend on the
 machine and on what else it runs.
@@ -25,10 +25,10 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from app import protocol as p  # noqa: E402
-from app import wording  # noqa: E402
-from app.session_host import SessionHost  # noqa: E402
-from app.torch_threads import ENGINE_TORCH_THREADS  # noqa: E402
+from app.protocol import messages as p  # noqa: E402
+from app.logic import wording  # noqa: E402
+from app.host.session_host import SessionHost  # noqa: E402
+from app.host.torch_threads import ENGINE_TORCH_THREADS  # noqa: E402
 from engine import SamplingSettings, Session, load_model  # noqa: E402
 from engine.random_model import write_random_gpt2  # noqa: E402
 

@@ -1,7 +1,7 @@
 """The narrow-screen layout's cost per drawn step: this checkout's StageArea against an earlier one.
 
-Both windows are this checkout's in every other respect: the other revision's ``app/stage_layout.py``
-(``git show REV:app/stage_layout.py``) is loaded as a module and put in ``MainWindow``'s place for
+Both windows are this checkout's in every other respect: the other revision's ``app/window/stage_layout.py``
+(``git show REV:app/window/stage_layout.py``) is loaded as a module and put in ``MainWindow``'s place for
 the "before" windows. The same decode steps (GPT-2 small's shape, random weights) are drawn into
 windows of each kind in turn, alternating which goes first, so both see the machine's load alike.
 Measured: the GUI thread's CPU time from ``apply_result`` to the step's last paint turn, with the
@@ -28,16 +28,16 @@ import bench_gui as bg  # noqa: E402  (sets up the path, offscreen Qt, the model
 from PySide6.QtCore import QEventLoop  # noqa: E402
 from PySide6.QtWidgets import QApplication, QTabWidget  # noqa: E402
 
-import app.window as window_module  # noqa: E402
-from app import session_host  # noqa: E402
-from app.protocol import Step  # noqa: E402
+import app.window.window as window_module  # noqa: E402
+from app.host import session_host  # noqa: E402
+from app.protocol.messages import Step  # noqa: E402
 from engine.session import Session  # noqa: E402
 
 
 def stage_area_at(rev: str, folder: Path):
     """``StageArea`` as revision ``rev`` wrote it, loaded beside this checkout's."""
     path = folder / "stage_layout_before.py"
-    path.write_text(subprocess.run(["git", "show", f"{rev}:app/stage_layout.py"], cwd=bg.ROOT, check=True,
+    path.write_text(subprocess.run(["git", "show", f"{rev}:app/window/stage_layout.py"], cwd=bg.ROOT, check=True,
                                    capture_output=True, text=True).stdout)
     spec = importlib.util.spec_from_file_location("app.stage_layout_before", path)  # in the app package: its relative imports work
     module = importlib.util.module_from_spec(spec)

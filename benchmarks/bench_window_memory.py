@@ -9,7 +9,7 @@ without them. "both": data and ui mixed, the whole random session. "all" is "bot
 tracemalloc's largest growths (Python and numpy allocations; tracing adds to the RSS).
 Found with it (2026-12-01, 60-75 s each): pictures climbed 149 → 210 MiB, the rest stayed flat,
 tracemalloc saw nothing grow; with ``MALLOC_MMAP_THRESHOLD_=1048576`` pictures stayed at 165 MiB
-(app/memory.py now fixes the threshold). A script, not a test: the figures depend on the machine.
+(app/logic/memory.py now fixes the threshold). A script, not a test: the figures depend on the machine.
 """
 import gc, os, random, sys, time, tracemalloc
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -20,8 +20,8 @@ from PySide6.QtCore import QSettings, QEventLoop, QTimer
 
 def main() -> None:
     app = QApplication(sys.argv)
-    from app.window import MainWindow
-    from app import guard
+    from app.window.window import MainWindow
+    from app.window import guard
     def rss_bytes():
         with open("/proc/self/statm") as f:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")

@@ -1,6 +1,6 @@
 """The bundle's own ``defaults.conf`` (inside ``_internal/``): which bundled model a build opens by default.
 
-Written at build time from app/site_defaults.py's template, the lowest of the defaults files the app
+Written at build time from app/logic/site_defaults.py's template, the lowest of the defaults files the app
 reads at start: every key commented out in a plain build (a new user's first window then opens the
 bundled SmolLM2-135M-Instruct), ``model = gpt2`` in the classroom variant (the spec's
 ``--default-model NAME``; ``packaging/build.py --classroom DIR`` passes the GPT-2 folder's name). A
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.site_defaults import FILE_NAME, template
+from app.logic.site_defaults import FILE_NAME, template
 
 
 def defaults_datas(workpath: Path, model_names: list[str], default_model: str | None) -> list[tuple[str, str]]:

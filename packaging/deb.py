@@ -14,7 +14,7 @@ What the package installs (``dpkg -r nexttoken`` removes all of it; the app writ
     /usr/share/doc/nexttoken/licenses/<component>/    the licence files of what is bundled
     /usr/share/lintian/overrides/nexttoken            lintian tags a bundled app in /opt carries, each explained
     /etc/nexttoken/defaults.conf                      a conffile: the defaults a school's IT sets once
-                                                      (app/site_defaults.py; kept on remove, gone on purge)
+                                                      (app/logic/site_defaults.py; kept on remove, gone on purge)
 
 No maintainer scripts: Debian's triggers refresh the menu and the icon cache. Needs ``dpkg-deb``
 (Debian and Ubuntu have it) and PySide6 (to draw the icon sizes with packaging/make_icon.py).
@@ -40,7 +40,7 @@ from licences import copy_files
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from app.site_defaults import SYSTEM_FILE, template  # noqa: E402  (plain Python)
+from app.logic.site_defaults import SYSTEM_FILE, template  # noqa: E402  (plain Python)
 
 LINUX = ROOT / "packaging" / "linux"
 NAME = "nexttoken"

@@ -1,12 +1,12 @@
-"""What the frozen app runs: the ``nexttoken`` console script's ``app.main:main``.
+"""What the frozen app runs: the ``nexttoken`` console script's ``app.window.main:main``.
 
 PyInstaller freezes a script, not an entry point, so this file stands in for the console script.
-``setup_logging`` runs before ``app.main`` is imported so that a windowed build (no stdout/stderr)
+``setup_logging`` runs before ``app.window.main`` is imported so that a windowed build (no stdout/stderr)
 is safe, and an import failure is written to the log file, even during the heavy imports;
 ``main()`` calls it again, which does nothing the second time. ``freeze_support`` comes first of all:
-in the engine's child process (``app.engine_process``) it runs the child and exits. A classroom build
+in the engine's child process (``app.window.engine_process``) it runs the child and exits. A classroom build
 names the model it opens by default in the bundle's defaults.conf (packaging/bundle_defaults.py),
-which the app reads itself (app/site_defaults.py).
+which the app reads itself (app/logic/site_defaults.py).
 
 ``--smoke-test`` must end on its own whatever happens, since CI waits for it: any exception is
 printed (and logged) and exits 1 (a windowed PyInstaller executable would otherwise show a modal
@@ -55,7 +55,7 @@ try:
 
     setup_logging()
 
-    from app.main import main
+    from app.window.main import main
 except Exception:
     if "--smoke-test" not in sys.argv:
         raise

@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT))
 
 
 def parsers() -> dict[str, argparse.ArgumentParser]:
-    from app.main import build_parser as window_parser
+    from app.window.main import build_parser as window_parser
     from engine.cli import build_parser as engine_parser
 
     return {"nexttoken": window_parser(), "nexttoken-engine": engine_parser()}

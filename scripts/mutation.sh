@@ -2,7 +2,7 @@
 # Mutation testing with mutmut (PyPI): how many small changes to a module (a flipped comparison, a
 # changed constant, a dropped call) its tests catch. docs/TESTING.md has the figures and names every
 # surviving mutant.
-#     ./scripts/mutation.sh            engine/sampling.py and app/request_policy.py with their unit tests
+#     ./scripts/mutation.sh            engine/sampling.py and app/logic/request_policy.py with their unit tests
 #     ./scripts/mutation.sh engine     engine/hooks.py, engine/session.py and engine/session_file.py
 #                                      with the engine tests that load a model (much longer)
 #     ./scripts/mutation.sh core "engine.sampling.x_top_ids*"    only the mutants named (mutmut's globs)
@@ -16,7 +16,7 @@ set_name=${1:-core}
 shift || true
 case "$set_name" in
     core)
-        mutate='["engine/sampling.py", "app/request_policy.py"]'
+        mutate='["engine/sampling.py", "app/logic/request_policy.py"]'
         tests='["tests/engine/test_sampling.py", "tests/app/test_request_policy.py"]' ;;
     engine)
         mutate='["engine/hooks.py", "engine/session.py", "engine/session_file.py"]'

@@ -30,13 +30,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from .. import theme as th
-from ..history import AttentionHistory, buffer_size
-from ..state import LATEST, AppState
-from .empty_note import EmptyNote
-from .steady_label import SteadyLabel
-from .token_axis import TokenAxis
-from ..guard import guarded
+from app.window import theme as th
+from app.logic.history import AttentionHistory, buffer_size
+from app.logic.state import LATEST, AppState
+from app.panels.empty_note import EmptyNote
+from app.panels.steady_label import SteadyLabel
+from app.panels.token_axis import TokenAxis
+from app.window.guard import guarded
 
 THUMB = 24  # overview tile size in samples
 TURNED_CHARS = 7  # key labels are turned when they may be this long ("␣mat 25"), else written level
@@ -249,7 +249,7 @@ class AttentionPanel(QGroupBox):
         return self._asked is not None and self._can_ask and self.history.missing(self.state.layer, self.state.head) is not None
 
     def show_map(self, answer) -> None:
-        """The engine's rows of one head (``app.protocol.MapResult``): drawn if that pass is still shown."""
+        """The engine's rows of one head (``app.protocol.messages.MapResult``): drawn if that pass is still shown."""
         if self.history.add_map(answer.record, answer.layer, answer.head, answer.rows):
             self._draw_matrix(ticks=True)
 

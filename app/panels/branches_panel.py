@@ -37,10 +37,10 @@ from PySide6.QtWidgets import (
 from engine.branches import ROOT, BranchTable
 from engine.tokens import clip, piece_bytes
 
-from .. import theme as th
-from ..guard import guarded
-from ..state import AppState
-from .empty_note import EmptyNote
+from app.window import theme as th
+from app.window.guard import guarded
+from app.logic.state import AppState
+from app.panels.empty_note import EmptyNote
 
 NODE = Qt.UserRole  # the tree item's data: the node a double-click switches to
 

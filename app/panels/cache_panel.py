@@ -20,11 +20,11 @@ from PySide6.QtWidgets import QGridLayout, QVBoxLayout, QWidget
 
 from engine.tokens import clip
 
-from .. import theme as th
-from ..guard import guarded
-from ..state import AppState
-from .heatmap import heatmap_view, show_heat
-from .steady_label import SteadyLabel
+from app.window import theme as th
+from app.window.guard import guarded
+from app.logic.state import AppState
+from app.panels.heatmap import heatmap_view, show_heat
+from app.panels.steady_label import SteadyLabel
 
 
 def row_ticks(rows: int, pieces, height: int, text_px: int) -> list[tuple[float, str]]:

@@ -17,10 +17,10 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QComboBox, QGroupBox, QHBoxLayout, QLabel, QSlider, QStackedWidget, QVBoxLayout, QWidget
 
-from .. import theme as th
-from ..state import LATEST, AppState
-from .empty_note import EmptyNote
-from .steady_label import SteadyLabel
+from app.window import theme as th
+from app.logic.state import LATEST, AppState
+from app.panels.empty_note import EmptyNote
+from app.panels.steady_label import SteadyLabel
 
 MAX_LABELS = 16
 MODEL_BASIS = "axes: the model's"  # fitted once on its embedding table

@@ -5,7 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import QEvent, Qt
 from PySide6.QtWidgets import QLabel, QWidget
 
-from ..guard import guarded
+from app.window.guard import guarded
 
 BEFORE_THE_FIRST_STEP = "Press Space (or Step ▶) to run the prompt through the model."
 

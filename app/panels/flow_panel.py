@@ -1,5 +1,5 @@
-"""The flow: one step as one picture, in the order the model computes (``app.flow_layout`` places
-the boxes; ``app.flow_numbers`` gives each box the step's own numbers).
+"""The flow: one step as one picture, in the order the model computes (``app.logic.flow_layout`` places
+the boxes; ``app.logic.flow_numbers`` gives each box the step's own numbers).
 
 Painted with one QPainter pass (about a hundred rects and lines of text): no plot items to lay out,
 so a step costs the window little, and nothing at all while the view is hidden. A click on a box
@@ -17,13 +17,13 @@ from PySide6.QtCore import QPointF, QRect, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QFontMetrics, QImage, QPainter, QPen, QPolygonF
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
-from .. import theme as th
-from ..flow_layout import FlowLayout, block_numbers, layout
-from ..flow_numbers import FlowNumbers, flow_numbers
-from ..flow_texts import flow_texts
-from ..wording import percent as _percent
-from ..guard import guarded
-from ..state import AppState
+from app.window import theme as th
+from app.logic.flow_layout import FlowLayout, block_numbers, layout
+from app.logic.flow_numbers import FlowNumbers, flow_numbers
+from app.logic.flow_texts import flow_texts
+from app.logic.wording import percent as _percent
+from app.window.guard import guarded
+from app.logic.state import AppState
 
 TITLES = {
     "tokens": "1 · Token in",
@@ -54,7 +54,7 @@ WIDEST = {  # a long line of each column, which a larger font must leave unclipp
 
 @dataclass(frozen=True)
 class FlowPlace:
-    """Where a click on the flow leads: a view of ``app.views`` and the selection to show there
+    """Where a click on the flow leads: a view of ``app.logic.views`` and the selection to show there
     (-1: leave that selection as it is; ``newest``: select the newest position, the one the flow
     follows)."""
 

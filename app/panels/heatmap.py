@@ -11,8 +11,8 @@ from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QPainter
 from PySide6.QtWidgets import QGraphicsRectItem
 
-from .. import theme as th
-from ..guard import guarded
+from app.window import theme as th
+from app.window.guard import guarded
 
 DIVERGING = "CET-CBD1"
 

@@ -8,7 +8,7 @@ residual add, then the norm, the MLP (or the router and its experts) and the sec
 with the parts only some designs have (RoPE, grouped heads, a gated MLP, experts) below; (3) the
 residual stream across all layers; (4) the logit lens; (5) the final norm and the LM head, logits
 and softmax; (6) every matrix's shape and the parameter counts. Every sentence is chosen by the
-model's facts (``engine.architecture``, ``app.model_words``), never by its family's name.
+model's facts (``engine.architecture``, ``app.logic.model_words``), never by its family's name.
 
 Nothing here is computed from weights in this process: the engine recomputes the path for the
 position asked (``controller.inspect``, answered by an ``engine.inside_trace.InsideTrace``) and this
@@ -38,13 +38,13 @@ from PySide6.QtWidgets import (
 
 from engine.tokens import clip
 
-from .. import protocol as p
-from .. import theme as th
-from ..guard import guarded
-from ..help import texts, words
-from ..wording import percent
-from ..state import AppState
-from .heatmap import DIVERGING, heatmap_view, show_heat
+from app.protocol import messages as p
+from app.window import theme as th
+from app.window.guard import guarded
+from app.logic.help import texts, words
+from app.logic.wording import percent
+from app.logic.state import AppState
+from app.panels.heatmap import DIVERGING, heatmap_view, show_heat
 
 STRIP_H = 46  # pixels of a vector strip's plot
 TOP_UNITS = 5  # strongest MLP units listed

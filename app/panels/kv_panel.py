@@ -13,21 +13,12 @@ from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import QGridLayout, QGroupBox, QProgressBar, QVBoxLayout, QWidget
 
-from .. import theme as th
-from ..state import AppState
-from .empty_note import EmptyNote
-from .steady_label import SteadyLabel
-from ..guard import guarded
-
-
-UNITS = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))  # powers of 1,024: 414,720 B is 405.0 KiB
-
-
-def human_bytes(n: int) -> str:
-    for unit, size in UNITS:
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
+from app.window import theme as th
+from app.logic.state import AppState
+from app.logic.wording import UNITS, human_bytes
+from app.panels.empty_note import EmptyNote
+from app.panels.steady_label import SteadyLabel
+from app.window.guard import guarded
 
 
 def grouped_heads_sentence(kv, info) -> str:

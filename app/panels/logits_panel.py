@@ -22,12 +22,12 @@ from PySide6.QtWidgets import QApplication, QGroupBox, QHBoxLayout, QLabel, QScr
 from engine.tokens import clip
 from engine.trace import N_CANDIDATES
 
-from .. import theme as th
-from ..state import AppState
-from .empty_note import EmptyNote
-from .steady_label import SteadyLabel
-from ..guard import guarded
-from ..wording import percent
+from app.window import theme as th
+from app.logic.state import AppState
+from app.panels.empty_note import EmptyNote
+from app.panels.steady_label import SteadyLabel
+from app.window.guard import guarded
+from app.logic.wording import percent
 
 PROB_SCALES = (2, 5, 10, 20, 40, 60, 80, 100, 130)  # % : the probability axis's possible widths
 ROWS_ASKED = 10  # rows the panel needs room for (the default "Show top"): more scroll

@@ -29,8 +29,8 @@ from engine.defaults import DEFAULT_SETTINGS
 from engine.errors import SettingsError
 from engine.sampling import RANGES, SamplingSettings
 
-from .. import theme as th
-from ..state import AppState
+from app.window import theme as th
+from app.logic.state import AppState
 
 CONTROL_NAMES = {"temperature": "Temperature", "top_k": "Top-k", "top_p": "Top-p", "repetition_penalty": "Repetition penalty", "seed": "Seed"}
 """Each setting's control, as its label reads (an error names the control, not the field)."""

@@ -21,9 +21,9 @@ from PySide6.QtWidgets import QHeaderView, QLabel, QTableWidget, QTableWidgetIte
 
 from engine.defaults import DEFAULT_SETTINGS, model_settings
 
-from .. import theme as th
-from ..guard import guarded
-from ..state import AppState
+from app.window import theme as th
+from app.window.guard import guarded
+from app.logic.state import AppState
 
 PINNED = 3  # the top rows kept in view above the chosen row when it is further down
 SHOWN = 12  # candidates in the table (the top by penalised logit, as the candidates panel orders them)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QLabel
 
-from ..guard import guarded
+from app.window.guard import guarded
 
 
 class SteadyLabel(QLabel):

@@ -20,7 +20,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QFont, QFontMetricsF
 
-from ..guard import guarded
+from app.window.guard import guarded
 
 TICK = 3  # px: a tick mark, outside the map
 GAP = 2  # px between a tick mark and its label

@@ -32,13 +32,13 @@ from PySide6.QtWidgets import (
 from engine.chat import ChatTurn
 from engine.tokens import piece_bytes
 
-from ..model_words import system_placeholder
+from app.logic.model_words import system_placeholder
 
-from .. import protocol as p
-from .. import stop_text
-from .. import theme as th
-from ..state import LATEST, AppState
-from ..guard import guarded
+from app.protocol import messages as p
+from app.logic import stop_text
+from app.window import theme as th
+from app.logic.state import LATEST, AppState
+from app.window.guard import guarded
 
 @lru_cache(maxsize=4096)
 def chip_text(piece: str) -> str:

@@ -5,7 +5,7 @@ layer × head map of the heads' parts (a click selects that head everywhere, thr
 for the selected head, a bar per position it read. The target is the chosen token, any candidate,
 or one candidate rather than another. The engine computes the parts on request
 (``controller.attribute``, answered by an ``engine.attribution_trace.Attribution``): nothing is
-added to a step while this view is closed. Words and bars come from ``app.why_numbers``.
+added to a step while this view is closed. Words and bars come from ``app.logic.why_numbers``.
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from PySide6.QtWidgets import QComboBox, QGridLayout, QHBoxLayout, QLabel, QVBox
 
 from engine.tokens import clip
 
-from .. import theme as th
-from .. import why_numbers as wn
-from ..guard import guarded
-from ..state import AppState
-from .attention_panel import ClickableImage
-from .heatmap import DIVERGING, Frame
+from app.window import theme as th
+from app.logic import why_numbers as wn
+from app.window.guard import guarded
+from app.logic.state import AppState
+from app.panels.attention_panel import ClickableImage
+from app.panels.heatmap import DIVERGING, Frame
 
 CANDIDATES = 10  # candidates offered as targets
 _MAP = pg.colormap.get(DIVERGING)

@@ -59,7 +59,7 @@ def no_engine_process_left_running():
     controller shut down, must end its engine process)."""
     import multiprocessing
 
-    from app import engine_process
+    from app.window import engine_process
 
     yield
     spare = engine_process._spare[0] if engine_process._spare is not None else None
@@ -78,7 +78,7 @@ def qsettings(tmp_path):
 
 def _shown_window(**kw):
     """A MainWindow (engine "thread" unless ``kw`` says otherwise) shown at 1600 x 1000."""
-    from app.window import MainWindow
+    from app.window.window import MainWindow
 
     window = MainWindow(**({"engine": "thread"} | kw))
     window.resize(1600, 1000)
@@ -137,7 +137,7 @@ def window(make_window, qtbot, demo_model):
     w = make_window()
     with qtbot.waitSignal(w.resultApplied, timeout=20_000) as blocker:
         w.load_model(None, loaded=demo_model, prompt="The cat sat on the")
-    from app.protocol import Load
+    from app.protocol.messages import Load
 
     assert isinstance(blocker.args[0].request, Load)
     return w

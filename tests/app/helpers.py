@@ -5,7 +5,7 @@ from __future__ import annotations
 
 def run(qtbot, window, action, request: type | None = None, timeout: int = 20_000):
     """Do ``action()`` and wait for the window to draw its result (of a ``request``, an
-    ``app.protocol`` class, if given); return the SessionResult."""
+    ``app.protocol.messages`` class, if given); return the SessionResult."""
     assert request is None or isinstance(request, type), f"request: a protocol class, not {request!r}"
 
     def matches(result):
@@ -70,7 +70,7 @@ def choose_settings(panel, settings) -> None:
 def save(qtbot, window, path, timeout: int = 30_000):
     """Save the session to ``path`` and wait until the file is written (the engine answers a Save at
     once and again, with ``SaveWritten``, when its saver thread has written the file)."""
-    from app import protocol as p
+    from app.protocol import messages as p
 
     with qtbot.waitSignal(window.resultApplied, timeout=timeout, check_params_cb=lambda r: isinstance(r.request, p.SaveWritten)) as blocker:
         window.save_session(str(path))
@@ -82,7 +82,7 @@ def hold_png_encoding(monkeypatch):
     threading.Events, the first set when an encoding begins."""
     import threading
 
-    from app import pictures
+    from app.window import pictures
 
     started, release = threading.Event(), threading.Event()
     real = pictures.png_bytes

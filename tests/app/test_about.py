@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app import about
+from app.logic import about
 from engine import paths
 
 

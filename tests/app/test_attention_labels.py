@@ -10,7 +10,7 @@ import pyqtgraph as pg
 import pytest
 from PySide6.QtCore import QRectF
 
-from app import protocol as p
+from app.protocol import messages as p
 from app.panels.heatmap import Frame
 from app.panels.token_axis import choose_cells, nice_step
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from app import protocol as p
+from app.protocol import messages as p
 from engine import SamplingSettings, Session, trace
 
 from .helpers import run

@@ -11,7 +11,7 @@ import pytest
 from engine.branches import ROOT
 
 from .helpers import run
-from app import protocol as p
+from app.protocol import messages as p
 
 
 def _branch_twice(qtbot, window):

@@ -37,8 +37,8 @@ from time import monotonic
 import numpy as np
 
 import pytest
-from app import guard
-from app import protocol as p
+from app.window import guard
+from app.protocol import messages as p
 from engine.sampling import SamplingSettings
 from tests.engine.test_reliability import rss_bytes
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from app import protocol as p
-from app import stop_text
-from app.main import parse_args
+from app.protocol import messages as p
+from app.logic import stop_text
+from app.window.main import parse_args
 from engine import load_model
 from engine.chat import ChatTurn, chat_prompt_ids
 from engine.random_model import TINY, write_random_model

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from app import protocol as p
-from app import wording
-from app.session_host import SessionHost
+from app.protocol import messages as p
+from app.logic import wording
+from app.host.session_host import SessionHost
 from engine import load_model
 from engine.chat import ChatTurn, chat_prompt_ids
 from engine.defaults import truncation_keeps

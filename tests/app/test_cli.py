@@ -55,7 +55,7 @@ def test_smoke_test_with_screenshot_prints_json_and_saves_a_png(tmp_path):
 def _refused(capsys, argv) -> str:
     import pytest
 
-    from app.main import parse_args
+    from app.window.main import parse_args
 
     with pytest.raises(SystemExit) as exit_:
         parse_args(argv)
@@ -64,7 +64,7 @@ def _refused(capsys, argv) -> str:
 
 
 def test_bad_flags_are_refused_naming_the_flag(capsys):
-    from app.main import parse_args
+    from app.window.main import parse_args
 
     assert parse_args(["--size", "1280x720", "--projector"]).size == (1280, 720)
     err = _refused(capsys, ["--steps", "-3"])
@@ -78,7 +78,7 @@ def test_bad_flags_are_refused_naming_the_flag(capsys):
 
 
 def test_a_prompt_file_that_cannot_be_read_ends_before_any_window(capsys, tmp_path):
-    from app.main import main
+    from app.window.main import main
 
     assert main(["--prompt-file", str(tmp_path / "missing.txt")]) == 2
     assert capsys.readouterr().err.startswith("error: Cannot read the prompt file")
@@ -87,8 +87,8 @@ def test_a_prompt_file_that_cannot_be_read_ends_before_any_window(capsys, tmp_pa
 def test_version_comes_from_the_package_metadata(capsys):
     import pytest
 
-    from app.about import version
-    from app.main import parse_args
+    from app.logic.about import version
+    from app.window.main import parse_args
 
     with pytest.raises(SystemExit):
         parse_args(["--version"])

@@ -19,9 +19,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = """
 import json, sys
-from app import stop_text
-from app import window as window_mod
-from app.main import main
+from app.logic import stop_text
+from app.window import window as window_mod
+from app.window.main import main
 
 windows = []
 

@@ -7,7 +7,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QTextDocument
 
 from .helpers import run
-from app import protocol as p
+from app.protocol import messages as p
 
 END_OF_TEXT = 50256
 

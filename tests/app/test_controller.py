@@ -7,10 +7,10 @@ their back-off) is checked directly."""
 from __future__ import annotations
 
 import pytest
-from app import controller as controller_mod
-from app import protocol as p
-from app.controller import MAX_QUICK_DEATHS, SessionController
-from app.engine_link import Engine
+from app.window import controller as controller_mod
+from app.protocol import messages as p
+from app.window.controller import MAX_QUICK_DEATHS, SessionController
+from app.window.engine_link import Engine
 from engine.defaults import DEFAULT_SETTINGS
 from engine.sampling import SamplingSettings
 
@@ -171,7 +171,7 @@ def test_requests_are_typed_and_numbered(controller):
 
 
 def test_the_host_sets_only_its_control_values():
-    from app.session_host import SessionHost
+    from app.host.session_host import SessionHost
 
     sent = []
     host = SessionHost(sent.append, lambda r: None)

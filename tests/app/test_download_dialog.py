@@ -15,8 +15,8 @@ from tests.conftest import make_tiny_folder
 from tests.hub_server import FakeHub, point_client_at
 
 from .helpers import run
-from app import protocol as p
-from app import wording
+from app.protocol import messages as p
+from app.logic import wording
 
 REPO = "someone/gpt2-shaped"
 

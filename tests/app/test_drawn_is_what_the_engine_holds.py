@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from time import perf_counter
 
-from app import protocol as p
+from app.protocol import messages as p
 
 
 def drawn(result) -> tuple:

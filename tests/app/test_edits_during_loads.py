@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from PySide6.QtGui import QTextCursor
 
-from app import protocol as p
+from app.protocol import messages as p
 
 from .helpers import run
 

@@ -3,10 +3,10 @@ controller replace it exactly as it replaces a dead engine process)."""
 
 from __future__ import annotations
 
-from app.controller import MAX_QUICK_DEATHS
+from app.window.controller import MAX_QUICK_DEATHS
 
 from .helpers import run
-from app import protocol as p
+from app.protocol import messages as p
 
 
 def test_a_dead_engines_step_waiting_to_be_drawn_is_dropped(window, qtbot):

@@ -11,13 +11,14 @@ import threading
 import numpy as np
 import pytest
 
-from app import engine_process, serve
-from app.wire import Receiver, Sender
-from app.session_host import PointCache, make_result
+from app.window import engine_process
+from app.host import serve
+from app.protocol.wire import Receiver, Sender
+from app.host.session_host import PointCache, make_result
 from engine import SamplingSettings, Session
 
 from .helpers import run
-from app import protocol as p
+from app.protocol import messages as p
 
 PROMPT = "The cat sat on the"
 SEEDED = SamplingSettings(top_k=50, seed=7)

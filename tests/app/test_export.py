@@ -12,10 +12,10 @@ import pytest
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication
 
-from app import tables
+from app.logic import tables
 from engine.sampling import SamplingSettings, softmax
 
-from app import protocol as p
+from app.protocol import messages as p
 
 from .helpers import choose_settings, run
 
@@ -38,7 +38,7 @@ def pixels(image: QImage) -> np.ndarray:
     """uint8 [H, W, 4] of a saved image."""
     image = image.convertToFormat(QImage.Format.Format_RGBA8888)
     # copied: the converted image is freed on return (a view of it read freed memory, and crashed
-    # once large buffers were given back to the system: app/memory.py)
+    # once large buffers were given back to the system: app/logic/memory.py)
     return np.frombuffer(image.constBits(), np.uint8).reshape(image.height(), image.bytesPerLine() // 4, 4)[:, : image.width()].copy()
 
 
@@ -220,7 +220,7 @@ def test_csv_cells_read_back_exactly(tmp_path):
 
 
 def test_the_menu_entries_ask_where_then_export(window, qtbot, tmp_path, monkeypatch):
-    from app import export_actions
+    from app.window import export_actions
 
     run(qtbot, window, window.step, p.Step)
     answers = iter([(str(tmp_path / "attention"), "SVG drawing (*.svg)"), (str(tmp_path / "history"), "CSV table (*.csv)"), ("", "")])

@@ -9,9 +9,9 @@ import threading
 import numpy as np
 from PySide6.QtGui import QImage
 
-from app import pictures
-from app import protocol as p
-from app.help_dialog import CornerButton
+from app.window import pictures
+from app.protocol import messages as p
+from app.window.help_dialog import CornerButton
 
 from .helpers import hold_png_encoding, painted_status_lines, run
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 from PySide6.QtGui import QImage
 
-from app import theme as th
+from app.window import theme as th
 
-from app import protocol as p
+from app.protocol import messages as p
 
 from .helpers import run
 
@@ -95,7 +95,7 @@ def test_the_history_table_is_built_on_a_thread_while_the_window_goes_on(window,
     saved, then that it was; a file that cannot be renamed into place is said on the status line."""
     import threading
 
-    from app import tables
+    from app.logic import tables
 
     for _ in range(3):
         run(qtbot, window, window.step, p.Step)
@@ -121,7 +121,7 @@ def test_a_png_is_encoded_on_the_export_thread(window, qtbot, tmp_path, monkeypa
     written on the export thread, and the status line says it is being saved, then that it was."""
     import threading
 
-    from app import pictures
+    from app.window import pictures
 
     run(qtbot, window, window.step, p.Step)
     threads, real = [], pictures.png_bytes

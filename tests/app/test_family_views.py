@@ -11,7 +11,7 @@ from app.panels.kv_panel import human_bytes
 from engine import load_model
 from engine.random_model import TINY, write_random_model
 
-from app import protocol as p
+from app.protocol import messages as p
 
 from .helpers import run_outside_a_test
 from .test_inside_view import show_inside
@@ -109,10 +109,10 @@ def test_the_embeddings_view_has_no_position_vector_to_show(stepped, qtbot):
 
 
 def test_the_flow_and_the_tour_adapt_to_the_family(stepped, qtbot):
-    from app.flow_numbers import flow_numbers
-    from app.flow_texts import flow_texts
+    from app.logic.flow_numbers import flow_numbers
+    from app.logic.flow_texts import flow_texts
     from app.panels.flow_panel import box_title
-    from app.tour import STAGES, sentence
+    from app.logic.tour import STAGES, sentence
 
     window, result = stepped
     info = result.info

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from app import guard
-from app import protocol as p
+from app.window import guard
+from app.protocol import messages as p
 from app.panels.flow_panel import FlowPanel
-from app.session_host import make_result
-from app import theme as th
-from app.state import AppState
+from app.host.session_host import make_result
+from app.window import theme as th
+from app.logic.state import AppState
 from engine import SamplingSettings, Session
 
 

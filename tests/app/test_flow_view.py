@@ -7,10 +7,10 @@ import pytest
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QFontInfo
 
-from app.flow_layout import LINES, STAGES, layout
-from app.tour import STAGES as TOUR_STAGES
-from app.views import VIEWS
-from app import protocol as p
+from app.logic.flow_layout import LINES, STAGES, layout
+from app.logic.tour import STAGES as TOUR_STAGES
+from app.logic.views import VIEWS
+from app.protocol import messages as p
 from tests.app.helpers import run
 from tests.conftest import make_tiny_folder
 
@@ -198,7 +198,7 @@ def test_collapsed_blocks_carry_their_layer_numbers_a_line_apart(n_layer):
     """Every block, or every 2nd (5th, 10th, ...) where the rows are thin, numbered in a line of its own
     that neither overlaps another number nor the expanded block; at 1280 x 720 in projector mode
     SmolLM2's 30 blocks are numbered 0, 5, 10, ... so a teacher can say "look at block 17"."""
-    from app.flow_layout import block_numbers, layout
+    from app.logic.flow_layout import block_numbers, layout
 
     line, selected = 26, 7
     lay = layout(1270, 430, n_layer, line, selected)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.main import parse_args
-from app.views import PANELS
+from app.window.main import parse_args
+from app.logic.views import PANELS
 
 
 def test_the_flag_takes_the_panels_by_name_and_refuses_others(capsys):

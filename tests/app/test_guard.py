@@ -15,17 +15,17 @@ from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication, QWidget
 
 import app
-from app import guard
-from app.guard import HANDLERS, guarded
+from app.window import guard
+from app.window.guard import HANDLERS, guarded
 from app.panels.tokens_panel import TokenStrip
 
 from .helpers import run
-from app import protocol as p
+from app.protocol import messages as p
 
 
 def _app_classes():
     for info in pkgutil.walk_packages(app.__path__, "app."):
-        if info.name in ("app.engine_thread", "app.__main__"):
+        if info.name in ("app.window.engine_thread", "app.__main__"):
             continue  # imports torch (no handlers) / runs the app
         module = importlib.import_module(info.name)
         for _, cls in inspect.getmembers(module, inspect.isclass):

@@ -6,10 +6,10 @@ from __future__ import annotations
 from PySide6.QtCore import QPoint, Qt, QUrl
 from PySide6.QtGui import QCursor
 
-from app.help import texts
+from app.logic.help import texts
 
 from .helpers import run
-from app import protocol as p
+from app.protocol import messages as p
 
 ISSUE_TERMS = [
     "token", "token id", "embedding", "position", "attention head", "query / key / value", "residual stream",

@@ -7,9 +7,9 @@ import html
 
 import math
 
-from app.help import glossary_entries, texts, words
+from app.logic.help import glossary_entries, texts, words
 
-from app import protocol as p
+from app.protocol import messages as p
 
 from .helpers import run
 from .test_inside_view import show_inside

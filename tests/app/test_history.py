@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from app.history import AttentionHistory
+from app.logic.history import AttentionHistory
 
 L, H = 2, 3
 

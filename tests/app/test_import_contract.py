@@ -14,8 +14,8 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = r"""
 import json, sys
 from PySide6.QtWidgets import QApplication
-import app.main, app.window
-from app.window import MainWindow
+import app.window.main, app.window
+from app.window.window import MainWindow
 
 qt = QApplication(sys.argv[:1])
 window = MainWindow(remember=False)  # the default engine: a child process, which imports torch itself

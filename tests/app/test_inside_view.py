@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .helpers import run
-from app import protocol as p
+from app.protocol import messages as p
 
 
 def show_inside(window, qtbot):

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from app import protocol as p
-from app import wording
-from app.session_host import SessionHost
+from app.protocol import messages as p
+from app.logic import wording
+from app.host.session_host import SessionHost
 from engine.chat import ChatTurn
 from engine.random_model import TINY, write_random_model
 from tests.engine.test_tokens import tokenizer_without

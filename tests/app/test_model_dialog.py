@@ -7,10 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from app.model_words import architecture_rows, system_placeholder
-from app.panels.kv_panel import human_bytes
-from app.tour import STAGES, stage_index
-from app.wording import percent
+from app.logic.model_words import architecture_rows, system_placeholder
+from app.logic.wording import human_bytes
+from app.logic.tour import STAGES, stage_index
+from app.logic.wording import percent
 
 
 @pytest.fixture(scope="module")
@@ -19,7 +19,7 @@ def arch(tiny_model):
 
 
 def test_the_dialog_shows_the_descriptions_rows(qtbot, tiny_model, arch):
-    from app.model_dialog import ModelDialog
+    from app.window.model_dialog import ModelDialog
 
     dialog = ModelDialog()
     qtbot.addWidget(dialog)
@@ -54,7 +54,7 @@ def test_bytes_are_powers_of_1024_and_small_probabilities_keep_their_figures():
 
 
 def test_the_command_line_takes_a_tour_stage():
-    from app.main import parse_args
+    from app.window.main import parse_args
 
     assert parse_args(["--tour", "lm_head"]).tour == stage_index("lm_head")
     assert parse_args(["--tour", "7"]).tour == 6 and parse_args([]).tour is None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from app import site_defaults
+from app.logic import site_defaults
 from engine import paths
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app import protocol as p
+from app.protocol import messages as p
 from engine import load_model
 from engine.random_model import TINY, write_random_model
 
@@ -47,8 +47,8 @@ def test_inside_says_the_outputs_include_the_residual_multiplier(stepped, qtbot,
 
 
 def test_the_flows_moe_line_names_the_experts_the_model_chose(stepped, qtbot):
-    from app.flow_numbers import flow_numbers
-    from app.flow_texts import flow_texts
+    from app.logic.flow_numbers import flow_numbers
+    from app.logic.flow_texts import flow_texts
 
     window, result = stepped
     window.state.set_layer(1)

@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = """
 import json, sys
-from app import window as window_mod
-from app.main import main
+from app.window import window as window_mod
+from app.window.main import main
 
 windows = []
 
@@ -62,7 +62,7 @@ def test_the_nnsight_backend_steps_in_the_window(tmp_path):
 
 
 def test_the_window_refuses_a_remote_run_without_the_nnsight_backend(capsys):
-    from app.main import main
+    from app.window.main import main
 
     assert main(["--remote", "--model", "meta-llama/Llama-3.1-70B"]) == 2
     assert "need --backend nnsight" in capsys.readouterr().err
@@ -75,7 +75,7 @@ def test_a_remote_step_that_fails_is_the_status_line_and_the_window_keeps_its_st
     every step it had."""
     from dataclasses import replace
 
-    from app import protocol as p
+    from app.protocol import messages as p
     from engine import load_model
     from engine.loading import LoadedModel
     from engine.nnsight_backend import NnsightBackend
@@ -118,7 +118,7 @@ def test_a_remote_step_that_fails_is_the_status_line_and_the_window_keeps_its_st
 
 
 def test_the_model_menu_switches_the_backend_and_a_failed_switch_keeps_the_model_and_its_tick(window, qtbot, monkeypatch):
-    from app import protocol as p
+    from app.protocol import messages as p
     from tests.app.helpers import run
 
     commands = window.commands

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import zipfile
 
-from app.main import main
+from app.window.main import main
 
 
 def test_open_refuses_a_foreign_npz_with_status_2_and_one_line(tmp_path, capsys):

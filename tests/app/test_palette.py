@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 import pytest
 
-from app import theme as th
+from app.window import theme as th
 
 # pairs of meanings shown together in one view: they must be told apart
 TOGETHER = [

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from app import tables
+from app.logic import tables
 from engine.sampling import SamplingSettings, entropy_bits, softmax
 
-from app import protocol as p
+from app.protocol import messages as p
 
 from .helpers import choose_settings, run
 from .test_branches_view import _items

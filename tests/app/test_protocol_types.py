@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app import protocol as p
+from app.protocol import messages as p
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -67,7 +67,7 @@ def test_the_check_lets_numpy_and_token_chips_be():
 
 
 def test_the_host_names_no_shortcut_view_or_menu():
-    text = (ROOT / "app" / "session_host.py").read_text(encoding="utf-8")
+    text = (ROOT / "app" / "host" / "session_host.py").read_text(encoding="utf-8")
     assert not re.search(r"Alt\+|Ctrl\+|Space\)|the Branches view|Model →", text)
 
 

@@ -9,9 +9,9 @@ import sys
 import threading
 from pathlib import Path
 
-from app import export_writer
-from app import protocol as p
-from app.export_writer import ExportWriter, Written
+from app.window import export_writer
+from app.protocol import messages as p
+from app.window.export_writer import ExportWriter, Written
 
 from .helpers import hold_png_encoding, painted_status_lines, run
 
@@ -19,7 +19,7 @@ BLOCKED_PROCESS = """
 import logging, sys, threading, time
 from pathlib import Path
 logging.basicConfig()  # warnings to stderr, as a terminal gets them
-from app.export_writer import ExportWriter, Written
+from app.window.export_writer import ExportWriter, Written
 started = threading.Event()
 def never_ends():
     started.set()

@@ -4,7 +4,7 @@ stopped with the ordinary grace, not the one for a file being written."""
 
 from __future__ import annotations
 
-from app import controller as ctl
+from app.window import controller as ctl
 
 from .helpers import painted_status_lines
 

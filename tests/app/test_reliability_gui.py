@@ -21,10 +21,10 @@ from hypothesis import HealthCheck, given, settings
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QColor, QImage
 
-from app import protocol as p
-from app import theme as th
+from app.protocol import messages as p
+from app.window import theme as th
 from app.panels.tokens_panel import Chip, TokenStrip
-from app.protocol import Step
+from app.protocol.messages import Step
 from engine import SamplingSettings, SettingsError, load_model
 from engine.sampling import RANGES
 from tests.conftest import make_tiny_folder
@@ -274,10 +274,10 @@ def test_holding_the_step_key_does_not_pile_up_work(window, qtbot, forward_calls
 # ----------------------------------------------------------------------------------------- quitting
 QUIT_SCRIPT = r"""
 import sys, time
-import app.window as window_mod
-import app.session_host as worker_mod
-from app import protocol as p
-from app.main import main
+import app.window.window as window_mod
+import app.host.session_host as worker_mod
+from app.protocol import messages as p
+from app.window.main import main
 
 MODE, ENGINE = sys.argv[1], sys.argv[2]
 real_load = worker_mod.load_model
@@ -347,8 +347,8 @@ def test_quitting_mid_play_or_mid_download_exits_cleanly(tmp_path, mode, engine)
 NEVER_CLOSED_SCRIPT = r"""
 import sys
 from PySide6.QtWidgets import QApplication
-from app import protocol as p
-from app.window import MainWindow
+from app.protocol import messages as p
+from app.window.window import MainWindow
 
 app = QApplication(sys.argv)
 window = MainWindow(remember=False)
@@ -387,7 +387,7 @@ def test_download_progress_past_2_gib_reaches_the_window(window, qtbot):
 def test_closing_during_a_blocking_load_waits_for_the_worker(make_window, qtbot, demo_model, monkeypatch):
     """A load that reports no progress cannot be interrupted: closing waits for it to end, and the
     thread is stopped (never destroyed while running)."""
-    import app.session_host as worker_mod
+    import app.host.session_host as worker_mod
 
     release, entered = threading.Event(), threading.Event()
 

@@ -1,4 +1,4 @@
-"""The request policy on its own: plain Python, no Qt, no engine, no model (``app.request_policy``).
+"""The request policy on its own: plain Python, no Qt, no engine, no model (``app.logic.request_policy``).
 
 Each rule is checked by sending requests through it and answering them as an engine would."""
 
@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from app import protocol as p
-from app.request_policy import MAX_QUICK_DEATHS, QUICK_DEATH_S, RequestPolicy, Verdict
+from app.protocol import messages as p
+from app.logic.request_policy import MAX_QUICK_DEATHS, QUICK_DEATH_S, RequestPolicy, Verdict
 
 
 class Clock:
@@ -158,7 +158,7 @@ def test_an_engine_that_lived_long_or_loaded_resets_the_count(policy, clock):
 
 
 def test_the_policy_imports_no_qt():
-    code = "import sys, app.request_policy, app.step_gate, app.wording; print(any(m.startswith('PySide6') for m in sys.modules))"
+    code = "import sys, app.logic.request_policy, app.logic.step_gate, app.logic.wording; print(any(m.startswith('PySide6') for m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
 

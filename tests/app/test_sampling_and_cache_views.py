@@ -10,7 +10,7 @@ import numpy as np
 from engine.sampling import SamplingSettings
 
 from .helpers import choose_settings, run
-from app import protocol as p
+from app.protocol import messages as p
 
 
 def test_the_stages_and_the_draw_match_the_engine(window, qtbot):

@@ -9,8 +9,8 @@ from engine.sampling import RANGES
 
 def test_the_panel_starts_at_the_defaults_and_ranges(qtbot):
     from app.panels.sampling_panel import SamplingPanel
-    from app.state import AppState
-    from app.theme import NORMAL, PROJECTOR
+    from app.logic.state import AppState
+    from app.window.theme import NORMAL, PROJECTOR
 
     panel = SamplingPanel(AppState(NORMAL, PROJECTOR))
     qtbot.addWidget(panel)
@@ -25,7 +25,7 @@ def test_a_folder_with_its_own_sampling_values_starts_with_them_until_the_person
     """A generation_config.json with do_sample true: the window starts with its temperature, top-k
     (unset: 50), top-p and penalty, the sampling view says so; a person's change still wins, also
     over the next model's own."""
-    from app import protocol as p
+    from app.protocol import messages as p
     from engine.random_model import set_generation_values, write_random_gpt2
 
     from .helpers import run

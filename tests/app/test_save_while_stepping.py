@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import threading
 
-from app import protocol as p
-from app import wording
+from app.protocol import messages as p
+from app.logic import wording
 from engine.session_file import read_session, write_snapshot
 
 from .helpers import run

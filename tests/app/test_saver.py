@@ -8,10 +8,10 @@ import threading
 
 import pytest
 
-from app import protocol as p
-from app import wording
-from app.saver import SaveJob, Saver
-from app.session_host import SessionHost
+from app.protocol import messages as p
+from app.logic import wording
+from app.host.saver import SaveJob, Saver
+from app.host.session_host import SessionHost
 from engine.errors import ExportError
 from engine.sampling import SamplingSettings
 from engine.session_file import read_session, write_snapshot

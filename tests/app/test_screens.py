@@ -19,7 +19,7 @@ from PySide6.QtWidgets import QLabel, QSplitter, QStyle, QStyleOptionGroupBox, Q
 from app.panels.tokens_panel import CHIP_SHARE, MIN_ROWS
 
 from .helpers import run
-from app import protocol as p
+from app.protocol import messages as p
 
 ROOT = Path(__file__).resolve().parents[2]
 SIZES = [(1024, 768), (1280, 720), (1280, 800), (1366, 768), (1600, 900), (1920, 1080), (2560, 1440)]

@@ -14,8 +14,8 @@ import pytest
 from engine.sampling import SamplingSettings
 
 from .helpers import save, choose_settings, run
-from app import protocol as p
-from app import wording
+from app.protocol import messages as p
+from app.logic import wording
 
 ROOT = Path(__file__).resolve().parents[2]
 SEEDED = SamplingSettings(temperature=0.9, top_k=20, seed=11)

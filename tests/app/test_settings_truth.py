@@ -16,7 +16,7 @@ from engine import sampling
 from engine.sampling import SamplingSettings
 
 from .helpers import choose_settings, run
-from app import protocol as p
+from app.protocol import messages as p
 
 SEEDS = (1, 2, 3)
 ACTIONS_PER_SEED = 40

@@ -1,4 +1,4 @@
-"""defaults.conf (app/site_defaults.py): what a school's IT sets once, read before the user's settings."""
+"""defaults.conf (app/logic/site_defaults.py): what a school's IT sets once, read before the user's settings."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import logging
 import sys
 from pathlib import Path
 
-from app import site_defaults
-from app.site_defaults import SiteDefaults, read_site_defaults, template
+from app.logic import site_defaults
+from app.logic.site_defaults import SiteDefaults, read_site_defaults, template
 
 
 def write(path: Path, body: str) -> Path:

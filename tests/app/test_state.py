@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from app.state import LATEST, AppState
+from app.logic.state import LATEST, AppState
 
 NORMAL, PROJECTOR = "normal look", "projector look"
 
@@ -67,7 +67,7 @@ def test_the_state_runs_without_qt():
     code = (
         "import sys\n"
         "from types import SimpleNamespace as N\n"
-        "from app.state import AppState\n"
+        "from app.logic.state import AppState\n"
         "s = AppState('n', 'p'); heads = []\n"
         "s.headChanged.connect(heads.append)\n"
         "s.set_result(N(info=N(), n_layer=2, n_head=3, context_len=4, prompt_ids=[0] * 4, trace=N(step=0)))\n"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from app import protocol as p
-from app.step_gate import EMPTY_PROMPT, StepGate
+from app.protocol import messages as p
+from app.logic.step_gate import EMPTY_PROMPT, StepGate
 from engine.defaults import truncation_keeps
 
 

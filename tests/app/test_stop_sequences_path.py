@@ -4,7 +4,7 @@ after it they go to the engine."""
 
 from __future__ import annotations
 
-from app import protocol as p
+from app.protocol import messages as p
 
 from .test_controller import answer, controller  # noqa: F401  (the fixture: a controller over a fake engine)
 

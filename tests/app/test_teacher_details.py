@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from app import protocol as p
-from app.main import parse_args
-from app.views import VIEW_BUTTONS, VIEWS
+from app.protocol import messages as p
+from app.window.main import parse_args
+from app.logic.views import VIEW_BUTTONS, VIEWS
 
 from .helpers import run
 

@@ -24,10 +24,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app import theme as th
-from app.views import VIEWS
+from app.window import theme as th
+from app.logic.views import VIEWS
 
-from app import protocol as p
+from app.protocol import messages as p
 
 from .helpers import run
 from .test_inside_view import show_inside

@@ -8,10 +8,10 @@ import re
 import numpy as np
 import pytest
 
-from app.flow_numbers import flow_numbers
-from app.help import texts
-from app.session_host import make_result
-from app.tour import STAGES, Tour, sentence, template_key
+from app.logic.flow_numbers import flow_numbers
+from app.logic.help import texts
+from app.host.session_host import make_result
+from app.logic.tour import STAGES, Tour, sentence, template_key
 from engine import SamplingSettings, Session
 
 SAMPLED = SamplingSettings(temperature=0.8, top_k=40, top_p=0.9, seed=3)

@@ -16,13 +16,13 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from app.flow_numbers import flow_numbers
-from app.flow_texts import flow_texts
-from app.help import glossary_entries, panel_help, texts
-from app.model_words import architecture_line, architecture_rows
+from app.logic.flow_numbers import flow_numbers
+from app.logic.flow_texts import flow_texts
+from app.logic.help import glossary_entries, panel_help, texts
+from app.logic.model_words import architecture_line, architecture_rows
 from app.panels.flow_panel import box_title
-from app.session_host import make_result
-from app.tour import STAGES, sentence
+from app.host.session_host import make_result
+from app.logic.tour import STAGES, sentence
 from engine import SamplingSettings, Session, load_model
 from engine.architecture import INV_SQRT_D_HEAD
 from engine.random_model import DESIGNS, write_random_model
@@ -122,8 +122,8 @@ def inside_texts(result, trace, loaded) -> list[tuple[str, str]]:
     from PySide6.QtWidgets import QGroupBox, QLabel
 
     from app.panels.inside_panel import InsidePanel
-    from app.state import AppState
-    from app import theme as th
+    from app.logic.state import AppState
+    from app.window import theme as th
 
     state = AppState(th.NORMAL, th.PROJECTOR)
     panel = InsidePanel(state)
@@ -200,7 +200,7 @@ def test_the_flows_numbers_are_the_step_records(rendered, name):
 
 
 def test_both_command_lines_name_no_family_and_the_real_default(capsys):
-    from app.main import parse_args as window_args
+    from app.window.main import parse_args as window_args
     from engine.cli import parse_args as engine_args
 
     for parse in (window_args, engine_args):

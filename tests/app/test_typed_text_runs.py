@@ -11,9 +11,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from app import protocol as p
-from app.request_policy import RequestPolicy, Verdict
-from app.step_gate import StepGate
+from app.protocol import messages as p
+from app.logic.request_policy import RequestPolicy, Verdict
+from app.logic.step_gate import StepGate
 
 TOO_LONG = "a" * 50  # the fake model reads at most 40 characters
 BROKEN = "no-config-folder"
@@ -52,7 +52,7 @@ class FakeEngine:
 
 
 class Window:
-    """The controller's and the window's handling of replies, as in app.controller and app.window."""
+    """The controller's and the window's handling of replies, as in app.window.controller and app.window.window."""
 
     def __init__(self, engine: FakeEngine):
         self.engine, self.sent = engine, []

@@ -1,4 +1,4 @@
-"""The Why view: its bars and words (app.why_numbers, no Qt), and the view in a window, asking the
+"""The Why view: its bars and words (app.logic.why_numbers, no Qt), and the view in a window, asking the
 engine for the parts only while it is on screen."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app import protocol as p
-from app import why_numbers as wn
+from app.protocol import messages as p
+from app.logic import why_numbers as wn
 from engine.attribution_trace import Attribution
 
 from .helpers import run

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QPointF, Qt
 
-from app import theme as th
+from app.window import theme as th
 from app.panels.kv_panel import human_bytes
 
 from .helpers import assert_image_shows, run
-from app import protocol as p
+from app.protocol import messages as p
 
 
 def test_launch_shows_the_demo_model_and_prompt_tokens(window):
@@ -302,11 +302,11 @@ def test_every_plot_paints_once_a_step(window, qtbot):
 
 
 def test_text_zoom_steps_through_the_sizes_and_is_kept_for_the_next_start(make_window, qtbot, qsettings):
-    """Ctrl+= and Ctrl+- step through app.theme.TEXT_SIZES (projector mode the third, F5's check
+    """Ctrl+= and Ctrl+- step through app.window.theme.TEXT_SIZES (projector mode the third, F5's check
     mark with it); the next window starts at the size chosen last."""
     from PySide6.QtGui import QKeySequence
 
-    from app import theme as th
+    from app.window import theme as th
 
     window = make_window()
     c = window.commands

@@ -4,7 +4,7 @@ panel, left the window 20-50 px taller than the screen)."""
 
 from __future__ import annotations
 
-from app import protocol as p
+from app.protocol import messages as p
 
 from .helpers import run
 

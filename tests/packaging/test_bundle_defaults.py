@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.site_defaults import SiteDefaults, read_site_defaults
+from app.logic.site_defaults import SiteDefaults, read_site_defaults
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "packaging"))

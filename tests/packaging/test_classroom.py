@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from app.site_defaults import read_site_defaults
+from app.logic.site_defaults import read_site_defaults
 
 pytestmark = pytest.mark.slow
 

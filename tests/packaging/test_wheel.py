@@ -62,7 +62,7 @@ def test_the_wheel_holds_the_demo_model_the_help_and_both_commands(wheel):
     assert "nexttoken_resources/icons/nexttoken.png" in names
     assert "nexttoken_resources/models/gpt2-tiny-demo/config.json" in names
     assert not any(n.startswith("resources/") for n in names)  # no top-level "resources" in site-packages
-    assert "nexttoken = app.main:main" in entry_points
+    assert "nexttoken = app.window.main:main" in entry_points
     assert "nexttoken-engine = engine.cli:main" in entry_points
 
 

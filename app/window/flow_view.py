@@ -1,0 +1,184 @@
+"""The Flow view: the prompt and its tokens above the flow picture, and the presenter's tour.
+
+``FlowView`` is the page and ``TourMode`` the tour; the window joins them to the rest (a box's
+click to its detail view, the toolbar's "◀ Flow" button, the tour's keys). While the tour runs, → and Page Down move its
+highlight forward and ← and Page Up back (outside it those keys step, as always; Space steps in
+both); Esc or the Tour button leaves it. The tour's stages and sentences are ``app.logic.tour``.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QBoxLayout, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
+
+from app.window.guard import guarded
+from app.logic.model_words import architecture_line
+from app.panels.flow_panel import FlowPanel
+from app.logic.state import AppState
+from app.logic.tour import STAGES, Tour, sentence
+
+
+class FlowView(QWidget):
+    """The view a new user meets first: the tokens panel (lent by the Overview while this view is
+    shown, so the prompt stays on screen) above the flow of the step. Here the prompt panel is always
+    shown, with its usual rows, whatever the Overview's focus hides; ``tokensReturned`` says when it
+    is back in the Overview (the focus then shows it there as it wants)."""
+
+    tokensReturned = Signal()
+
+    def __init__(self, state: AppState, tokens: QWidget, home: QBoxLayout, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.state = state
+        self.tokens, self._home = tokens, home
+        self.flow = FlowPanel(state)
+        self.tour_button = QPushButton("Tour (T)")
+        self.tour_button.setCheckable(True)
+        self.tour_button.setToolTip("Presenter mode: → / Page Down lights up the next stage with one sentence, "
+                                    "← / Page Up the one before; Esc or T leaves it")
+        self.hint = QLabel("The step in the order the model computes. Click a box to open it; Alt+1 or F comes back.")
+        self.hint.setTextFormat(Qt.PlainText)
+        self.model_line = QLabel("")  # the model in one line (app.logic.model_words.architecture_line)
+        self.model_line.setTextFormat(Qt.PlainText)
+        self.model_line.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
+        self.model_line.setToolTip("What the loaded model is made of (Model → About this model, Ctrl+I, for the whole table)")
+        self.model_button = QPushButton("Model…")
+        self.model_button.setToolTip("About this model (Ctrl+I): what it is made of, as a table")
+        self._info = None  # the ModelInfo model_line describes
+        row = QHBoxLayout()
+        row.setContentsMargins(4, 0, 4, 0)
+        row.addWidget(self.hint, 1)
+        row.addWidget(self.model_button)
+        row.addWidget(self.tour_button)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 2, 6, 2)
+        layout.setSpacing(4)
+        layout.addLayout(row)
+        layout.addWidget(self.model_line)
+        layout.addWidget(self.flow, 1)
+        self._layout = layout
+        state.subscribe(self._on_state_result)
+        state.subscribe_theme(self._on_state_theme)
+
+    def _on_state_result(self, result) -> None:
+        if result.info is not self._info:  # another model: say what it is made of
+            self._info = result.info
+            line = architecture_line(result.info.architecture)
+            self.model_line.setText(f"{result.info.name}: {line}" if line else result.info.name)
+
+    def _on_state_theme(self, theme) -> None:
+        self.hint.setFont(theme.font(-1))
+        self.model_line.setFont(theme.font(-1))
+        self.tour_button.setFont(theme.font(-1, bold=True))
+
+    @guarded
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        self._layout.insertWidget(0, self.tokens)  # borrowed from the Overview while this view is shown
+        self.tokens.set_expanded(False)
+        self.tokens.set_in_flow(True)
+        self.tokens.show()  # a focused panel may have hidden it in the Overview
+        super().showEvent(event)
+
+    @guarded
+    def hideEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        if self.tokens.parentWidget() is self:
+            self._home.insertWidget(0, self.tokens)
+            self.tokens.set_in_flow(False)
+            self.tokensReturned.emit()
+        super().hideEvent(event)
+
+
+class TourMode(QObject):
+    """The tour's keys and state. While it runs, the window's step and back actions keep only
+    Space (step) and lose ← → Page Up Page Down to the tour; "show every panel" gives up Esc."""
+
+    def __init__(self, view: FlowView, step_action: QAction, back_action: QAction, unfocus_action: QAction,
+                 show_flow, parent: QObject | None = None):
+        super().__init__(parent)
+        self.view, self.state = view, view.state
+        self._actions = (step_action, back_action, unfocus_action)
+        self._saved = [a.shortcuts() for a in self._actions]
+        self._show_flow = show_flow
+        self.tour = Tour()
+        self.running = False
+        window = view.window()
+        self.toggle_action = self._action("Tour of the step (presenter mode)", self.toggle, [Qt.Key_T], window)
+        self.forward_action = self._action("Tour: next stage", self.forward, [], window)
+        self.back_action = self._action("Tour: previous stage", self.back, [], window)
+        self.leave_action = self._action("Leave the tour", self.stop, [], window)
+        view.tour_button.toggled.connect(self._on_tour_button_toggled)
+        self.state.subscribe(self._on_state_result)
+        self.state.layerChanged.connect(self._on_state_selection)
+        self.state.headChanged.connect(self._on_state_selection)
+
+    def _action(self, text, slot, keys, window) -> QAction:
+        a = QAction(text, window)
+        a.setShortcuts([QKeySequence(k) for k in keys])
+        a.setShortcutContext(Qt.WindowShortcut)
+        a.triggered.connect(slot)
+        window.addAction(a)
+        return a
+
+    def toggle(self) -> None:
+        self.stop() if self.running else self.start()
+
+    def start(self, index: int = 0) -> None:
+        """Show the flow and light up its stage ``index`` (0: the first; ``app.logic.tour.stage_index``)."""
+        self._show_flow()
+        self.running = True
+        self.tour.index = index
+        step, back, unfocus = self._actions
+        step.setShortcuts([QKeySequence(Qt.Key_Space)])
+        back.setShortcuts([])
+        unfocus.setShortcuts([QKeySequence("Ctrl+0")])
+        self.forward_action.setShortcuts([QKeySequence(Qt.Key_Right), QKeySequence(Qt.Key_PageDown)])
+        self.back_action.setShortcuts([QKeySequence(Qt.Key_Left), QKeySequence(Qt.Key_PageUp)])
+        self.leave_action.setShortcuts([QKeySequence(Qt.Key_Escape)])
+        self._sync()
+
+    def stop(self) -> None:
+        """Leave the tour: the keys step again."""
+        if not self.running:
+            return
+        self.running = False
+        for action, keys in zip(self._actions, self._saved):
+            action.setShortcuts(keys)
+        for a in (self.forward_action, self.back_action, self.leave_action):
+            a.setShortcuts([])
+        self._sync()
+
+    def forward(self) -> None:
+        if self.tour.forward():
+            self._sync()
+
+    def back(self) -> None:
+        if self.tour.back():
+            self._sync()
+
+    def text(self) -> str:
+        """The sentence on screen for the present stage (empty before the first step)."""
+        n = self.view.flow.current()  # the step the flow was given: the tour reads what it shows
+        if n is None:
+            return "Step once: the tour reads out that step's numbers."
+        index = self.tour.index
+        return f"{index + 1}/{len(STAGES)} · " + sentence(self.tour.stage, n)
+
+    def _sync(self) -> None:
+        self.view.tour_button.blockSignals(True)
+        self.view.tour_button.setChecked(self.running)
+        self.view.tour_button.blockSignals(False)
+        if self.running:
+            self.view.flow.set_tour(self.tour.box, self.text())
+        else:
+            self.view.flow.set_tour(None)
+
+    def _on_tour_button_toggled(self, on: bool) -> None:
+        self.start() if on else self.stop()
+
+    def _on_state_result(self, _result) -> None:
+        if self.running:  # the same stage, this step's numbers
+            self._sync()
+
+    def _on_state_selection(self, _value: int) -> None:
+        if self.running:
+            self._sync()
