@@ -651,7 +651,8 @@ def measure_file(loaded, steps: int, folder: Path) -> dict:
     """Size and times of a session file of ``steps`` sampled steps (one branch) at this model's shape."""
     import zipfile
 
-    from engine.session_file import open_session, read_session, save_session, session_arrays
+    from engine.session_read import open_session, read_session
+    from engine.session_write import save_session, session_arrays
 
     t0 = time.perf_counter()
     loaded.weights_hash

@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .session_file import save_session
+    from .session_write import save_session
     from .loading import load_model
     from .chat import ChatTurn
     from .session import Session

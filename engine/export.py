@@ -1,4 +1,4 @@
-"""Atomic .npz writing: a session file (engine.session_file) goes to a temporary file, is fsynced and
+"""Atomic .npz writing: a session file (engine.session_write) goes to a temporary file, is fsynced and
 renamed over the old one. Knows nothing of what the arrays mean (engine.session_format does)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The session file's format (``nexttoken-session/4``) as one table: every array's dtype, shape and meaning.
 
-The writer (``engine.session_file.session_arrays``) casts to these dtypes with ``typed``, the reader
+The writer (``engine.session_write.session_arrays``) casts to these dtypes with ``typed``, the reader
 checks every array with ``check``, and docs/SESSION_FILE.md's two tables are ``markdown_table(KEYS)``
 and ``markdown_table(EXPORT_KEYS)`` (``python -m engine.session_format`` prints them; a test compares).
 numpy and the standard library only.

@@ -3,7 +3,7 @@
 # changed constant, a dropped call) its tests catch. docs/TESTING.md has the figures and names every
 # surviving mutant.
 #     ./scripts/mutation.sh            engine/sampling.py and app/logic/request_policy.py with their unit tests
-#     ./scripts/mutation.sh engine     engine/hooks.py, engine/session.py and engine/session_file.py
+#     ./scripts/mutation.sh engine     engine/hooks.py, engine/session.py and the session-file modules (session_write, session_read, session_validate)
 #                                      with the engine tests that load a model (much longer)
 #     ./scripts/mutation.sh core "engine.sampling.x_top_ids*"    only the mutants named (mutmut's globs)
 # MUTMUT_CHILDREN (default 2) runs that many mutants at once; MUTMUT_TIME_LIMIT (seconds) stops the
@@ -19,7 +19,7 @@ case "$set_name" in
         mutate='["engine/sampling.py", "app/logic/request_policy.py"]'
         tests='["tests/engine/test_sampling.py", "tests/app/test_request_policy.py"]' ;;
     engine)
-        mutate='["engine/hooks.py", "engine/session.py", "engine/session_file.py"]'
+        mutate='["engine/hooks.py", "engine/session.py", "engine/session_write.py", "engine/session_read.py", "engine/session_validate.py"]'
         tests='["tests/engine/test_inside.py", "tests/engine/test_session.py", "tests/engine/test_session_file.py"]' ;;
     *) echo "usage: $0 [core|engine]" >&2; exit 2 ;;
 esac

@@ -1,6 +1,6 @@
 """Session files written on a thread of the engine's process, so that Step stays live meanwhile. No Qt.
 
-The session host takes a snapshot (``engine.session_file.snapshot``: cheap, the records are
+The session host takes a snapshot (``engine.session_write.snapshot``: cheap, the records are
 immutable) on its own thread and hands it here; one writer thread writes the snapshots in the order
 they came (a second Save waits behind the first) and reports each as done. Writing a 1,000-step
 GPT-2-small session takes seconds (compressing and fsyncing 400 MB); the session is never touched
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from engine.errors import ExportError
-from engine.session_file import SessionSnapshot, write_snapshot
+from engine.session_write import SessionSnapshot, write_snapshot
 
 log = logging.getLogger(__name__)
 

@@ -405,7 +405,7 @@ class SessionHost:
     def _save(self, request: p.SaveSession) -> SessionResult:
         """Snapshot the session here (cheap) and let the saver write it on its thread: the next
         request runs at once. The file's own result (kind "save") follows when it is written."""
-        from engine.session_file import snapshot
+        from engine.session_write import snapshot
 
         session = self._need_session()
         snap = snapshot(session)
@@ -432,7 +432,7 @@ class SessionHost:
         self.saver.close()
 
     def _open(self, request: p.OpenSession) -> SessionResult:
-        from engine.session_file import open_session, read_session
+        from engine.session_read import open_session, read_session
 
         if self.session is not None:  # a refused file leaves the session as it was, with the person's settings
             keep_settings(self.session, request)

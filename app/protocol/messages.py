@@ -198,7 +198,7 @@ class Switch(Request):
 
 @dataclass(frozen=True)
 class SaveSession(Request):
-    """Write the whole session (every branch) to the file ``path`` (``engine.session_file``)."""
+    """Write the whole session (every branch) to the file ``path`` (``engine.session_write``)."""
 
     kind: ClassVar[str] = "save"
     path: str = ""
@@ -274,7 +274,7 @@ class Facts:
     stop: the engine's sentence when generation stopped (the context is full, a stop token).
     path, size: a saved or opened file and its bytes; steps, branches: its steps and leaves.
     ahead: the saves still being written when a Save was asked for (it waits behind them).
-    note: what opening a file says about its model (``engine.session_file.open_session``).
+    note: what opening a file says about its model (``engine.session_read.open_session``).
     left_out: the characters of a prompt or chat turn (a Load's, a SetPrompt's, a SetChat's) that the
         tokenizer left out because the vocabulary has no token for them, each once (``Tokenizer.left_out``).
     """

@@ -322,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.open:  # a bad file ends here, before any window: one line, status 2
         from engine.errors import ExportError
-        from engine.session_file import read_meta
+        from engine.session_read import read_meta
 
         try:
             saved_model = read_meta(args.open)["model"]

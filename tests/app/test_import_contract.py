@@ -23,7 +23,7 @@ window.show()
 qt.processEvents()
 window.close()
 from engine.errors import ExportError
-from engine.session_file import read_meta  # what --open reads before the window opens
+from engine.session_read import read_meta  # what --open reads before the window opens
 try:
     read_meta("no-such-session.npz")
 except ExportError:

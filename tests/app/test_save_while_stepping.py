@@ -7,7 +7,8 @@ import threading
 
 from app.protocol import messages as p
 from app.logic import wording
-from engine.session_file import read_session, write_snapshot
+from engine.session_read import read_session
+from engine.session_write import write_snapshot
 
 from .helpers import run
 

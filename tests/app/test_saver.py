@@ -14,7 +14,8 @@ from app.host.saver import SaveJob, Saver
 from app.host.session_host import SessionHost
 from engine.errors import ExportError
 from engine.sampling import SamplingSettings
-from engine.session_file import read_session, write_snapshot
+from engine.session_read import read_session
+from engine.session_write import write_snapshot
 
 
 class Gate:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from engine.cli import main
-from engine.session_file import read_session
+from engine.session_read import read_session
 
 
 def test_table_with_the_bundled_model(capsys):

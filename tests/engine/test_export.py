@@ -7,7 +7,8 @@ import pytest
 
 from engine import ExportError, SamplingSettings, Session, export
 from engine.export import write_npz
-from engine.session_file import read_session, session_arrays
+from engine.session_read import read_session
+from engine.session_write import session_arrays
 
 
 def write(tmp_path, arrays, **changes):

@@ -14,7 +14,8 @@ from transformers import AutoModelForCausalLM
 from engine import SamplingSettings, Session, load_model
 from engine.cli import main
 from engine.random_model import TINY, write_random_model
-from engine.session_file import read_session, save_session
+from engine.session_read import read_session
+from engine.session_write import save_session
 from tests.conftest import FAMILY_PROMPT
 
 TYPES = ("llama", "qwen2", "qwen3", "granitemoe", "mixtral")

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from engine.errors import ExportError
-from engine.session_file import read_meta, read_session
+from engine.session_read import read_meta, read_session
 
 META = b'{"format": "nexttoken-session/4", "model": {"name": "x", "source": "x"}}'
 

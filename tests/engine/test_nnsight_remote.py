@@ -156,7 +156,7 @@ def test_nothing_listening_refuses_the_connection(local):
 
 def test_the_api_key_reaches_the_server_and_nowhere_else(local, stand_in, monkeypatch, tmp_path, caplog, capfd):
     from engine.nnsight_backend import RemoteStepError
-    from engine.session_file import save_session
+    from engine.session_write import save_session
 
     caplog.set_level(logging.DEBUG)
     monkeypatch.setenv("NDIF_API_KEY", KEY)

@@ -12,7 +12,7 @@ from engine.defaults import DEFAULT_SETTINGS
 from engine.errors import SettingsError
 from engine.inside import top_by_id
 from engine.sampling import RANGES, SamplingSettings, distribution, top_ids
-from engine.session_file import candidate_ids
+from engine.session_write import candidate_ids
 
 TIED = np.zeros(1000, dtype=np.float32)  # every logit equal: any order but by id is a coin toss
 TIED[[700, 900]] = 2.0  # two clear winners, then 998 ties

@@ -200,7 +200,7 @@ def test_temperature_too_small_to_compute_is_refused():
 # ------------------------------------------------------------------------------- saved sessions
 @pytest.fixture(scope="module")
 def saved_session(demo_model, tmp_path_factory) -> Path:
-    from engine.session_file import save_session
+    from engine.session_write import save_session
 
     session = Session(demo_model, GREEDY)
     session.set_prompt("The cat sat")
@@ -215,7 +215,7 @@ def test_damaged_session_files_are_refused_with_a_message(saved_session, tmp_pat
     """A file cut short (a crash mid-copy) or with a byte changed is an ExportError, never a crash.
     (Found: a damaged deflate stream raised zlib.error past the reader.)"""
     from engine import ExportError
-    from engine.session_file import read_session
+    from engine.session_read import read_session
 
     raw = bytearray(saved_session.read_bytes())
     if data.draw(st.booleans(), label="truncate"):

@@ -18,7 +18,9 @@ from engine.inside import inside
 from engine.export import write_npz
 from engine.sampling import SamplingSettings
 from engine.session import Session
-from engine.session_file import FORMAT, open_session, read_session, save_session, session_arrays
+from engine.session_format import FORMAT
+from engine.session_read import open_session, read_session
+from engine.session_write import save_session, session_arrays
 
 from .evil import write_pickle_bomb
 
@@ -327,7 +329,7 @@ def test_export_writes_format_4_with_the_path_arrays(tmp_path, capsys):
 
 def test_reading_imports_no_torch(saved_path):
     """The window's process may read a file (to say what it holds) without importing torch."""
-    code = ("import sys; from engine.session_file import read_session; "
+    code = ("import sys; from engine.session_read import read_session; "
             f"s = read_session({str(saved_path)!r}); assert s.n_nodes > 0; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     root = Path(__file__).resolve().parents[2]

@@ -11,7 +11,8 @@ import pytest
 from engine import SamplingSettings, Session, load_model
 from engine.chat import ChatTurn
 from engine.random_model import TINY, write_random_model
-from engine.session_file import open_session, read_session, save_session
+from engine.session_read import open_session, read_session
+from engine.session_write import save_session
 
 from .test_session_file import assert_same_session, branchy_session
 

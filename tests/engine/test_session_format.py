@@ -27,7 +27,7 @@ def test_the_doc_shows_the_tables_the_code_generates():
 def test_the_writer_writes_what_the_table_lists(demo_model):
     from engine.session import Session
     from engine.sampling import SamplingSettings
-    from engine.session_file import session_arrays
+    from engine.session_write import session_arrays
 
     session = Session(demo_model, SamplingSettings(greedy=True))
     session.set_prompt("The cat sat")
