@@ -139,7 +139,7 @@ def measure_apply(app, loaded, context: int, repeats: int) -> dict[str, float]:
         apply_ms.append(call_ms + sum(turns[1:deliveries]))
         paint_ms.append(sum(turns[deliveries:]))
         longest_turn.append(max([call_ms] + turns[1:]))
-    pages = len(window.stages.pages)
+    pages = len(window.overview.pages)
     window.close()
     return {
         "context": results[-1].context_len,
@@ -203,7 +203,7 @@ def measure_restyle(app, loaded, context: int, repeats: int) -> dict[str, float]
 def measure_stages(app, loaded, repeats: int) -> dict[str, float]:
     """GUI-thread time of the sampling view's update after a settings change (its stage table and
     draw bar, with ``Distribution.stages`` at GPT-2's vocabulary), with the engine's re-sample done."""
-    from app.panels.stages_panel import StagesPanel
+    from app.panels.sampling_stages_panel import SamplingStagesPanel
     from app.logic.state import AppState
 
     session = Session(loaded, SamplingSettings(top_k=50, top_p=0.9, repetition_penalty=1.3, seed=1))
@@ -211,7 +211,7 @@ def measure_stages(app, loaded, repeats: int) -> dict[str, float]:
     session.step()
     session.step()
     state = AppState()
-    panel = StagesPanel(state)
+    panel = SamplingStagesPanel(state)
     panel.resize(1400, 800)
     panel.show()  # shown: a hidden sampling view draws nothing until it is shown
     times = []

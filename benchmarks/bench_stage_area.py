@@ -1,7 +1,7 @@
-"""The narrow-screen layout's cost per drawn step: this checkout's StageArea against an earlier one.
+"""The narrow-screen layout's cost per drawn step: this checkout's OverviewPages against an earlier one.
 
-Both windows are this checkout's in every other respect: the other revision's ``app/window/stage_layout.py``
-(``git show REV:app/window/stage_layout.py``) is loaded as a module and put in ``MainWindow``'s place for
+Both windows are this checkout's in every other respect: the other revision's ``app/window/overview_pages.py``
+(``git show REV:app/window/overview_pages.py``) is loaded as a module and put in ``MainWindow``'s place for
 the "before" windows. The same decode steps (GPT-2 small's shape, random weights) are drawn into
 windows of each kind in turn, alternating which goes first, so both see the machine's load alike.
 Measured: the GUI thread's CPU time from ``apply_result`` to the step's last paint turn, with the
@@ -35,19 +35,19 @@ from engine.session import Session  # noqa: E402
 
 
 def stage_area_at(rev: str, folder: Path):
-    """``StageArea`` as revision ``rev`` wrote it, loaded beside this checkout's."""
+    """``OverviewPages`` as revision ``rev`` wrote it, loaded beside this checkout's."""
     path = folder / "stage_layout_before.py"
-    path.write_text(subprocess.run(["git", "show", f"{rev}:app/window/stage_layout.py"], cwd=bg.ROOT, check=True,
+    path.write_text(subprocess.run(["git", "show", f"{rev}:app/window/overview_pages.py"], cwd=bg.ROOT, check=True,
                                    capture_output=True, text=True).stdout)
     spec = importlib.util.spec_from_file_location("app.stage_layout_before", path)  # in the app package: its relative imports work
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.StageArea
+    return module.OverviewPages
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--before", metavar="REV", required=True, help="the revision whose StageArea to compare with")
+    p.add_argument("--before", metavar="REV", required=True, help="the revision whose OverviewPages to compare with")
     p.add_argument("--size", metavar="WxH", default="1024x768", help="the window's size (one where the panels take pages)")
     p.add_argument("--rounds", type=int, default=10, help="windows of each kind, alternating")
     p.add_argument("--steps", type=int, default=15, help="decode steps drawn into each window")
@@ -55,7 +55,7 @@ def main(argv=None) -> int:
     bg.WINDOW_SIZE = tuple(int(v) for v in args.size.lower().split("x"))
     app = QApplication.instance() or QApplication([])
     with tempfile.TemporaryDirectory(prefix="nexttoken-bench-") as tmp:
-        kinds = {f"before ({args.before})": stage_area_at(args.before, Path(tmp)), "this checkout": window_module.StageArea}
+        kinds = {f"before ({args.before})": stage_area_at(args.before, Path(tmp)), "this checkout": window_module.OverviewPages}
         loaded = bg.load_model(str(bg.build_model_folder(Path(tmp) / "gpt2-small-shape")))
         print(f"| window {args.size}, GPT-2 small's shape | pages | {' | '.join(kinds)} |\n|---|---|{'---|' * len(kinds)}")
         for context in (256, 1000):
@@ -70,7 +70,7 @@ def main(argv=None) -> int:
             pages = {}
             for round_ in range(args.rounds):
                 for name, cls in (list(kinds.items()) if round_ % 2 == 0 else list(kinds.items())[::-1]):
-                    window_module.StageArea = cls
+                    window_module.OverviewPages = cls
                     window = bg.new_window()
                     assert bool(window.findChildren(QTabWidget)) == (cls is not kinds["this checkout"])
                     applied = []
@@ -86,10 +86,10 @@ def main(argv=None) -> int:
                             app.processEvents(QEventLoop.AllEvents | QEventLoop.WaitForMoreEvents)
                         app.processEvents()
                         work[name].append((time.thread_time() - cpu) * 1e3)
-                    pages[name] = len(window.stages.pages)  # with the steps drawn (the prompt's chips take room)
+                    pages[name] = len(window.overview.pages)  # with the steps drawn (the prompt's chips take room)
                     window.close()
                     app.processEvents()
-            window_module.StageArea = kinds["this checkout"]
+            window_module.OverviewPages = kinds["this checkout"]
             cells = [f"{statistics.median(v):.1f} ms ({bg.percentile(v, 25):.1f}-{bg.percentile(v, 75):.1f})" for v in work.values()]
             print(f"| GUI-thread CPU per drawn step, {context} positions: median (p25-p75) of {len(work['this checkout'])} steps "
                   f"| {'/'.join(str(n) for n in pages.values())} | {' | '.join(cells)} |", flush=True)

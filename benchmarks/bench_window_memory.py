@@ -42,7 +42,7 @@ def main() -> None:
     snap0 = tracemalloc.take_snapshot() if MODE == 'all' else None
     print("start RSS", rss_bytes() / 2**20)
     rss0 = rss_bytes(); t0 = time.monotonic(); n = 0; last = t0
-    panels = [w.tokens, *w.stages.panels()]
+    panels = [w.tokens, *w.overview.panels()]
     while time.monotonic() - t0 < SECONDS:
         n += 1; r = rng.random()
         if MODE == "data": r = r * 0.54

@@ -104,7 +104,7 @@ class Commands(QObject):
         self.focus_actions = [
             action(f"Focus: {panel.title()}", lambda _=False, p=panel: w.focus.toggle(p), (f"Ctrl+{i}",),
                    "Show this panel alone, filling the window (again, or Ctrl+0, or Escape: every panel)")
-            for i, panel in enumerate((w.tokens, *w.stages.panels()), start=1)
+            for i, panel in enumerate((w.tokens, *w.overview.panels()), start=1)
         ]
         self.unfocus_action = action("Show every panel", lambda: w.focus.toggle(None), ("Ctrl+0", Qt.Key_Escape))
         self.about_action = action("About nexttoken", self._on_about_action_triggered)

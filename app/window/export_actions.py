@@ -244,8 +244,8 @@ class ExportActions(QObject):
             if index < 0:
                 if w.focus.focused is not None and w.focus.focused is not target:
                     w.focus.toggle(None)
-                if target in w.stages.panels():
-                    w.stages.show_panel(target)
+                if target in w.overview.panels():
+                    w.overview.show_panel(target)
         # the layout passes a change of focus or page posted, before it is pictured: each pass can post
         # the next (a new page's splitter, then the panels in it), and a panel shown by the last change
         # is visible before it has its size (0 x 0 until then)

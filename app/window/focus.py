@@ -9,17 +9,17 @@ from app.window.guard import guarded
 
 
 class PanelFocus(QObject):
-    """Shows the prompt panel (``tokens``) or one of the stage panels (``stages``, a StageArea) alone,
-    or every panel (``focused`` None). ``layout`` holds tokens over stages; ``repaint()`` asks for
+    """Shows the prompt panel (``tokens``) or one of the stage panels (``overview``, an OverviewPages) alone,
+    or every panel (``focused`` None). ``layout`` holds tokens over overview; ``repaint()`` asks for
     the plots to be drawn again at their new size. Watches each panel's title for a double-click."""
 
     focusChanged = Signal(object)  # the panel now shown alone, or None: every panel
 
-    def __init__(self, tokens, stages, layout, repaint, parent: QObject | None = None):
+    def __init__(self, tokens, overview, layout, repaint, parent: QObject | None = None):
         super().__init__(parent)
-        self.tokens, self.stages, self.layout, self.repaint = tokens, stages, layout, repaint
+        self.tokens, self.overview, self.layout, self.repaint = tokens, overview, layout, repaint
         self.focused: QWidget | None = None
-        for panel in (tokens, *stages.panels()):
+        for panel in (tokens, *overview.panels()):
             panel.installEventFilter(self)
 
     def toggle(self, panel: QWidget | None) -> None:
@@ -27,10 +27,10 @@ class PanelFocus(QObject):
         if panel is None or panel is self.focused:
             panel = None
         self.focused = panel
-        self.stages.setVisible(panel is not self.tokens)
+        self.overview.setVisible(panel is not self.tokens)
         self.restore()
         self.focusChanged.emit(panel)
-        self.stages.focus(None if panel is self.tokens else panel)
+        self.overview.focus(None if panel is self.tokens else panel)
         self.repaint()
 
     def restore(self) -> None:

@@ -43,13 +43,13 @@ from app.panels.inside_panel import InsidePanel
 from app.panels.kv_panel import KVPanel
 from app.panels.logits_panel import LogitsPanel
 from app.panels.sampling_panel import SamplingPanel
-from app.panels.stages_panel import StagesPanel
+from app.panels.sampling_stages_panel import SamplingStagesPanel
 from app.panels.tokens_panel import TokensPanel
 from app.panels.why_panel import WhyPanel
 from app.window.player import Player
 from app.window.preferences import Preferences
 from app.protocol.messages import SessionResult
-from app.window.stage_layout import StageArea
+from app.window.overview_pages import OverviewPages
 from app.logic.state import LATEST, AppState
 from app.window.status_line import StatusLine
 from app.logic.step_gate import StepGate
@@ -87,14 +87,14 @@ class MainWindow(QMainWindow):
         plot_views = [v for panel in (self.embeddings, self.attention, self.logits, self.kv) for v in panel.plot_views()]
         self.painter = PaintScheduler(self.state, plot_views, c.is_current, self)
         self.player = Player(c, self.step, lambda: self.gate.can_go_on, self)
-        self.focus = PanelFocus(self.tokens, self.stages, self._central_layout, self.painter.repaint_later, self)
+        self.focus = PanelFocus(self.tokens, self.overview, self._central_layout, self.painter.repaint_later, self)
         self.focus.focusChanged.connect(self._on_focus_changed)
         self.flow_view.tokensReturned.connect(self.focus.restore)
         keys = {self.tokens: "tokens", self.embeddings: "embeddings", self.attention: "attention", self.logits: "logits"}
         self.help = PanelHelp(self, self.state, keys | {self.sampling: "sampling", self.kv: "kv"})
         self.commands = Commands(self)
         self.commands.build_menus()
-        panels = [self.tokens, *self.stages.panels(), self.inside, self.why_view, self.sampling_view, self.cache_view, self.branches_view]
+        panels = [self.tokens, *self.overview.panels(), self.inside, self.why_view, self.sampling_view, self.cache_view, self.branches_view]
         self.exporter = ExportActions(self, panels, lambda text, error=False: self.status_line.say(text, error=error))
         self.exporter.add_to(self.menuBar())  # File → Export, Edit → Copy, each titled panel's "⋯"
         self.commands.end_file_menu()
@@ -114,7 +114,7 @@ class MainWindow(QMainWindow):
         self.flow_view.flow.openRequested.connect(self._on_flow_open_requested)
         self.flow_view.model_button.clicked.connect(self.commands.show_model_dialog)
         self.views.currentChanged.connect(self._on_views_current_changed)
-        for panel in self.stages.panels():  # the Overview's panels draw a step only once they are on screen
+        for panel in self.overview.panels():  # the Overview's panels draw a step only once they are on screen
             self.painter.deliver_when_shown(panel)
         self.show_view("overview")  # the Overview until app.window.main brings --view (default: flow) forward
 
@@ -144,7 +144,7 @@ class MainWindow(QMainWindow):
         self.sampling.set_settings(c.settings)
         self.sampling.settingsChanged.connect(c.set_settings)
         self.state.subscribe_theme(self._on_state_theme)
-        self.state.themeChanged.connect(lambda _theme: self.stages.relayout(force=True))  # other fonts: other sizes
+        self.state.themeChanged.connect(lambda _theme: self.overview.relayout(force=True))  # other fonts: other sizes
         guard.reporter().occurred.connect(self._on_guard_occurred)  # a bound method: let go with the window
         saved = next((t for t in th.TEXT_SIZES if t.name == self.preferences.text_size()), None)
         start = th.PROJECTOR if projector else saved  # the text size chosen last, unless --projector
@@ -165,18 +165,18 @@ class MainWindow(QMainWindow):
         # in the order the model computes; a column's panels one above the other
         columns = [[self.embeddings, self.attention], [self.logits, self.sampling], [self.kv]]
         weights = {self.embeddings: 2, self.attention: 3, self.logits: 3, self.sampling: 2, self.kv: 2}
-        self.stages = StageArea(columns, weights)
-        s.topNChanged.connect(lambda _n: self.stages.relayout())  # more rows of candidates: more room
+        self.overview = OverviewPages(columns, weights)
+        s.topNChanged.connect(lambda _n: self.overview.relayout())  # more rows of candidates: more room
         overview = QWidget()
         layout = QVBoxLayout(overview)
         layout.setContentsMargins(6, 2, 6, 2)
         layout.setSpacing(4)
         layout.addWidget(self.tokens)
-        layout.addWidget(self.stages, 1)
+        layout.addWidget(self.overview, 1)
         self._central_layout = layout
         self.inside = InsidePanel(s)
         self.why_view = WhyPanel(s)
-        self.sampling_view = StagesPanel(s)
+        self.sampling_view = SamplingStagesPanel(s)
         self.cache_view = CachePanel(s)
         self.branches_view = BranchesPanel(s)
         # the views, one at a time (buttons in the menu bar's corner: app.window.actions). Not a QTabWidget:
@@ -267,7 +267,7 @@ class MainWindow(QMainWindow):
             self.state.set_position(LATEST)
         self.tour.stop()
         if place.view == "overview" and not place.newest:  # the candidates: their page of the Overview
-            self.stages.show_panel(self.logits)
+            self.overview.show_panel(self.logits)
         self.show_view(place.view)
 
     def _on_views_current_changed(self, _index: int) -> None:
@@ -276,7 +276,7 @@ class MainWindow(QMainWindow):
 
     def panel_named(self, name: str):
         """The Overview's panel called ``name`` (one of views.PANELS)."""
-        return dict(zip(PANELS, (self.tokens, *self.stages.panels())))[name]
+        return dict(zip(PANELS, (self.tokens, *self.overview.panels())))[name]
 
     def _on_focus_changed(self, panel) -> None:
         self.attention.set_alone(panel is self.attention)
@@ -318,7 +318,7 @@ class MainWindow(QMainWindow):
 
     def _on_painter_result_applied(self, result: SessionResult) -> None:
         # a model's own axis titles, more positions to name: the panels may need other room (0.3 ms)
-        self.stages.relayout()
+        self.overview.relayout()
 
     def _on_controller_failed(self, reply: p.Failed) -> None:
         refusal = self.gate.fail(reply)

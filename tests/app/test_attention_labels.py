@@ -147,7 +147,7 @@ def test_the_map_grows_when_its_panel_is_focused(window, qtbot):
     _settle(window, qtbot)
     before = panel.plot.getViewBox().sceneBoundingRect()
     before_keys = len(_labels(panel)["keys"])
-    pages = window.stages.pages
+    pages = window.overview.pages
     assert panel.side.isVisible()  # every head's overview beside the map
     window.focus.toggle(panel)
     _settle(window, qtbot)
@@ -157,7 +157,7 @@ def test_the_map_grows_when_its_panel_is_focused(window, qtbot):
     assert panel.keys_axis.turned() and not panel.side.isVisible()  # focused: the map alone, its key labels turned
     window.focus.toggle(panel)
     _settle(window, qtbot)  # back among the others: back to its size
-    assert window.stages.pages == pages and panel.side.isVisible()
+    assert window.overview.pages == pages and panel.side.isVisible()
     qtbot.waitUntil(lambda: abs(panel.plot.getViewBox().sceneBoundingRect().height() - before.height()) <= 2, timeout=3_000)
 
 

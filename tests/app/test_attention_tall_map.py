@@ -12,7 +12,7 @@ def test_a_tall_map_among_the_panels_names_every_row_and_key(window, qtbot):
     window.resize(2560, 1440)
     _prompt(qtbot, window, THIRTY_TWO, 3)
     panel = window.attention
-    window.stages.show_panel(panel)
+    window.overview.show_panel(panel)
     _settle(window, qtbot)
     assert window.focus.focused is None and panel.side.isVisible()  # every head's overview beside the map
     assert panel.history.length == 32

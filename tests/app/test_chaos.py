@@ -211,7 +211,7 @@ def test_random_actions_on_the_real_window(make_window, qtbot, tmp_path):
                 qtbot.keyClicks(window.tokens.editor, " mat")
                 typed = window.tokens.editor.toPlainText()
             elif roll < 0.91:  # a panel exported while another is focused
-                panels = [window.tokens, *window.stages.panels()]
+                panels = [window.tokens, *window.overview.panels()]
                 window.focus.toggle(rng.choice(panels))
                 qtbot.wait(rng.choice([0, 10]))
                 target = rng.choice(panels)
@@ -234,7 +234,7 @@ def test_random_actions_on_the_real_window(make_window, qtbot, tmp_path):
                 typed = window.tokens.editor.toPlainText()
             elif roll < 0.98:  # a panel focused, then the Flow (and now and then back)
                 window.show_view("overview")
-                window.focus.toggle(rng.choice([window.tokens, *window.stages.panels(), None]))
+                window.focus.toggle(rng.choice([window.tokens, *window.overview.panels(), None]))
                 window.show_view("flow")
                 if rng.random() < 0.5:
                     qtbot.wait(rng.choice([0, 30]))

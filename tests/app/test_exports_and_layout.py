@@ -56,7 +56,7 @@ def test_projector_mode_with_a_large_show_top_keeps_the_window_on_its_screen(win
     run(qtbot, window, window.step, p.Step)
     window.commands.projector_action.trigger()
     qtbot.waitUntil(lambda: window.painter._turns is None)  # restyled, one panel per event-loop turn
-    window.stages.show_panel(window.logits)  # on another page at this size
+    window.overview.show_panel(window.logits)  # on another page at this size
     window.logits.n_spin.setValue(top)
     qtbot.wait(50)
     assert window.height() == 768 and window.minimumSizeHint().height() <= 768
@@ -82,10 +82,10 @@ def test_every_panel_comes_back_at_its_size_after_the_prompt_was_focused(window,
     qtbot.wait(10)
     window.focus.toggle(None)
     qtbot.wait(10)
-    assert window.stages.stack.count() == len(window.stages.pages)
-    front = window.stages.stack.currentIndex()
-    for panel in window.stages.panels():
-        if window.stages.page_of(panel) == front:
+    assert window.overview.stack.count() == len(window.overview.pages)
+    front = window.overview.stack.currentIndex()
+    for panel in window.overview.panels():
+        if window.overview.page_of(panel) == front:
             least = panel.minimumSizeHint()
             assert panel.isVisible() and panel.width() >= least.width() and panel.height() >= least.height(), panel.short_title
 

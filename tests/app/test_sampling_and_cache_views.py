@@ -79,7 +79,7 @@ def test_without_the_cache_the_steps_are_the_same_and_nothing_is_cached(window, 
 
 
 def test_folded_rows_keep_the_top_three_and_the_chosen_row_in_one_view():
-    from app.panels.stages_panel import folded_rows
+    from app.panels.sampling_stages_panel import folded_rows
 
     assert folded_rows(chosen=4, fits=6) == range(0)  # rows 0 to 4 fit: nothing folded
     assert folded_rows(chosen=10, fits=6) == range(3, 8)  # shown: 0, 1, 2, then 8, 9, 10

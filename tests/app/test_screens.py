@@ -94,7 +94,7 @@ def settle(window, qtbot) -> None:
 def window_problems(window, qtbot) -> list[str]:
     """Every panel on every page: what does not have room."""
     problems = []
-    stages = window.stages
+    stages = window.overview
     for page in range(len(stages.pages)):
         stages.show_page(page)
         settle(window, qtbot)
@@ -129,7 +129,7 @@ def test_every_plot_and_label_has_room_at_every_size(window, qtbot, projector):
     # the common laptop screen shows every panel at once in normal mode
     window.resize(1366, 768)
     qtbot.wait(30)
-    assert (len(window.stages.pages) == 1) is (not projector)
+    assert (len(window.overview.pages) == 1) is (not projector)
 
 
 LONG_PROMPT = ("In a quiet village by the sea, an old fisherman told the children stories about the storms he had "
@@ -165,7 +165,7 @@ def test_on_a_narrow_screen_buttons_choose_the_page_of_panels(window, qtbot):
     this window), with no QTabWidget anywhere (its tab bar cost about 10 ms a drawn step)."""
     window.resize(1024, 768)
     qtbot.wait(30)
-    stages = window.stages
+    stages = window.overview
     pages = stages.pages
     assert len(pages) > 1 and not window.findChildren(QTabWidget)
     buttons = [stages.page_buttons.button(i) for i in range(len(pages))]
@@ -205,23 +205,23 @@ def test_on_a_narrow_screen_buttons_choose_the_page_of_panels(window, qtbot):
 def test_focusing_a_panel_fills_the_window_and_comes_back(window, qtbot):
     window.resize(1366, 768)
     qtbot.wait(10)
-    everything = window.stages.pages
+    everything = window.overview.pages
     attention = window.attention
     option = QStyleOptionGroupBox()
     attention.initStyleOption(option)
     title = attention.style().subControlRect(QStyle.CC_GroupBox, option, QStyle.SC_GroupBoxLabel, attention)
     qtbot.mouseDClick(attention, Qt.LeftButton, pos=title.center())
-    assert window.stages.pages == [[[attention]]] and not window.tokens.isVisible()
+    assert window.overview.pages == [[[attention]]] and not window.tokens.isVisible()
     qtbot.wait(10)
     assert attention.width() > 0.9 * window.width()
     qtbot.mouseDClick(attention, Qt.LeftButton, pos=title.center())
-    assert window.stages.pages == everything and window.tokens.isVisible()
+    assert window.overview.pages == everything and window.tokens.isVisible()
     window.focus.toggle(window.tokens)
     qtbot.wait(10)  # the prompt alone: its chips take the height
-    assert not window.stages.isVisible() and window.tokens.height() > 0.7 * window.height()
+    assert not window.overview.isVisible() and window.tokens.height() > 0.7 * window.height()
     qtbot.keyClick(window, Qt.Key_Escape)
     qtbot.wait(10)
-    assert window.stages.isVisible() and window.stages.pages == everything
+    assert window.overview.isVisible() and window.overview.pages == everything
 
 
 def test_full_screen_and_clicker_keys(window, qtbot):

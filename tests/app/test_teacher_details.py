@@ -48,9 +48,9 @@ def test_a_layer_or_head_out_of_range_is_refused_with_status_2(tmp_path, extra):
 def test_page_buttons_and_panel_titles_use_the_same_names(window, qtbot):
     window.state.set_projector(True)  # several pages: their buttons show
     window.resize(1280, 720)
-    qtbot.waitUntil(lambda: len(window.stages.pages) > 1, timeout=5_000)
-    buttons = " · ".join(b.text() for b in window.stages.page_buttons.buttons())
-    for panel in window.stages.panels():
+    qtbot.waitUntil(lambda: len(window.overview.pages) > 1, timeout=5_000)
+    buttons = " · ".join(b.text() for b in window.overview.page_buttons.buttons())
+    for panel in window.overview.panels():
         number, name = panel.short_title.split(" ", 1)
         assert panel.title().startswith(f"{number} · {name}"), (panel.short_title, panel.title())
         assert panel.short_title in buttons
@@ -105,7 +105,7 @@ def test_the_chips_of_a_longer_prompt_never_squeeze_the_panels_below_them(window
         run(qtbot, window, window.step, p.Step)
     qtbot.wait(50)
     assert window.height() <= size[1]
-    for panel in window.stages.panels():
+    for panel in window.overview.panels():
         if panel.isVisible():
             assert panel.height() >= panel.minimumSizeHint().height(), type(panel).__name__
 

@@ -141,10 +141,10 @@ def screens(window, qtbot):
             window.show_view(name)
         if name == "cache":
             qtbot.waitUntil(lambda: not window.cache_view.awaiting(), timeout=30_000)
-        pages = range(len(window.stages.pages)) if name == "overview" else [None]
+        pages = range(len(window.overview.pages)) if name == "overview" else [None]
         for page in pages:
             if page is not None:
-                window.stages.show_page(page)
+                window.overview.show_page(page)
             qtbot.wait(20)
             settle(window, qtbot)
             yield name if page is None else f"{name} page {page + 1}"

@@ -15,7 +15,7 @@ def test_focusing_the_prompt_and_picturing_a_panel_on_a_projector_keeps_the_wind
     for text in ("The dog sat on the mat", "🐈" * 40):
         run(qtbot, window, lambda: window.tokens.editor.setPlainText(text), p.SetPrompt)
         run(qtbot, window, window.step, p.Step)
-        for target in (window.tokens, *window.stages.panels()):
+        for target in (window.tokens, *window.overview.panels()):
             window.resize(1280, 720)
             qtbot.wait(50)
             window.focus.toggle(window.tokens)

@@ -32,7 +32,7 @@ REMOVED = "#E4E4E4"  # grey: a filter removed this token
 CHOSEN = "#F6C56B"  # the token the draw (or greedy, or you) took
 
 
-class StagesPanel(QWidget):
+class SamplingStagesPanel(QWidget):
     """A table of the candidates through every sampling stage, and the draw as a cumulative bar."""
 
     def __init__(self, state: AppState, parent: QWidget | None = None):

@@ -45,7 +45,7 @@ def plan_pages(columns: list[list[QWidget]], width: int, height: int, *, spacing
     return pages
 
 
-class StageArea(QWidget):
+class OverviewPages(QWidget):
     """The panels below the prompt, laid out by ``plan_pages`` for the room the area has."""
 
     pagesChanged = Signal()  # the panels moved to other pages (tests and the window hear it)
