@@ -2,6 +2,47 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+_MAIN_IN_CHILD = """
+import json, sys
+from app.logic import stop_text
+from app.window import window as window_mod
+from app.window.main import main
+
+windows = []
+
+class Recorded(window_mod.MainWindow):
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        windows.append(self)
+
+window_mod.MainWindow = Recorded
+code = main(sys.argv[1:])
+(window,) = windows
+tokens, result = window.tokens, window.state.result
+seen = dict(code=code)
+"""
+
+
+def run_main_in_child(tmp_path, argv: list[str], report: str) -> dict:
+    """Run the app's ``main(argv)`` in a fresh interpreter, offscreen, with its own home under
+    ``tmp_path``; then ``report`` (Python run there, with ``window``, ``tokens``, ``result``, ``stop_text``
+    and ``seen = dict(code=...)`` at hand) fills ``seen``, which comes back here."""
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", HF_HUB_OFFLINE="1", XDG_CONFIG_HOME=str(tmp_path),
+               HOME=str(tmp_path), PYTHONPATH=str(ROOT))
+    script = _MAIN_IN_CHILD + report + "\nprint(json.dumps(seen))\n"
+    done = subprocess.run([sys.executable, "-c", script, *argv], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
 
 def run(qtbot, window, action, request: type | None = None, timeout: int = 20_000):
     """Do ``action()`` and wait for the window to draw its result (of a ``request``, an

@@ -5,56 +5,29 @@ process, on a tiny random Llama with a chat template."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
 from engine.random_model import TINY, write_random_model
 
-ROOT = Path(__file__).resolve().parents[2]
+from .helpers import run_main_in_child
 
-SCRIPT = """
-import json, sys
-from app.logic import stop_text
-from app.window import window as window_mod
-from app.window.main import main
-
-windows = []
-
-class Recorded(window_mod.MainWindow):
-    def __init__(self, *args, **kw):
-        super().__init__(*args, **kw)
-        windows.append(self)
-
-window_mod.MainWindow = Recorded
-code = main(sys.argv[1:])
-(window,) = windows
-tokens, result = window.tokens, window.state.result
-print(json.dumps(dict(
-    code=code, chat_box=tokens.chat_box.isChecked() and tokens.chat_box.isEnabled(), system=tokens.system_edit.text(), user=tokens.prompt(),
+REPORT = """
+seen.update(
+    chat_box=tokens.chat_box.isChecked() and tokens.chat_box.isEnabled(), system=tokens.system_edit.text(), user=tokens.prompt(),
     stop_box=stop_text.parse(tokens.stops_edit.text()), controller_stops=window.controller.stop_sequences,
     engine_chat=result.chat and [result.chat.system, result.chat.user], engine_stops=result.stop_sequences,
     special_chips=sum(c.special for c in tokens.strip.chips),
-)))
+)
 """
 
 
 @pytest.mark.slow  # over 5 s (a whole app run)
 def test_chat_system_and_stop_flags_reach_the_window(tmp_path):
     folder = write_random_model(tmp_path / "tiny-instruct", "llama", seed=3, **TINY["llama"])
-    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", HF_HUB_OFFLINE="1", XDG_CONFIG_HOME=str(tmp_path),
-               HOME=str(tmp_path), PYTHONPATH=str(ROOT))
     argv = ["--model", str(folder), "--prompt", "What is the capital of France?", "--chat", "--system", "Be brief.",
             "--stop", "Paris", "--stop", "a, b", "--engine", "thread", "--size", "1280x720",
             "--screenshot", str(tmp_path / "shot.png")]
-    done = subprocess.run([sys.executable, "-c", SCRIPT, *argv], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    seen = run_main_in_child(tmp_path, argv, REPORT)
     assert seen["code"] == 0, seen
     assert seen["chat_box"] is True, seen  # ticked and enabled: before, the first load went out as a plain prompt
     assert (seen["system"], seen["user"]) == ("Be brief.", "What is the capital of France?")
