@@ -5,7 +5,7 @@ window's process never shares its interpreter lock with a forward pass) or on a 
 the window's own process (``app.window.engine_thread``, for debugging). Either way exactly one thread
 ever touches the session, its KV cache and the model, which are not thread-safe. Requests and
 replies are the types in ``app.protocol.messages``: every request is answered by one reply (``Finished``
-with a ``SessionResult``, ``Inspected``, ``Skipped`` or a ``Failed`` kind), so the host never dies
+with a ``p.SessionResult``, ``Inspected``, ``Skipped`` or a ``Failed`` kind), so the host never dies
 of an exception. The host sends facts (``app.protocol.messages.Facts``); the window writes the words. A Save
 is answered at once (the session's snapshot is queued on ``app.host.saver``'s thread, so the next
 request runs while the file is written), and its file again by a ``SaveWritten`` request the
@@ -30,7 +30,6 @@ from engine.trace import StepRecord, shared_prefix
 
 from app.protocol import messages as p
 
-from app.protocol.messages import AttributionResult, Facts, InsideResult, MapResult, SessionResult
 from app.host.saver import Saver, SaveJob
 
 log = logging.getLogger(__name__)
@@ -85,11 +84,11 @@ class PointCache:
 def make_result(
     session: Session,
     request: p.Request = p.Step(),
-    facts: Facts = Facts(),
+    facts: p.Facts = p.Facts(),
     *,
     points: PointCache | None = None,
     stopped: bool = False,
-) -> SessionResult:
+) -> p.SessionResult:
     """The SessionResult for ``session`` as it stands (also how a benchmark builds window input)."""
     records = session.records
     trace = session.trace() if records else None
@@ -100,7 +99,7 @@ def make_result(
         pts = np.zeros((session.info.n_layer + 1, 0, 2), np.float32)
     tokenizer = session.loaded.tokenizer
     prompt_ids = np.array(session.prompt_ids, dtype=np.int64)
-    return SessionResult(
+    return p.SessionResult(
         generation=request.generation,
         request=request,
         info=session.info,
@@ -133,7 +132,7 @@ def keep_settings(session: Session, request) -> None:
 def _begin(session: Session, chat: ChatTurn | None, text: str) -> dict[str, int]:
     """Start ``session`` on ``text``: the user's message of ``chat`` through the model's chat template
     when the model has one (the start of the message cut so that the turn fits), else the plain text
-    cut to fit. Returns the Facts of it: the tokens kept and the whole turn's or text's,
+    cut to fit. Returns the p.Facts of it: the tokens kept and the whole turn's or text's,
     ``chat_needs`` when the template and the system message alone left no room (the prompt is then
     the plain text), and the characters the tokenizer left out."""
     needs, tokenizer = 0, session.loaded.tokenizer
@@ -211,7 +210,7 @@ class SessionHost:
             answer = self._run[type(request)](request)
             reply = _REPLY.get(type(request), p.Finished)(g, answer)
         except GenerationStopped as exc:
-            reply = p.Finished(g, self._result(request, Facts(stop=str(exc)), stopped=True))
+            reply = p.Finished(g, self._result(request, p.Facts(stop=str(exc)), stopped=True))
         except Cancelled:
             log.info("%s cancelled: the window is closing", request.kind)
             return
@@ -228,7 +227,7 @@ class SessionHost:
         self.emit(reply)
 
     # -------------------------------------------------------------- requests
-    def _result(self, request: p.Request, facts: Facts = Facts(), **kw) -> SessionResult:
+    def _result(self, request: p.Request, facts: p.Facts = p.Facts(), **kw) -> p.SessionResult:
         return make_result(self.session, request, facts, points=self._points, **kw)
 
     def _need_session(self) -> Session:
@@ -236,7 +235,7 @@ class SessionHost:
             raise NextTokenError("No model is loaded yet.")
         return self.session
 
-    def _load(self, request: p.Load) -> SessionResult:
+    def _load(self, request: p.Load) -> p.SessionResult:
         source = request.source
         t0 = perf_counter()
         fallback = why = ""
@@ -263,7 +262,7 @@ class SessionHost:
         session = Session(loaded, settings, use_cache=request.use_cache, stop_sequences=request.stop_sequences)
         begun = _begin(session, request.chat, request.prompt or self._prompt_text() or DEFAULT_PROMPT)
         self.session, self.loaded, self._points = session, loaded, PointCache()  # only now: a failed load keeps the old one
-        facts = Facts(seconds=perf_counter() - t0, fallback=fallback, why=why, **begun)
+        facts = p.Facts(seconds=perf_counter() - t0, fallback=fallback, why=why, **begun)
         return self._result(request, facts)
 
     def _report_progress(self, done: int, total: int) -> None:
@@ -292,7 +291,7 @@ class SessionHost:
             self.session, self._points = session, PointCache()
         return session
 
-    def _set_prompt(self, request: p.SetPrompt) -> SessionResult:
+    def _set_prompt(self, request: p.SetPrompt) -> p.SessionResult:
         session = self._live_session()
         keep_settings(session, request)  # first: a refused prompt must not lose them (a Resample
         # waiting behind this request was dropped when it was sent)
@@ -304,25 +303,25 @@ class SessionHost:
                 raise PromptTooLong(str(exc)) from exc  # too long for the context or for the memory free
             raise
         whole = len(session.loaded.tokenizer.encode(text)) if truncate else len(ids)
-        return self._result(request, Facts(kept=len(ids), whole=whole, left_out=session.loaded.tokenizer.left_out(text)))
+        return self._result(request, p.Facts(kept=len(ids), whole=whole, left_out=session.loaded.tokenizer.left_out(text)))
 
-    def _set_chat(self, request: p.SetChat) -> SessionResult:
+    def _set_chat(self, request: p.SetChat) -> p.SessionResult:
         session = self._live_session()
         keep_settings(session, request)  # first, as for a prompt
         ids = session.set_chat(request.turn)
         left_out = session.loaded.tokenizer.left_out(request.turn.system + request.turn.user)
-        return self._result(request, Facts(kept=len(ids), whole=len(ids), left_out=left_out))
+        return self._result(request, p.Facts(kept=len(ids), whole=len(ids), left_out=left_out))
 
-    def _set_stops(self, request: p.SetStops) -> SessionResult:
+    def _set_stops(self, request: p.SetStops) -> p.SessionResult:
         self._need_session().stop_sequences = request.sequences
         return self._result(request)
 
-    def _step(self, request: p.Request) -> SessionResult:
+    def _step(self, request: p.Request) -> p.SessionResult:
         session = self._need_session()
         session.step()
-        return self._result(request, Facts(catch_up=session.last_catch_up or None))
+        return self._result(request, p.Facts(catch_up=session.last_catch_up or None))
 
-    def _play(self, request: p.Play) -> SessionResult:
+    def _play(self, request: p.Play) -> p.SessionResult:
         """One step of a play loop, then the next is queued here: the loop never waits for the window
         to draw, and a pause or any newer request (queued meanwhile) ends it before its next step.
         Its result is a "step" result."""
@@ -330,23 +329,23 @@ class SessionHost:
         try:
             result = self._step(step)
         except GenerationStopped as exc:
-            return self._result(step, Facts(stop=str(exc)), stopped=True)
+            return self._result(step, p.Facts(stop=str(exc)), stopped=True)
         if not result.stopped:
             self.again(request)
         return result
 
-    def _back(self, request: p.Back) -> SessionResult:
+    def _back(self, request: p.Back) -> p.SessionResult:
         session = self._need_session()
         if session.n_steps == 0:
-            return self._result(request, Facts(moved=False))
+            return self._result(request, p.Facts(moved=False))
         session.rewind(session.n_steps - 2)
         return self._result(request)
 
-    def _choose(self, request: p.Choose) -> SessionResult:
+    def _choose(self, request: p.Choose) -> p.SessionResult:
         self._need_session().choose(int(request.token_id))
         return self._result(request)
 
-    def _resample(self, request: p.Resample) -> SessionResult:
+    def _resample(self, request: p.Resample) -> p.SessionResult:
         session, settings = self._need_session(), request.settings
         if session.n_steps == 0:
             session.settings = settings
@@ -354,7 +353,7 @@ class SessionHost:
             session.resample(settings)
         return self._result(request)
 
-    def _set_cache(self, request: p.SetCache) -> SessionResult:
+    def _set_cache(self, request: p.SetCache) -> p.SessionResult:
         session = self._need_session()
         session.use_cache = request.on
         return self._result(request)
@@ -377,9 +376,9 @@ class SessionHost:
         trace = inside(session, step, position, kv_layers=(int(request.layer),))
         ids = {trace.token_id, trace.next_id, *(int(i) for i in trace.lens_ids.ravel())}
         tokenizer = session.loaded.tokenizer
-        return InsideResult(trace, {i: tokenizer.piece(i) for i in ids})
+        return p.InsideResult(trace, {i: tokenizer.piece(i) for i in ids})
 
-    def _attribute(self, request: p.Attribute) -> AttributionResult:
+    def _attribute(self, request: p.Attribute) -> p.AttributionResult:
         from engine.attribution import attribute  # only when the Why view asks
 
         session = self._stepped_session("what each part of the model adds to a logit")
@@ -388,21 +387,21 @@ class SessionHost:
                       target=None if r.target < 0 else r.target, versus=r.versus)
         piece = session.loaded.tokenizer.piece
         ids = session.token_ids()[: a.position + 1]
-        return AttributionResult(a, piece(a.target), piece(a.versus) if a.versus >= 0 else "",
+        return p.AttributionResult(a, piece(a.target), piece(a.versus) if a.versus >= 0 else "",
                                  tuple(piece(int(i)) for i in ids))
 
-    def _attention_map(self, request: p.AttentionMap) -> MapResult:
+    def _attention_map(self, request: p.AttentionMap) -> p.MapResult:
         from engine.attention import head_map
 
         session = self._need_session()
         rows = head_map(session, int(request.step), int(request.layer), int(request.head))
-        return MapResult(session.records[request.step], int(request.layer), int(request.head), rows)
+        return p.MapResult(session.records[request.step], int(request.layer), int(request.head), rows)
 
-    def _switch(self, request: p.Switch) -> SessionResult:
+    def _switch(self, request: p.Switch) -> p.SessionResult:
         self._need_session().switch(int(request.node))
         return self._result(request)
 
-    def _save(self, request: p.SaveSession) -> SessionResult:
+    def _save(self, request: p.SaveSession) -> p.SessionResult:
         """Snapshot the session here (cheap) and let the saver write it on its thread: the next
         request runs at once. The file's own result (kind "save") follows when it is written."""
         from engine.session_write import snapshot
@@ -411,7 +410,7 @@ class SessionHost:
         snap = snapshot(session)
         ahead = self.saver.pending
         self.saver.submit(SaveJob(snap, request.path, request.generation))
-        return self._result(request, Facts(path=request.path, steps=len(snap.records), branches=snap.n_branches, ahead=ahead))
+        return self._result(request, p.Facts(path=request.path, steps=len(snap.records), branches=snap.n_branches, ahead=ahead))
 
     def _on_saver_written(self, job: SaveJob, path, error) -> None:
         """On the saver's thread: queue the report behind whatever this host is running."""
@@ -421,17 +420,17 @@ class SessionHost:
         self.again(p.SaveWritten(generation=job.tag, path=str(path), size=path.stat().st_size,
                                  steps=len(job.snapshot.records), branches=job.snapshot.n_branches))
 
-    def _saved(self, request: p.SaveWritten) -> SessionResult:
+    def _saved(self, request: p.SaveWritten) -> p.SessionResult:
         if request.error:
             raise ExportError(request.error)
         r = request
-        return self._result(request, Facts(path=r.path, size=r.size, steps=r.steps, branches=r.branches))
+        return self._result(request, p.Facts(path=r.path, size=r.size, steps=r.steps, branches=r.branches))
 
     def close(self) -> None:
         """Wait for the session files being written (quitting never loses a save)."""
         self.saver.close()
 
-    def _open(self, request: p.OpenSession) -> SessionResult:
+    def _open(self, request: p.OpenSession) -> p.SessionResult:
         from engine.session_read import open_session, read_session
 
         if self.session is not None:  # a refused file leaves the session as it was, with the person's settings
@@ -447,13 +446,13 @@ class SessionHost:
                 )
             session.rewind(request.step)
         self.session, self._points = session, PointCache()
-        facts = Facts(path=request.path, steps=len(session.tree), branches=len(session.branches().leaves()), note=note)
+        facts = p.Facts(path=request.path, steps=len(session.tree), branches=len(session.branches().leaves()), note=note)
         return self._result(request, facts)
 
-    def _refresh(self, request: p.Refresh) -> SessionResult:
+    def _refresh(self, request: p.Refresh) -> p.SessionResult:
         return self._result(request)
 
-    def _reset(self, request: p.Reset) -> SessionResult:
+    def _reset(self, request: p.Reset) -> p.SessionResult:
         session = self._live_session()
         keep_settings(session, request)
         session.reset()

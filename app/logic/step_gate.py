@@ -10,7 +10,6 @@ from engine.defaults import truncation_keeps
 
 from app.protocol import messages as p
 from app.logic import wording
-from app.protocol.messages import SessionResult
 
 EMPTY_PROMPT = "The prompt is empty: type some text; Step then runs it (the tokens shown are of the last prompt that ran)."
 
@@ -31,11 +30,11 @@ class StepGate:
     (``refused``: why, or ""), and what they allow."""
 
     def __init__(self):
-        self.result: SessionResult | None = None
+        self.result: p.SessionResult | None = None
         self.refused = ""  # why the editor's prompt cannot run (Step is off meanwhile), or ""
 
     # ------------------------------------------------------------- events
-    def show(self, result: SessionResult) -> None:
+    def show(self, result: p.SessionResult) -> None:
         """``result`` is being drawn: a prompt that ran clears the refusal."""
         self.result = result
         if isinstance(result.request, (p.Load, p.SetPrompt, p.SetChat, p.OpenSession)):

@@ -8,7 +8,6 @@ from __future__ import annotations
 from engine.defaults import truncation_keeps
 
 from app.protocol import messages as p
-from app.protocol.messages import SessionResult
 
 BRANCHES = "the Branches view, Alt+7"
 
@@ -32,7 +31,7 @@ def percent(prob: float) -> str:
 RESTART = "Use Model → Restart the model to try again."
 
 
-def result_status(result: SessionResult) -> str:
+def result_status(result: p.SessionResult) -> str:
     """One sentence (or a few) for the status line about what ``result``'s request did ("": nothing to say)."""
     f, request = result.facts, result.request
     if f.stop:  # generation stopped before the request could run
@@ -49,7 +48,7 @@ def left_out(model: str, characters) -> str:
     return f"{model}'s tokenizer has no token for {codes}: the model reads the prompt without {them}."
 
 
-def _status(result: SessionResult) -> str:
+def _status(result: p.SessionResult) -> str:
     f, request, trace = result.facts, result.request, result.trace
     match request:
         case p.Load():
@@ -103,7 +102,7 @@ def _status(result: SessionResult) -> str:
     return ""
 
 
-def _load(result: SessionResult) -> str:
+def _load(result: p.SessionResult) -> str:
     f, info = result.facts, result.info
     note = ""
     if f.fallback and f.why:
@@ -128,7 +127,7 @@ def _load(result: SessionResult) -> str:
     return f"{note}Loaded {info.label} in {f.seconds:.1f} s."
 
 
-def _step(result: SessionResult) -> str:
+def _step(result: p.SessionResult) -> str:
     trace, f = result.trace, result.facts
     rec = trace.record
     # counted as the chips count the generated tokens (the prefill chooses token 1), the step as the views do

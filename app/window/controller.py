@@ -28,7 +28,6 @@ from engine.runtime import CPU
 from engine.sampling import SamplingSettings
 
 from app.protocol import messages as p
-from app.protocol.messages import MapResult
 from app.logic.request_policy import MAX_QUICK_DEATHS, QUICK_DEATH_S, RequestPolicy, Verdict
 
 log = logging.getLogger(__name__)
@@ -258,7 +257,7 @@ class SessionController(QObject):
                 self.failed.emit(reply)
                 if verdict is Verdict.REFRESH:  # the window may show a session the engine no longer holds
                     self.refresh()
-            case Verdict.SHOW, p.Inspected(answer=MapResult()):
+            case Verdict.SHOW, p.Inspected(answer=p.MapResult()):
                 self.mapReady.emit(reply.answer)
             case Verdict.SHOW, p.Inspected():
                 self.insideReady.emit(reply.answer)

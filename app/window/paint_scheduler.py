@@ -21,7 +21,6 @@ from PySide6.QtWidgets import QGraphicsItem, QWidget
 
 from app.protocol import messages as p
 from app.window.guard import guarded
-from app.protocol.messages import SessionResult
 from app.logic.state import AppState
 
 FRAME_MS = 16  # draw at most one result per frame
@@ -35,7 +34,7 @@ class PaintScheduler(QObject):
     resultApplied = Signal(object)  # SessionResult: every panel has drawn it
     resultDropped = Signal(object)  # SessionResult: handed on, but stale by its frame: not drawn
 
-    def __init__(self, state: AppState, views: list[pg.GraphicsView], is_current: Callable[[SessionResult], bool], parent=None):
+    def __init__(self, state: AppState, views: list[pg.GraphicsView], is_current: Callable[[p.SessionResult], bool], parent=None):
         super().__init__(parent)
         self._state, self.views, self._is_current = state, views, is_current
         for view in views:  # an axis is text: keep it as a pixmap until its range changes
@@ -43,7 +42,7 @@ class PaintScheduler(QObject):
                 if isinstance(item, pg.AxisItem):
                     item.setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
         self.fast = False  # Play at max speed: draw at most MAX_SPEED_FRAME_MS apart
-        self._pending: SessionResult | None = None
+        self._pending: p.SessionResult | None = None
         self._last_draw = 0.0
         self._draw_timer = QTimer(self, singleShot=True)
         self._draw_timer.timeout.connect(self._on_draw_timer_timeout)
@@ -52,7 +51,7 @@ class PaintScheduler(QObject):
         # other due timers (stalls of 50 ms and more)
         self._turn_timer = QTimer(self, interval=1, singleShot=True)
         self._turn_timer.timeout.connect(self._on_turn_timer_timeout)
-        self._turns: tuple[SessionResult | None, list] | None = None  # the result being drawn, its turns left
+        self._turns: tuple[p.SessionResult | None, list] | None = None  # the result being drawn, its turns left
         self.turn_ms: list[float] = []
 
     def deliver_when_shown(self, panel: QWidget) -> None:
@@ -63,7 +62,7 @@ class PaintScheduler(QObject):
         self._state.wrap_subscribers(panel, _ShowGate(panel).wrap)
 
     # ------------------------------------------------------------ results in
-    def submit(self, result: SessionResult) -> None:
+    def submit(self, result: p.SessionResult) -> None:
         """Draw ``result`` at its frame (replacing one still waiting)."""
         self._pending = result
         if not self._draw_timer.isActive():
@@ -128,7 +127,7 @@ class PaintScheduler(QObject):
         self._turns[1].extend([_settle_layouts] + [partial(self._paint, view) for view in self.views])
 
     # -------------------------------------------------------------- drawing
-    def apply(self, result: SessionResult) -> None:
+    def apply(self, result: p.SessionResult) -> None:
         """Draw ``result`` now: the first panel at once, then one more per event-loop turn, then the
         plots one per turn; ``resultApplied`` follows the last."""
         self._finish_turns()  # a previous result still being drawn: its held-back plots paint with this one
@@ -193,11 +192,11 @@ class _ShowGate(QObject):
     def __init__(self, panel: QWidget):
         super().__init__(panel)
         self._panel = panel
-        self._pending: dict[Callable, SessionResult] = {}
+        self._pending: dict[Callable, p.SessionResult] = {}
         panel.installEventFilter(self)
 
-    def wrap(self, slot: Callable[[SessionResult], None]) -> Callable[[SessionResult], None]:
-        def gated(result: SessionResult) -> None:
+    def wrap(self, slot: Callable[[p.SessionResult], None]) -> Callable[[p.SessionResult], None]:
+        def gated(result: p.SessionResult) -> None:
             if self._panel.isVisible() or isinstance(result.request, p.RESTARTS):  # a new session: at once
                 self._pending.pop(slot, None)
                 slot(result)

@@ -48,7 +48,6 @@ from app.panels.tokens_panel import TokensPanel
 from app.panels.why_panel import WhyPanel
 from app.window.player import Player
 from app.window.preferences import Preferences
-from app.protocol.messages import SessionResult
 from app.window.overview_pages import OverviewPages
 from app.logic.state import LATEST, AppState
 from app.window.status_line import StatusLine
@@ -296,7 +295,7 @@ class MainWindow(QMainWindow):
             return
         self.controller.set_chat(turn)
 
-    def _on_painter_result_started(self, result: SessionResult) -> None:
+    def _on_painter_result_started(self, result: p.SessionResult) -> None:
         self.gate.show(result)
         if isinstance(result.request, (p.Load, p.SetPrompt, p.SetChat, p.OpenSession)):
             self.status_line.truncate_button.hide()
@@ -316,7 +315,7 @@ class MainWindow(QMainWindow):
             self.player.pause()
         self._sync_actions()
 
-    def _on_painter_result_applied(self, result: SessionResult) -> None:
+    def _on_painter_result_applied(self, result: p.SessionResult) -> None:
         # a model's own axis titles, more positions to name: the panels may need other room (0.3 ms)
         self.overview.relayout()
 
@@ -352,7 +351,7 @@ class MainWindow(QMainWindow):
         if self.why_view.wants(answer):
             self.why_view.show_attribution(answer)
 
-    def _on_controller_model_loaded(self, result: SessionResult) -> None:
+    def _on_controller_model_loaded(self, result: p.SessionResult) -> None:
         """``result``'s model is the one the engine holds: the label names it, and it is remembered."""
         info, request = result.info, result.request
         if isinstance(request, p.Load):
