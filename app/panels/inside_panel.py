@@ -5,7 +5,8 @@ bottom in the order the model computes: (1) the token and position embeddings an
 (2) one block, the layer and head chosen in the attention panel: the norm, query, keys, the
 scaled scores, the causal mask, softmax, the weighted values, the output projection and the
 residual add, then the norm, the MLP (or the router and its experts) and the second residual add,
-with the parts only some designs have (RoPE, grouped heads, a gated MLP, experts) below; (3) the
+each part only some designs have where the model computes it (RoPE after the query, before the
+scores; grouped heads beside the keys; the gate or the router with the MLP); (3) the
 residual stream across all layers; (4) the logit lens; (5) the final norm and the LM head, logits
 and softmax; (6) every matrix's shape and the parameter counts. Every sentence is chosen by the
 model's facts (``engine.architecture``, ``app.logic.model_words``), never by its family's name.
@@ -41,7 +42,7 @@ from engine.tokens import clip
 from app.protocol import messages as p
 from app.window import theme as th
 from app.window.guard import guarded
-from app.logic.help import texts, words
+from app.logic.help import words
 from app.logic.wording import percent
 from app.logic.state import AppState
 from app.panels.heatmap import DIVERGING, heatmap_view, show_heat
@@ -228,13 +229,7 @@ class InsidePanel(QWidget):
         self.resid_post = VectorStrip("residual stream after the block: + MLP output")
         self.block_text = QLabel()
         self.block_text.setWordWrap(True)
-        _stack(self.block_box, [
-            self.block_text, self.ln1_in, self.ln1_norm, self.ln1_out, self.q_strip, self.keys_caption, self.keys_view,
-            self.scores, self.pattern, self.values_caption, self.values_view, self.z_strip, self.attn_out,
-            self.resid_mid, self.ln2_out, self.mlp_pre, self.mlp_post, self.mlp_top, self.mlp_out, self.resid_post,
-        ])  # fmt: skip
-        # 2b. the parts only some designs have (RoPE, grouped heads, a gated MLP, experts), each shown where the model has it
-        self.family_box = QGroupBox("Block in detail")
+        # the parts only some designs have (RoPE, grouped heads, a gated MLP, experts), each shown where the model has it
         self.rope_text = _label()
         self.rot_q = VectorStrip("query after RoPE (this head)")
         self.rot_k = VectorStrip("key after RoPE (the key/value head this head reads)")
@@ -244,8 +239,14 @@ class InsidePanel(QWidget):
         self.mlp_up = VectorStrip("up projection x · W_up")
         self.router = PositionBars("router probabilities over every expert")
         self.experts_text = _label()
-        _stack(self.family_box, [self.rope_text, self.rot_q, self.rot_k, self.angles, self.gqa_text, self.gate_text,
-                                 self.mlp_up, self.router, self.experts_text])
+        _stack(self.block_box, [  # in the order the model computes
+            self.block_text, self.ln1_in, self.ln1_norm, self.ln1_out,
+            self.q_strip, self.rope_text, self.rot_q, self.rot_k, self.angles, self.gqa_text,
+            self.keys_caption, self.keys_view, self.scores, self.pattern, self.values_caption, self.values_view,
+            self.z_strip, self.attn_out, self.resid_mid,
+            self.ln2_out, self.gate_text, self.router, self.experts_text, self.mlp_pre, self.mlp_up, self.mlp_post,
+            self.mlp_top, self.mlp_out, self.resid_post,
+        ])  # fmt: skip
         # 3. the residual stream across layers
         self.stream_box = QGroupBox("3 · The residual stream through every block")
         self.stream_view = th.plot_widget()
@@ -279,7 +280,7 @@ class InsidePanel(QWidget):
         self.size_table = _table()
         self.size_text = _label()
         _stack(self.size_box, [self.size_table, self.size_text])
-        for box in (self.embed_box, self.block_box, self.family_box, self.stream_box, self.lens_box, self.head_box, self.size_box):
+        for box in (self.embed_box, self.block_box, self.stream_box, self.lens_box, self.head_box, self.size_box):
             column.addWidget(box)
         column.addStretch(1)
         self.scroll.setWidget(body)
@@ -456,18 +457,18 @@ class InsidePanel(QWidget):
         """The parts of block L, head H that only some designs have, each shown for the model that has it:
         RoPE, grouped heads, a gated MLP, experts."""
         t, arch = self.trace, self._arch()
-        parts = texts()["inside"]["detail_parts"]
-        present = [] if arch is None else [name for name, has in (
-            ("rotary", arch.rotary), ("qk_norm", arch.qk_norm), ("grouped", arch.grouped),
-            ("gated", arch.mlp == "gated"), ("experts", arch.experts)) if has]
-        self.family_box.setHidden(not present)
-        if not present:
-            return
-        self.family_box.setTitle(self._says("detail_title", layer=L, parts=", ".join(parts[p] for p in present)))
-        dh, kv = t.q.shape[-1], t.kv_of(H)
+        rotary, grouped, gated, experts = (False,) * 4 if arch is None else (
+            arch.rotary, arch.grouped, arch.mlp == "gated", arch.experts)
         for widget in (self.rope_text, self.rot_q, self.rot_k, self.angles):
-            widget.setHidden(not arch.rotary)
-        if arch.rotary:
+            widget.setHidden(not rotary)
+        self.gqa_text.setHidden(not grouped)
+        self.gate_text.setHidden(not (gated or experts))
+        for widget in (self.router, self.experts_text):
+            widget.setHidden(not experts)
+        if arch is None:
+            return
+        dh, kv = t.q.shape[-1], t.kv_of(H)
+        if rotary:
             angles = t.angles
             half = len(angles)
             self.rope_text.setText(
@@ -484,8 +485,7 @@ class InsidePanel(QWidget):
             self.angles.show_values(turned, [str(i) for i in range(len(turned))],
                                     f"radians (modulo a full turn, 2π) each pair is turned at position {t.position}", th.BLUE)
             _one_line_ticks(self.angles, [str(i) for i in range(len(turned))])
-        self.gqa_text.setHidden(not arch.grouped)
-        if arch.grouped:
+        if grouped:
             heads, kvs = t.n_head, t.kv_heads
             runs = "; ".join(f"kv head {j}: query heads {', '.join(str(h) for h in np.flatnonzero(t.kv_head == j))}" for j in range(kvs))
             self.gqa_text.setText(
@@ -493,10 +493,7 @@ class InsidePanel(QWidget):
                 f"Head {H} reads kv head {kv}. The KV cache stores {kvs} keys and values per layer, not {heads}: "
                 f"{heads / kvs:.0f}× smaller."
             )
-        self.gate_text.setHidden(not (arch.mlp == "gated" or arch.experts))
-        for widget in (self.router, self.experts_text):
-            widget.setHidden(not arch.experts)
-        if arch.mlp == "gated":
+        if gated:
             act = self._says("mlp_activation")
             units, values = t.top_units(L, TOP_UNITS)
             self.gate_text.setText(
@@ -504,7 +501,7 @@ class InsidePanel(QWidget):
                 f"{act}(gate) × up, then the down projection ({arch.d_mlp} → {arch.d_model}). Strongest units: " + ", ".join(
                     f"unit {int(u):,} = {act}({float(t.mlp_pre[L, u]):+.2f}) × {float(t.mlp_pre_linear[L, u]):+.2f} = {float(v):+.2f}"
                     for u, v in zip(units, values)))
-        if not arch.experts:
+        if not experts:
             return
         probs = t.router_probs[L]
         chosen = t.experts[L]
@@ -612,8 +609,6 @@ class InsidePanel(QWidget):
     def _boxes_hidden(self, hidden: bool) -> None:
         for box in (self.embed_box, self.block_box, self.stream_box, self.lens_box, self.head_box, self.size_box):
             box.setHidden(hidden)
-        if hidden or self.trace is None:
-            self.family_box.setHidden(True)
 
     def _piece(self, token_id: int) -> str:
         return self.pieces.get(int(token_id), f"id {int(token_id)}")

@@ -51,7 +51,17 @@ def test_inside_shows_rmsnorm_rope_grouped_heads_and_the_mlp_or_the_experts(step
     inside = window.inside
     assert t.family == result.info.family and t.rope
     assert inside.pos_strip.isHidden() and "No position vector" in inside.embed_text.text()
-    assert not inside.family_box.isHidden()
+    assert not inside.rope_text.isHidden() and not inside.gqa_text.isHidden() and not inside.gate_text.isHidden()
+    box = inside.block_box.layout()
+    at = {name: box.indexOf(getattr(inside, name)) for name in (
+        "q_strip", "rope_text", "rot_q", "rot_k", "keys_view", "scores", "gqa_text", "attn_out", "ln2_out", "gate_text",
+        "router", "mlp_pre", "mlp_out", "resid_post")}
+    assert min(at.values()) >= 0, at  # every part in the block, none in a box of its own after it
+    # the order the model computes: q, then RoPE turns q and k, then the scores from the turned pair; the
+    # gate or the router after the second norm, before the MLP's units and its output
+    assert at["q_strip"] < at["rope_text"] < at["rot_q"] < at["rot_k"] < at["keys_view"] < at["scores"], at
+    assert at["gqa_text"] < at["keys_view"] and at["attn_out"] < at["ln2_out"] < at["gate_text"] < at["mlp_pre"], at
+    assert at["ln2_out"] < at["router"] < at["mlp_out"] < at["resid_post"], at
     assert "RMSNorm 1" in inside.ln1_norm.caption.text() and "no mean subtracted" in inside.ln1_norm.caption.text()
     np.testing.assert_array_equal(inside.q_strip.values, t.q[1, 3])
     np.testing.assert_array_equal(inside.rot_q.values, t.rot_q[1, 3])
