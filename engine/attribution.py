@@ -125,3 +125,18 @@ def attribute(session, step: int | None = None, position: int | None = None, *,
         logit_scale=float(getattr(model.config, "logits_scaling", 1.0)),
         has_pos_embed=has_pos, has_attn_bias=has_bias, compute_ms=(perf_counter() - t0) * 1e3,
     )
+
+
+def attribution_arrays(session) -> dict[str, np.ndarray]:
+    """The --export file's direct logit attribution of every step's chosen token (engine.session_format):
+    attr_heads_s [L, H], attr_attn_s and attr_mlp_s [L] for each step s of the current branch, and
+    attr_other [S, 5]: the logit they sum to, the embedding's, the position embedding's, the final
+    norm's shift's and the LM-head bias's parts. One recompute of the step's newest position each."""
+    out: dict[str, np.ndarray] = {}
+    other = []
+    for s in range(len(session.records)):
+        a = attribute(session, step=s)
+        out |= {f"attr_heads_{s}": a.heads, f"attr_attn_{s}": a.attn, f"attr_mlp_{s}": a.mlp}
+        other.append((a.logit, a.embed, a.pos_embed, a.norm_shift, a.head_bias))
+    out["attr_other"] = np.asarray(other, dtype=np.float32).reshape(-1, 5)
+    return out

@@ -138,6 +138,16 @@ EXPORT_KEYS = (  # python -m engine --export: the current branch's distributions
         "(GraniteMoe: ÷ logits_scaling) on the residual stream before block 0 and after each block; the last row "
         "is the top 10 of the step's logits"),
     Key("lens_logits_{s}", "float32", ("L + 1", "10"), "their logits"),
+    Key("attr_heads_{s}", "float32", ("L", "H"),
+        "direct logit attribution of step s's chosen token (engine.attribution, TransformerLens's "
+        "`stack_head_results` with `apply_ln_to_stack`): each head's output z_h · W_O[h] read out through the final "
+        "norm, its scale at the position held fixed, and the LM head (GraniteMoe: ÷ logits_scaling)"),
+    Key("attr_attn_{s}", "float32", ("L",), "each block's attention part: its heads and its output bias b_O"),
+    Key("attr_mlp_{s}", "float32", ("L",), "each block's MLP part (a mixture of experts: its chosen experts together)"),
+    Key("attr_other", "float32", ("S", "5"),
+        "per step: the chosen token's logit, then the parts of the token embedding, the position embedding (0 "
+        "without one), the final norm's shift (0 for RMSNorm) and the LM head's bias (0 without one); with "
+        "attr_attn and attr_mlp they sum to the logit"),
 )
 
 # sizes computed from arrays checked before them in KEYS' order

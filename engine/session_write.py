@@ -31,7 +31,7 @@ from .trace import N_CANDIDATES, StepRecord
 def save_session(session, path: str | os.PathLike, *, inside: bool = False) -> Path:
     """Write every branch of ``session`` to ``path`` (``.npz`` added if missing) atomically: a crash
     mid-save leaves the old file whole. ``inside`` adds, for the current path, the final
-    distributions and the recomputed path arrays of engine.inside (``python -m engine --export``;
+    distributions, the recomputed path arrays of engine.inside and each step's logit attribution (``python -m engine --export``;
     needs the model)."""
     return write_snapshot(snapshot(session, inside=inside), path)
 
@@ -81,9 +81,10 @@ def snapshot(session, *, inside: bool = False) -> SessionSnapshot:
     loaded, info = session.loaded, session.info
     extra = {}
     if inside and session.records:
-        from .inside import inside_arrays  # torch: only for --export
+        from .attribution import attribution_arrays  # torch: only for --export
+        from .inside import inside_arrays
 
-        extra = inside_arrays(session)
+        extra = inside_arrays(session) | attribution_arrays(session)
     meta = {
         "format": FORMAT,
         "model": {"name": info.name, "source": info.source, "n_params": info.n_params, "is_demo": info.is_demo,

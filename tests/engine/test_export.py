@@ -45,6 +45,21 @@ def test_path_keys_for_every_step(tmp_path, arrays):
     assert data["final_hidden"].shape == (steps, 256)
 
 
+def test_the_export_holds_each_steps_logit_attribution(tmp_path, arrays):
+    """--export's attr_* arrays: per step, the parts of the chosen token's logit, which sum to the logit
+    the step computed (the parts themselves are checked against TransformerLens in tests/engine/test_attribution*)."""
+    data = read_session(write_npz(arrays, tmp_path / "attr")).arrays
+    logits = data["pass_logits"][data["node_pass"][data["path"]]]
+    other = data["attr_other"]
+    assert other.shape == (len(data["chosen"]), 5) and other.dtype == np.float32
+    for s, chosen in enumerate(data["chosen"]):
+        heads, attn, mlp = data[f"attr_heads_{s}"], data[f"attr_attn_{s}"], data[f"attr_mlp_{s}"]
+        assert heads.shape == (4, 4) and attn.shape == mlp.shape == (4,)
+        np.testing.assert_allclose(other[s, 0], logits[s, chosen], rtol=1e-5)  # the logit the step computed
+        parts = attn.sum() + mlp.sum() + other[s, 1:].sum()
+        assert abs(parts - other[s, 0]) <= 1e-4 * (np.abs(attn).sum() + np.abs(mlp).sum() + np.abs(other[s, 1:]).sum())
+
+
 @pytest.mark.parametrize(
     "changes, words",
     [
@@ -53,6 +68,8 @@ def test_path_keys_for_every_step(tmp_path, arrays):
         ({"lens_ids_2": np.zeros((5, 10), dtype=np.float32)}, "'lens_ids_2' should be int64"),
         ({"scores_2": np.zeros((4, 4, 6), dtype=np.float32)}, "'scores_2' should be float32 \\[4, 4, 7\\]"),
         ({"final_hidden": np.zeros((2, 256), dtype=np.float32)}, "'final_hidden' should be float32 \\[3, 256\\]"),
+        ({"attr_mlp_1": None}, "'attr_mlp_1' is missing"),
+        ({"attr_other": np.zeros((3, 4), dtype=np.float32)}, "'attr_other' should be float32 \\[3, 5\\]"),
     ],
 )
 def test_malformed_path_keys_are_refused(tmp_path, arrays, changes, words):
