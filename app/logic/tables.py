@@ -5,7 +5,8 @@ Sampling view, unrounded); ``history_rows`` is one row per step of the history (
 Candidates panels say of each step). ``write_csv`` writes either with the csv module: UTF-8 with a
 byte-order mark (so Excel reads it as UTF-8; Python reads it with ``encoding="utf-8-sig"`` and
 pandas as it is), a header row, ``-inf`` for a logit a filter removed and an empty cell for a
-value that does not exist (NaN). ``text`` is the prompt and the generated text, as plain text.
+value that does not exist (NaN). ``why_rows`` is the Why view's split of one logit into its parts.
+``text`` is the prompt and the generated text, as plain text.
 
 Token text: ``token`` is the token's text as decoded (a leading space kept; broken UTF-8 as U+FFFD,
 as ``Tokenizer.decode`` does), ``shown_as`` its readable piece as the window shows it (``␣cat``).
@@ -79,6 +80,32 @@ def candidate_rows(result) -> list[dict]:
             "draw_start": st.draw_start[i], "draw_end": st.draw_end[i], "chosen": int(t == record.chosen),
         })  # fmt: skip
     return rows
+
+
+WHY_COLUMNS = ("step", "position", "target", "versus", "part", "layer", "head", "value")
+
+
+def why_rows(answer) -> list[dict]:
+    """The Why view's split of one logit (an app.protocol.messages.AttributionResult), one row per part in
+    the order the model adds them: the embedding (and GPT-2's position embedding), then per block
+    each head, the attention output bias (where the model has one) and the MLP, then the final norm's
+    shift and the LM head's bias, and last the ``logit`` they sum to. ``layer`` and ``head`` are empty
+    where a part has none; ``versus`` is empty for a logit alone. Values as computed, already divided
+    by the model's logit scaling."""
+    a = answer.attribution
+    common = dict(step=a.step, position=a.position, target=answer.target_piece,
+                  versus=answer.versus_piece if a.versus >= 0 else "")
+
+    def row(part, value, layer=math.nan, head=math.nan):
+        return common | dict(part=part, layer=layer, head=head, value=value)
+
+    rows = [row("embed", a.embed)] + ([row("pos_embed", a.pos_embed)] if a.has_pos_embed else [])
+    for layer in range(len(a.mlp)):
+        rows += [row("head", a.heads[layer, h], layer, h) for h in range(a.heads.shape[1])]
+        if a.has_attn_bias:
+            rows.append(row("attn_bias", a.attn_bias[layer], layer))
+        rows.append(row("mlp", a.mlp[layer], layer))
+    return rows + [row("norm_shift", a.norm_shift), row("head_bias", a.head_bias), row("logit", a.logit)]
 
 
 def history_rows(result) -> list[dict]:

@@ -1,7 +1,7 @@
-"""The window's Export entries: pictures of the window or a panel, the two CSV tables, copying text.
+"""The window's Export entries: pictures of the window or a panel, the CSV tables, copying text.
 
 File → Export holds "Picture of the window…", "Picture of a panel" (one entry per panel),
-"Candidates table (CSV)…" and "History table (CSV)…"; Edit holds "Copy text" and "Copy picture of
+"Candidates table (CSV)…", "History table (CSV)…" and "Why table (CSV)…"; Edit holds "Copy text" and "Copy picture of
 the window"; each titled panel has a "⋯" button by its "?" with the same entries for that panel.
 A dialog only asks where: the work is done by ``export_picture``, ``export_table``, ``copy_text``
 and ``copy_picture``, which tests call with a path. Every outcome, a failure included (a folder
@@ -36,17 +36,19 @@ LAYOUT_PASSES = 4  # a new page of panels takes two passes (its splitter, then t
 TABLES = {
     "candidates": ("Candidates table", tables.CANDIDATE_COLUMNS, tables.candidate_rows),
     "history": ("History table", tables.HISTORY_COLUMNS, tables.history_rows),
+    "why": ("Why table", tables.WHY_COLUMNS, tables.why_rows),  # built from the Why view's answer, not the result
 }
 ON_A_THREAD = {"history"}  # the tables slow to build (every step's distribution); one step's is not
 
 
-def write_table(which: str, result, path: Path) -> Written:
-    """Build the ``which`` table of ``result`` and write it to ``path``: plain Python and numpy, on
-    any thread. Never raises: a failure is the outcome's ``error``."""
+def write_table(which: str, source, path: Path) -> Written:
+    """Build the ``which`` table of ``source`` (the SessionResult; for "why", the Why view's
+    AttributionResult) and write it to ``path``: plain Python and numpy, on any thread. Never raises:
+    a failure is the outcome's ``error``."""
     title, columns, build = TABLES[which]
     what = f"the {title.lower()}"
     try:
-        rows = build(result)
+        rows = build(source)
         tables.write_csv(path, columns, rows)
     except (OSError, tables.TableError) as exc:
         return Written(what, path, error=exc)
@@ -104,6 +106,10 @@ class ExportActions(QObject):
             "History table (CSV)…", lambda: self.ask_table("history"),
             "One row per step: token, probability, rank, entropy, cache length, times",
         )  # fmt: skip
+        self.why_action = action(
+            "Why table (CSV)…", lambda: self.ask_table("why"),
+            "The Why view's split of the logit: one row per part (embedding, each head, each MLP…), summing to the logit",
+        )  # fmt: skip
         self.copy_text_action = action("Copy text", self.copy_text, "Copy the prompt and the generated text, as plain text")
         self.copy_picture_action = action(
             "Copy picture of the window", lambda: self.copy_picture(window), "Copy the whole window as a picture (2×)"
@@ -128,6 +134,7 @@ class ExportActions(QObject):
         export.addSeparator()
         export.addAction(self.candidates_action)
         export.addAction(self.history_action)
+        export.addAction(self.why_action)
         edit = _menu(bar, "&Edit", 1)
         edit.addAction(self.copy_text_action)
         edit.addAction(self.copy_picture_action)
@@ -168,7 +175,7 @@ class ExportActions(QObject):
         return True
 
     def export_table(self, which: str, path) -> bool:
-        """Write the ``which`` table ("candidates" or "history", see app.logic.tables) to ``path`` as CSV.
+        """Write the ``which`` table ("candidates", "history" or "why", see app.logic.tables) to ``path`` as CSV.
         The history is written on the writer's thread: True then means it was started (refused at
         once: nothing to export, a folder that cannot be written); ``tableSaved`` says how it ended."""
         what = f"the {TABLES[which][0].lower()}"
@@ -176,11 +183,14 @@ class ExportActions(QObject):
         result = self.window.state.result
         try:
             tables.check(result)
+            source = result if which != "why" else self.window.why_view.answer
+            if which == "why" and (source is None or source.attribution.step != result.trace.step):
+                raise tables.TableError("the Why view has not split this step's logit yet: open it (Alt+4) and wait for its parts")
             tables.check_writable(path)
         except (OSError, tables.TableError) as exc:
             return self._failed(f"Could not save {what} to {path}", exc)
         if which not in ON_A_THREAD:
-            return self._on_writer_written(write_table(which, result, path))
+            return self._on_writer_written(write_table(which, source, path))
         self.status(f"Saving {what} ({len(result.records):,} rows) to {path}…")
         self.writer.submit(lambda: write_table(which, result, path), what)
         return True
@@ -306,6 +316,7 @@ class ExportActions(QObject):
         has_step = result is not None and result.trace is not None
         self.candidates_action.setEnabled(has_step)
         self.history_action.setEnabled(has_step)
+        self.why_action.setEnabled(has_step)
 
 
 class PanelMenuButton(CornerButton):

@@ -3,10 +3,13 @@ engine for the parts only while it is on screen."""
 
 from __future__ import annotations
 
+import csv
+
 import numpy as np
 import pytest
 
 from app.protocol import messages as p
+from app.logic import tables
 from app.logic import why_numbers as wn
 from engine.attribution_trace import Attribution
 
@@ -66,6 +69,34 @@ def show_why(window, qtbot):
         window.show_view("why")
     qtbot.waitUntil(lambda: not window.why_view.awaiting(), timeout=30_000)
     return answer.args[0]
+
+
+def test_the_why_table_has_every_part_once_in_the_models_order():
+    answer = p.AttributionResult(made(), "␣Paris", "", ())
+    rows = tables.why_rows(answer)
+    assert [(r["part"], r["layer"] if r["layer"] == r["layer"] else None) for r in rows] == [
+        ("embed", None), ("pos_embed", None), ("head", 0), ("head", 0), ("attn_bias", 0), ("mlp", 0),
+        ("head", 1), ("head", 1), ("attn_bias", 1), ("mlp", 1), ("norm_shift", None), ("head_bias", None), ("logit", None)]
+    parts = sum(float(r["value"]) for r in rows if r["part"] != "logit")
+    assert parts == rows[-1]["value"] == 3.875  # powers of two: a part dropped or counted twice shows
+    assert {(r["step"], r["position"], r["target"], r["versus"]) for r in rows} == {(1, 6, "␣Paris", "")}
+
+
+def test_file_export_writes_the_why_table_of_the_step_on_screen(window, qtbot, tmp_path):
+    window.show_view("overview")  # the Why view closed: it asks for nothing
+    result = run(qtbot, window, window.step, p.Step)
+    path = tmp_path / "why.csv"
+    assert not window.exporter.export_table("why", path) and not path.exists()  # this step's logit not split yet
+    answer = show_why(window, qtbot)
+    assert window.exporter.export_table("why", path)
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        rows = list(csv.DictReader(f))
+    a = answer.attribution
+    assert {int(r["step"]) for r in rows} == {result.trace.step}
+    assert sum(r["part"] == "head" for r in rows) == a.heads.size
+    logit = float(rows[-1]["value"])
+    assert rows[-1]["part"] == "logit" and logit == pytest.approx(a.logit, rel=1e-6)
+    assert sum(float(r["value"]) for r in rows[:-1]) == pytest.approx(logit, abs=1e-3)
 
 
 def test_the_view_splits_the_chosen_tokens_logit_and_follows_a_click(window, qtbot):
