@@ -250,12 +250,6 @@ class Session:
         self.reset()
         return list(ids)
 
-    def keeps_of_a_long_prompt(self) -> int:
-        """How many last tokens ``set_prompt(..., truncate=True)`` keeps of a prompt too long to run:
-        the context less room to generate (``truncation_keeps``), or fewer when the free memory is the
-        limit (``positions_that_fit``)."""
-        return min(truncation_keeps(self.info.n_positions), self.positions_that_fit())
-
     def positions_that_fit(self) -> int:
         """How many prompt positions a prefill can take in the memory the machine has free now
         (``engine.memory``); the model's context when that is not known."""

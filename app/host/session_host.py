@@ -47,12 +47,8 @@ class LoadCancelled(NextTokenError):
 
 
 class PromptTooLong(PromptError):
-    """A prompt longer than the context window or the free memory allows (``protocol.PromptTooLong``:
-    the window offers to keep its last ``keeps`` tokens, what the session would keep)."""
-
-    def __init__(self, message: str, keeps: int):
-        super().__init__(message)
-        self.keeps = keeps
+    """A prompt longer than the context window (``protocol.PromptTooLong``: the window offers to keep
+    its last tokens)."""
 
 
 class PointCache:
@@ -219,7 +215,7 @@ class SessionHost:
             log.info("%s cancelled: the window is closing", request.kind)
             return
         except PromptTooLong as exc:
-            reply = p.PromptTooLong(g, request, str(exc), keeps=exc.keeps)
+            reply = p.PromptTooLong(g, request, str(exc))
         except LoadCancelled as exc:
             reply = p.DownloadCancelled(g, request, str(exc), kept=self.session.info.name)
         except NextTokenError as exc:
@@ -304,7 +300,7 @@ class SessionHost:
             ids = session.set_prompt(text, truncate=truncate)
         except PromptError as exc:
             if len(session.loaded.tokenizer.encode(text)) > min(session.info.n_positions, session.positions_that_fit()):
-                raise PromptTooLong(str(exc), session.keeps_of_a_long_prompt()) from exc  # too long for the context or the memory free
+                raise PromptTooLong(str(exc)) from exc  # too long for the context or for the memory free
             raise
         whole = len(session.loaded.tokenizer.encode(text)) if truncate else len(ids)
         return self._result(request, p.Facts(kept=len(ids), whole=whole, left_out=session.loaded.tokenizer.left_out(text)))

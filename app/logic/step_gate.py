@@ -49,7 +49,7 @@ class StepGate:
         """A request was refused: the words for it, and whether to offer cutting the prompt."""
         message, keep = wording.failure(reply), 0
         if isinstance(reply, p.PromptTooLong) and self.result is not None:
-            keep = reply.keeps or truncation_keeps(self.result.info.n_positions)  # the engine's: memory may keep fewer
+            keep = truncation_keeps(self.result.info.n_positions)
         if isinstance(reply.request, (p.SetPrompt, p.SetChat)):  # the editor shows a prompt that cannot run: say so, no Step
             self.refused = message = f"{message} Step is off until the prompt can run."
         if isinstance(reply.request, p.Load) and reply.kept and reply.kept not in message:  # the engine's, maybe not the one drawn

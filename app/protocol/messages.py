@@ -446,10 +446,7 @@ class Failed(Reply):
 
 @dataclass(frozen=True)
 class PromptTooLong(Failed):
-    """A SetPrompt longer than the model reads or the free memory allows: it may run again with
-    ``truncate``, which keeps its last ``keeps`` tokens (0: not said; the window then reckons from the context)."""
-
-    keeps: int = 0
+    """A SetPrompt longer than the model reads: it may run again with ``truncate`` (its last tokens)."""
 
 
 @dataclass(frozen=True)

@@ -78,23 +78,3 @@ def test_the_window_shows_the_cut_turn_and_says_so(make_window, qtbot, short_ins
     tokens = window.tokens
     assert tokens.chat_box.isChecked() and tokens.system_edit.text() == "Be brief." and tokens.prompt() == result.chat.user
     assert window.status_line.status_label.text().startswith(f"The chat turn was cut to {len(result.prompt_ids)} of its")
-
-
-def test_a_prompt_too_big_for_the_free_memory_offers_what_the_engine_would_keep(short_instruct, monkeypatch):
-    """The refusal carries the engine's count (the free memory's, here 10), not the context's, so the
-    window's "Keep only the last N tokens" keeps what the engine then keeps."""
-    from engine import memory
-    from engine.session import _mlp_width
-
-    host, reply = _load(short_instruct, ChatTurn("", "Hello"))
-    info = short_instruct.info
-    per = memory.bytes_per_position(info, _mlp_width(short_instruct.model, info.d_model))
-    monkeypatch.setattr(memory, "available_bytes", lambda: int(10 * per / memory.MARGIN) + 1)  # 10 positions fit
-    replies = []
-    host.emit = replies.append
-    text = " x" * 40
-    host.handle(p.SetPrompt(text=text))
-    (refused,) = replies
-    assert isinstance(refused, p.PromptTooLong) and refused.keeps == 10 < truncation_keeps(N_POSITIONS), refused
-    host.handle(p.SetPrompt(text=text, truncate=True))
-    assert isinstance(replies[-1], p.Finished) and len(replies[-1].result.prompt_ids) == refused.keeps

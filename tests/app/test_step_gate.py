@@ -55,8 +55,6 @@ def test_a_refused_prompt_turns_step_off_until_a_prompt_runs():
     assert not gate.can_step
     gate.show(result(p.SetPrompt(), trace=False))
     assert gate.can_step
-    memory_bound = gate.fail(p.PromptTooLong(4, p.SetPrompt(text="x"), "About 10 tokens fit.", keeps=10))
-    assert memory_bound.keep == 10  # what the engine would keep, not what the context would
 
 
 def test_an_emptied_prompt_turns_step_off():
