@@ -19,7 +19,7 @@ from . import memory
 from .memory import release_freed_memory
 from .defaults import truncation_keeps
 from .loaded_model import LoadedModel
-from .errors import GenerationStopped, PromptError, SessionError
+from .errors import GenerationStopped, PromptError, PromptTooLong, SessionError
 from .projection import Projection
 from .sampling import Distribution, SamplingSettings
 from .trace import N_CANDIDATES, KVStats, StepRecord, StepTrace, pattern_rows
@@ -235,15 +235,16 @@ class Session:
         fits = self.positions_that_fit()
         if len(ids) > fits and fits < truncation_keeps(capacity):  # memory, not the context, is the limit
             if not truncate:
-                raise PromptError(self._too_big_message(len(ids), fits))
+                raise PromptTooLong(self._too_big_message(len(ids), fits), tokens=len(ids), keep=fits)
             ids = ids[-fits:]
         elif len(ids) > capacity:
             keep = truncation_keeps(capacity)
             if not truncate:
-                raise PromptError(
+                raise PromptTooLong(
                     f"The prompt is {len(ids):,} tokens long but {self.info.name} reads at most "
                     f"{capacity:,} tokens. Shorten it, or choose to keep only its last {keep:,} tokens "
-                    f"(room to generate {capacity - keep:,})."
+                    f"(room to generate {capacity - keep:,}).",
+                    tokens=len(ids), keep=keep,
                 )
             ids = ids[-keep:]
         self._prompt_ids, self.chat = ids, None

@@ -446,7 +446,11 @@ class Failed(Reply):
 
 @dataclass(frozen=True)
 class PromptTooLong(Failed):
-    """A SetPrompt longer than the model reads: it may run again with ``truncate`` (its last tokens)."""
+    """A SetPrompt longer than the model reads: it may run again with ``truncate``, which keeps its
+    last ``keep`` tokens (the engine's figure: the context less room to generate, or fewer when the
+    memory free is the limit; 0: not known)."""
+
+    keep: int = 0
 
 
 @dataclass(frozen=True)
