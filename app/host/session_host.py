@@ -309,7 +309,12 @@ class SessionHost:
 
     def _step(self, request: p.Request) -> SessionResult:
         session = self._need_session()
-        session.step()
+        g = request.generation
+        session.progress = lambda done, total: self.emit(p.Progress(g, done, total, what="prefill"))
+        try:
+            session.step()
+        finally:
+            session.progress = None
         return self._result(request, Facts(catch_up=session.last_catch_up or None))
 
     def _play(self, request: p.Play) -> SessionResult:

@@ -476,10 +476,12 @@ class Skipped(Reply):
 
 @dataclass(frozen=True)
 class Progress(Reply):
-    """A Load's download: ``done`` of ``total`` bytes (total 0: unknown)."""
+    """A Load's download: ``done`` of ``total`` bytes (total 0: unknown); ``what`` "prefill": a long
+    pass over the prompt, ``done`` of its ``total`` blocks computed (``engine.session.PROGRESS_FROM``)."""
 
     done: int = 0
     total: int = 0
+    what: str = "download"
 
 
 REPLIES = (Finished, Inspected, Attributed, Failed, PromptTooLong, DownloadCancelled, Crashed, NotSent, Skipped, Progress)

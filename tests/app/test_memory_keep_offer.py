@@ -48,3 +48,26 @@ def test_the_gate_uses_the_replys_figure_and_falls_back_to_the_context():
     gate = StepGate()
     assert gate.fail(p.PromptTooLong(3, p.SetPrompt(text="x"), "Too long.", keep=77)).keep == 77
     assert gate.fail(p.PromptTooLong(4, p.SetPrompt(text="x"), "Too long.")).keep == 0  # nothing shown, no figure
+
+
+def test_a_long_prefill_tells_its_progress_block_by_block(demo_model, monkeypatch):
+    """A pass over PROGRESS_FROM positions or more sends Progress(what="prefill") as each block
+    finishes, before its result; a decode step sends none; the status line's words name the block."""
+    from app.logic import wording
+    from engine import session as session_module
+
+    monkeypatch.setattr(session_module, "PROGRESS_FROM", 8)
+    replies = []
+    host = SessionHost(replies.append, lambda request: None)
+    host.handle(p.Load(generation=1, loaded=demo_model, prompt=" a" * 10))
+    replies.clear()
+    host.handle(p.Step(generation=2))
+    layers = demo_model.info.n_layer
+    told = [(r.done, r.total) for r in replies if isinstance(r, p.Progress)]
+    assert told == [(i, layers) for i in range(1, layers + 1)]
+    assert all(r.what == "prefill" and r.generation == 2 for r in replies[:-1]) and isinstance(replies[-1], p.Finished)
+    replies.clear()
+    host.handle(p.Step(generation=3))  # one position: nothing to tell
+    assert [type(r) for r in replies] == [p.Finished]
+    assert host.session.progress is None
+    assert wording.prefill_progress(12, 30) == "Reading the prompt: block 12 of 30…"
