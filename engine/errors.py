@@ -16,6 +16,16 @@ class PromptError(NextTokenError):
     """The prompt cannot be used: empty, or longer than the model's context window."""
 
 
+class PromptTooLong(PromptError):
+    """A prompt longer than the model reads, or than the memory free lets a prefill take: ``tokens``
+    is its length and ``keep`` how many of its last tokens ``set_prompt(text, truncate=True)`` would
+    keep (``truncation_keeps`` of the context, or fewer when memory is the limit: engine.memory)."""
+
+    def __init__(self, message: str, *, tokens: int, keep: int):
+        super().__init__(message)
+        self.tokens, self.keep = tokens, keep
+
+
 class SettingsError(NextTokenError, ValueError):
     """A sampling setting is out of its allowed range. ``setting`` is its field name (``top_p``) and
     ``rule`` what it must be, so that a front end can name its own flag or control instead."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 from contextlib import nullcontext
 from dataclasses import replace
 from time import perf_counter
+from typing import Callable
 
 import numpy as np
 import torch
@@ -19,7 +20,7 @@ from . import memory
 from .memory import release_freed_memory
 from .defaults import truncation_keeps
 from .loaded_model import LoadedModel
-from .errors import GenerationStopped, PromptError, SessionError
+from .errors import GenerationStopped, PromptError, PromptTooLong, SessionError
 from .projection import Projection
 from .sampling import Distribution, SamplingSettings
 from .trace import N_CANDIDATES, KVStats, StepRecord, StepTrace, pattern_rows
@@ -69,6 +70,20 @@ def step_hooks(model, rows: np.ndarray | None = None, *, from_start: bool = Fals
         keep["blocks.0.hook_resid_pre"] = hooks.Keep(rows=newest, out=resid[0])
         keep |= {f"blocks.{i}.hook_resid_post": hooks.Keep(rows=newest, out=resid[i + 1]) for i in range(len(resid) - 1)}
     return keep
+
+
+PROGRESS_FROM = 512  # a pass over this many positions or more tells ``Session.progress`` block by block
+
+
+def _progress_hooks(model, n_layers: int, report: Callable[[int, int], None]) -> list:
+    """Forward hooks on every block that call ``report(i + 1, n_layers)`` as block i finishes; the
+    handles, to remove. Nothing is recorded: the values are not touched."""
+    table = hooks.hook_table(n_layers, families.family_of(model).points)
+    handles = []
+    for i in range(n_layers):
+        module = model.get_submodule(table[f"blocks.{i}.hook_resid_post"].module)
+        handles.append(module.register_forward_hook(lambda *_, done=i + 1: report(done, n_layers)))
+    return handles
 
 
 STOP_MESSAGES = {
@@ -122,6 +137,9 @@ class Session:
         self._latest_dist: Distribution | None = None
         self._use_cache = bool(use_cache) and _keeps_cache(loaded)  # a remote step keeps no cache
         self.last_catch_up: tuple[int, float] | None = None  # the last step's cache catch-up (see _catch_up)
+        # called with (blocks done, blocks) as each block of a pass over PROGRESS_FROM positions or more
+        # finishes (the window's status line shows a long prefill's progress); None: not told
+        self.progress: Callable[[int, int], None] | None = None
 
     # ----------------------------------------------------------------- state
     @property
@@ -235,15 +253,16 @@ class Session:
         fits = self.positions_that_fit()
         if len(ids) > fits and fits < truncation_keeps(capacity):  # memory, not the context, is the limit
             if not truncate:
-                raise PromptError(self._too_big_message(len(ids), fits))
+                raise PromptTooLong(self._too_big_message(len(ids), fits), tokens=len(ids), keep=fits)
             ids = ids[-fits:]
         elif len(ids) > capacity:
             keep = truncation_keeps(capacity)
             if not truncate:
-                raise PromptError(
+                raise PromptTooLong(
                     f"The prompt is {len(ids):,} tokens long but {self.info.name} reads at most "
                     f"{capacity:,} tokens. Shorten it, or choose to keep only its last {keep:,} tokens "
-                    f"(room to generate {capacity - keep:,})."
+                    f"(room to generate {capacity - keep:,}).",
+                    tokens=len(ids), keep=keep,
                 )
             ids = ids[-keep:]
         self._prompt_ids, self.chat = ids, None
@@ -437,6 +456,7 @@ class Session:
         rows = pattern_rows(start, n)  # the query positions whose attention rows the record keeps
         resid = torch.empty((n_layers + 1, n, self.info.d_model)) if in_place else None  # filled by the hooks
         keep = step_hooks(model, rows - cached, from_start=from_start, resid=resid)
+        told = _progress_hooks(model, n_layers, self.progress) if self.progress and in_place and len(fed) >= PROGRESS_FROM else []
         try:
             with torch.inference_mode(), (hf_compat.attention(model, "sdpa") if from_start else nullcontext()):
                 t_fwd = perf_counter()
@@ -453,6 +473,9 @@ class Session:
         except BaseException:
             self._restore_cache(cached)
             raise
+        finally:
+            for handle in told:
+                handle.remove()
         record = StepRecord(
             step=step,
             start=start,

@@ -21,7 +21,7 @@ from typing import Callable
 import numpy as np
 
 from engine.chat import ChatTurn, ChatTurnTooLong, chat_prompt_ids
-from engine.errors import ExportError, GenerationStopped, NextTokenError, PromptError
+from engine.errors import ExportError, GenerationStopped, NextTokenError, PromptTooLong
 from engine.loading import load_model
 from engine.runtime import CPU
 from engine.defaults import DEFAULT_PROMPT, model_settings
@@ -44,11 +44,6 @@ class Cancelled(Exception):
 
 class LoadCancelled(NextTokenError):
     """The person cancelled a download: the load fails, the session stays (``protocol.DownloadCancelled``)."""
-
-
-class PromptTooLong(PromptError):
-    """A prompt longer than the context window (``protocol.PromptTooLong``: the window offers to keep
-    its last tokens)."""
 
 
 class PointCache:
@@ -215,7 +210,7 @@ class SessionHost:
             log.info("%s cancelled: the window is closing", request.kind)
             return
         except PromptTooLong as exc:
-            reply = p.PromptTooLong(g, request, str(exc))
+            reply = p.PromptTooLong(g, request, str(exc), keep=exc.keep)
         except LoadCancelled as exc:
             reply = p.DownloadCancelled(g, request, str(exc), kept=self.session.info.name)
         except NextTokenError as exc:
@@ -296,12 +291,7 @@ class SessionHost:
         keep_settings(session, request)  # first: a refused prompt must not lose them (a Resample
         # waiting behind this request was dropped when it was sent)
         text, truncate = str(request.text), request.truncate
-        try:
-            ids = session.set_prompt(text, truncate=truncate)
-        except PromptError as exc:
-            if len(session.loaded.tokenizer.encode(text)) > min(session.info.n_positions, session.positions_that_fit()):
-                raise PromptTooLong(str(exc)) from exc  # too long for the context or for the memory free
-            raise
+        ids = session.set_prompt(text, truncate=truncate)  # PromptTooLong: too long for the context or the memory free
         whole = len(session.loaded.tokenizer.encode(text)) if truncate else len(ids)
         return self._result(request, p.Facts(kept=len(ids), whole=whole, left_out=session.loaded.tokenizer.left_out(text)))
 
@@ -318,7 +308,12 @@ class SessionHost:
 
     def _step(self, request: p.Request) -> p.SessionResult:
         session = self._need_session()
-        session.step()
+        g = request.generation
+        session.progress = lambda done, total: self.emit(p.Progress(g, done, total, what="prefill"))
+        try:
+            session.step()
+        finally:
+            session.progress = None
         return self._result(request, p.Facts(catch_up=session.last_catch_up or None))
 
     def _play(self, request: p.Play) -> p.SessionResult:

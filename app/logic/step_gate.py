@@ -48,8 +48,8 @@ class StepGate:
     def fail(self, reply: p.Failed) -> Refusal:
         """A request was refused: the words for it, and whether to offer cutting the prompt."""
         message, keep = wording.failure(reply), 0
-        if isinstance(reply, p.PromptTooLong) and self.result is not None:
-            keep = truncation_keeps(self.result.info.n_positions)
+        if isinstance(reply, p.PromptTooLong):  # the engine's figure: memory may allow fewer than the context
+            keep = reply.keep or (truncation_keeps(self.result.info.n_positions) if self.result is not None else 0)
         if isinstance(reply.request, (p.SetPrompt, p.SetChat)):  # the editor shows a prompt that cannot run: say so, no Step
             self.refused = message = f"{message} Step is off until the prompt can run."
         if isinstance(reply.request, p.Load) and reply.kept and reply.kept not in message:  # the engine's, maybe not the one drawn

@@ -22,6 +22,11 @@ def human_bytes(n: int) -> str:
     return f"{n} B"
 
 
+def prefill_progress(done: int, total: int) -> str:
+    """The status line while a long prompt is read: "Reading the prompt: block 12 of 30…"."""
+    return f"Reading the prompt: block {done:,} of {total:,}…"
+
+
 def percent(prob: float) -> str:
     """A probability as a percentage that never reads 0 while it is not: 12.3%, 0.041%, 0.0004%
     (two significant figures below 0.1 %). Every view writes probabilities with it."""

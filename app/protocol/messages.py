@@ -446,7 +446,11 @@ class Failed(Reply):
 
 @dataclass(frozen=True)
 class PromptTooLong(Failed):
-    """A SetPrompt longer than the model reads: it may run again with ``truncate`` (its last tokens)."""
+    """A SetPrompt longer than the model reads: it may run again with ``truncate``, which keeps its
+    last ``keep`` tokens (the engine's figure: the context less room to generate, or fewer when the
+    memory free is the limit; 0: not known)."""
+
+    keep: int = 0
 
 
 @dataclass(frozen=True)
@@ -472,10 +476,12 @@ class Skipped(Reply):
 
 @dataclass(frozen=True)
 class Progress(Reply):
-    """A Load's download: ``done`` of ``total`` bytes (total 0: unknown)."""
+    """A Load's download: ``done`` of ``total`` bytes (total 0: unknown); ``what`` "prefill": a long
+    pass over the prompt, ``done`` of its ``total`` blocks computed (``engine.session.PROGRESS_FROM``)."""
 
     done: int = 0
     total: int = 0
+    what: str = "download"
 
 
 REPLIES = (Finished, Inspected, Attributed, Failed, PromptTooLong, DownloadCancelled, Crashed, NotSent, Skipped, Progress)

@@ -60,6 +60,7 @@ class SessionController(QObject):
     failed = Signal(object)  # protocol.Failed (a kind of it), not stale
     busyChanged = Signal(bool)
     downloadProgress = Signal("qint64", "qint64")  # bytes done, bytes total (models pass 2 GiB)
+    prefillProgress = Signal(int, int)  # a long prefill: blocks done, blocks
     modelLoaded = Signal(object)  # SessionResult: a Load's, or the first drawn of another model the engine holds
     engineRestarted = Signal(object)  # the engine died (its exit code) and a fresh one (no model loaded) replaced it
     engineStopped = Signal(object)  # the engine (exit code) died quickly too often: no new one was started
@@ -242,6 +243,9 @@ class SessionController(QObject):
 
     # -------------------------------------------------------------- replies
     def _on_engine_replied(self, reply: p.Reply) -> None:
+        if isinstance(reply, p.Progress) and reply.what == "prefill":
+            self.prefillProgress.emit(reply.done, reply.total)
+            return
         if isinstance(reply, p.Progress):
             self.downloadProgress.emit(reply.done, reply.total)
             return

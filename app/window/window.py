@@ -121,6 +121,7 @@ class MainWindow(QMainWindow):
         self.painter.resultDropped.connect(c.not_drawn)
         c.failed.connect(self._on_controller_failed)
         c.busyChanged.connect(th.show_busy)
+        c.prefillProgress.connect(lambda done, total: self.status_line.say(wording.prefill_progress(done, total)))
         c.modelLoaded.connect(self._on_controller_model_loaded)
         c.noticed.connect(lambda result: self.status_line.say(wording.result_status(result)))
         c.insideReady.connect(self._on_controller_inside_ready)

@@ -270,8 +270,9 @@ def test_a_prompt_too_big_for_the_free_memory_is_refused_or_cut_to_what_fits(dem
     monkeypatch.setattr(memory, "available_bytes", lambda: int(10 * per / memory.MARGIN) + 1)  # 10 positions fit
     session = Session(demo_model)
     text = " x" * 40
-    with pytest.raises(PromptError, match=r"memory free: about 10 tokens fit.*keep only its last 10 tokens"):
+    with pytest.raises(PromptError, match=r"memory free: about 10 tokens fit.*keep only its last 10 tokens") as refused:
         session.set_prompt(text)
+    assert (refused.value.tokens, refused.value.keep) == (40, 10)  # what the window's offer says (PromptTooLong)
     assert len(session.set_prompt(text, truncate=True)) == 10
     session.step()
     session.set_prompt_ids(list(range(30)))  # no tokenizer check: the pass itself refuses
