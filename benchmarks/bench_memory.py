@@ -73,7 +73,7 @@ for g in range(steps):
 out["decode_ms"] = (time.perf_counter() - t0) / steps * 1e3
 out["steps_mb"] = peak_mb()
 out["steps"] = host.session.n_steps - 1
-out["replies"] = sorted(set(r for r in replies if not r.startswith("Finished")))
+out["replies"] = sorted(set(r for r in replies if not r.startswith(("Finished", "Progress"))))  # a long prefill tells its progress
 print(json.dumps(out))
 """
 
