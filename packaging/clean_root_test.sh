@@ -35,10 +35,12 @@ mkdir -p "$roots"
 base_root() {  # release: the cached minbase root's path, made when missing
     local base=$roots/$1
     if [ ! -x "$base/usr/bin/apt-get" ]; then
-        echo "clean_root_test: debootstrap --variant=minbase $1 (once; cached in $base)"
+        # to stderr: the caller reads this function's stdout as the root's path (a fresh machine's first
+        # run mounted "clean_root_test: debootstrap ..." as the overlay's lower folder and failed)
+        echo "clean_root_test: debootstrap --variant=minbase $1 (once; cached in $base)" >&2
         rm -rf "$base.tmp"
         debootstrap --variant=minbase "$1" "$base.tmp" "$mirror" > "$roots/$1-debootstrap.log" 2>&1 ||
-            { tail -n 20 "$roots/$1-debootstrap.log"; exit 1; }
+            { tail -n 20 "$roots/$1-debootstrap.log" >&2; exit 1; }
         mv "$base.tmp" "$base"
     fi
     echo "$base"
