@@ -96,6 +96,6 @@ def test_the_installed_wheel_opens_the_demo_model_in_an_empty_venv(wheel, tmp_pa
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert engine.returncode == 0, engine.stderr[-3000:]
     assert len(engine.stdout.strip().splitlines()) >= 2
-    help_text = subprocess.run([str(python), "-c", "from app import help; print(len(help.texts()))"],
+    help_text = subprocess.run([str(python), "-c", "from app.logic import help; print(len(help.texts()))"],
                                cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert help_text.returncode == 0 and int(help_text.stdout) > 0, help_text.stderr
