@@ -42,6 +42,15 @@ class Cancelled(Exception):
     that load (``cancel_load``): ends the download."""
 
 
+class PrefillCancelled(Exception):
+    """Raised from a long prefill's progress callback once the person cancelled that step
+    (``cancel_step``): the pass ends after the block that ran, the session stays as it was."""
+
+    def __init__(self, done: int, total: int):
+        super().__init__(f"cancelled after block {done} of {total}")
+        self.done, self.total = done, total
+
+
 class LoadCancelled(NextTokenError):
     """The person cancelled a download: the load fails, the session stays (``protocol.DownloadCancelled``)."""
 
@@ -162,6 +171,7 @@ class SessionHost:
         self.latest_barrier = 0
         self.play_generation = 0
         self.cancel_load = 0
+        self.cancel_step = 0
         self.cancelled = False
         self._loading = -1  # the generation of the Load whose download runs
         self._points = PointCache()
@@ -213,6 +223,8 @@ class SessionHost:
             reply = p.PromptTooLong(g, request, str(exc), keep=exc.keep)
         except LoadCancelled as exc:
             reply = p.DownloadCancelled(g, request, str(exc), kept=self.session.info.name)
+        except PrefillCancelled as exc:
+            reply = p.StepCancelled(g, request, str(exc), done=exc.done, total=exc.total)
         except NextTokenError as exc:
             kept = self.session.info.name if isinstance(request, p.Load) and self.session is not None else ""
             reply = p.Failed(g, request, str(exc), kept=kept)
@@ -309,7 +321,14 @@ class SessionHost:
     def _step(self, request: p.Request) -> p.SessionResult:
         session = self._need_session()
         g = request.generation
-        session.progress = lambda done, total: self.emit(p.Progress(g, done, total, what="prefill"))
+        def progress(done: int, total: int) -> None:
+            if self.cancelled:  # the window is closing: the pass ends after this block
+                raise Cancelled("the window is closing")
+            if self.cancel_step == g and done < total:
+                raise PrefillCancelled(done, total)
+            self.emit(p.Progress(g, done, total, what="prefill"))
+
+        session.progress = progress
         try:
             session.step()
         finally:

@@ -176,6 +176,9 @@ def failure(reply: p.Failed) -> str:
             return f"Unexpected error: {reply.error}"
         case p.DownloadCancelled():
             return f"Download cancelled: still using {reply.kept}."
+        case p.StepCancelled():
+            return (f"Reading the prompt cancelled after block {reply.done:,} of {reply.total:,}: no step was "
+                    "taken and the prompt is unchanged. Press Step to read it again.")
         case p.NotSent():
             return f"The model's process is stopped. {RESTART}"
     return reply.error

@@ -249,11 +249,13 @@ PROMPT_EDITS = (SetPrompt, SetChat)  # the person's text: still run after any re
 COALESCING = (Step, Resample, Choose, Inspect, AttentionMap, Attribute, Switch)  # a newer one replaces an older one still waiting
 LOOKS = (Inspect, Attribute)  # ask what the model computed for a view: change nothing, end no play loop (an AttentionMap is an Inspect)
 
-CONTROLS = ("play_generation", "latest_barrier", "cancel_load")
+CONTROLS = ("play_generation", "latest_barrier", "cancel_load", "cancel_step")
 """The host attributes the window may set while a request runs (and nothing else):
 ``play_generation``, the Play request still wanted (0: none); ``latest_barrier``, the newest
 restart: a Step older than it is skipped unrun; ``cancel_load``, the generation of a Load whose
-download the person cancelled: it stops at its next progress report."""
+download the person cancelled: it stops at its next progress report; ``cancel_step``, the
+generation of a Step (or Play) whose long prefill the person cancelled: it stops after the block
+that runs."""
 
 
 
@@ -459,6 +461,15 @@ class DownloadCancelled(Failed):
 
 
 @dataclass(frozen=True)
+class StepCancelled(Failed):
+    """The person cancelled a long prefill after block ``done`` of ``total``: no step was taken, the
+    prompt and the KV cache are as they were."""
+
+    done: int = 0
+    total: int = 0
+
+
+@dataclass(frozen=True)
 class Crashed(Failed):
     """A bug, not a refusal: ``error`` names the exception and says what it said; the engine lives on."""
 
@@ -484,4 +495,4 @@ class Progress(Reply):
     what: str = "download"
 
 
-REPLIES = (Finished, Inspected, Attributed, Failed, PromptTooLong, DownloadCancelled, Crashed, NotSent, Skipped, Progress)
+REPLIES = (Finished, Inspected, Attributed, Failed, PromptTooLong, DownloadCancelled, StepCancelled, Crashed, NotSent, Skipped, Progress)

@@ -206,6 +206,16 @@ class SessionController(QObject):
         self.engine.set_control("cancel_load", running.generation)
         return running.generation
 
+    def cancel_step(self) -> int:
+        """Stop the long prefill of the Step (or Play) that runs (the person pressed Cancel): it ends
+        after the block that runs with ``StepCancelled``, no step taken. Returns that request's
+        generation (0: no step runs)."""
+        running = self.policy.in_flight
+        if not isinstance(running, (p.Step, p.Play)) or self.engine is None:
+            return 0
+        self.engine.set_control("cancel_step", running.generation)
+        return running.generation
+
     def refresh(self) -> int:
         """Ask for the session as it stands (nothing changes)."""
         return self._request(p.Refresh())

@@ -15,8 +15,8 @@ log = logging.getLogger(__name__)
 
 class StatusLine(QObject):
     """Labels that wrap (a QStatusBar's labels do not: a long message widened the whole window),
-    ``truncate_button`` (shown while a too-long prompt is refused) and ``restart_button`` (shown once
-    the engine was not restarted by itself), in one row (``layout``: the window adds it under the
+    ``truncate_button`` (shown while a too-long prompt is refused), ``restart_button`` (shown once
+    the engine was not restarted by itself) and ``cancel_button`` (shown while a long prefill runs), in one row (``layout``: the window adds it under the
     views, a layout and not a widget of its own, so the labels wrap to the window's width)."""
 
     def __init__(self, parent: QObject | None = None):
@@ -28,6 +28,9 @@ class StatusLine(QObject):
         self.truncate_button.hide()
         self.restart_button = QPushButton("Restart the model")
         self.restart_button.hide()
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setToolTip("Stop reading the prompt: no step is taken, the prompt stays")
+        self.cancel_button.hide()
         for label in (self.status_label, self.model_label):
             label.setTextFormat(Qt.PlainText)  # token text such as <|endoftext|> is text, not a tag
             label.setWordWrap(True)
@@ -38,6 +41,7 @@ class StatusLine(QObject):
         bar.addWidget(self.status_label, 2)  # a step's line fits on one line at 1280 px, projector
         bar.addWidget(self.truncate_button)
         bar.addWidget(self.restart_button)
+        bar.addWidget(self.cancel_button)
         bar.addWidget(self.model_label, 1)
 
     def say(self, text: str, *, error: bool = False) -> None:

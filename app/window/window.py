@@ -105,6 +105,7 @@ class MainWindow(QMainWindow):
         line.truncate_button.clicked.connect(lambda: c.set_prompt(self.tokens.prompt(), truncate=True))
         self.recovery = EngineRecovery(self)
         line.restart_button.clicked.connect(self.recovery.restart)
+        line.cancel_button.clicked.connect(c.cancel_step)
         self.download = DownloadDialog(self, c, line.say)
         self.tour = TourMode(self.flow_view, self.commands.step_action, self.commands.back_action,
                              self.commands.unfocus_action, self._show_flow, self)
@@ -121,7 +122,7 @@ class MainWindow(QMainWindow):
         self.painter.resultDropped.connect(c.not_drawn)
         c.failed.connect(self._on_controller_failed)
         c.busyChanged.connect(th.show_busy)
-        c.prefillProgress.connect(lambda done, total: self.status_line.say(wording.prefill_progress(done, total)))
+        c.prefillProgress.connect(self._on_controller_prefill_progress)
         c.modelLoaded.connect(self._on_controller_model_loaded)
         c.noticed.connect(lambda result: self.status_line.say(wording.result_status(result)))
         c.insideReady.connect(self._on_controller_inside_ready)
@@ -296,8 +297,13 @@ class MainWindow(QMainWindow):
             return
         self.controller.set_chat(turn)
 
+    def _on_controller_prefill_progress(self, done: int, total: int) -> None:
+        self.status_line.say(wording.prefill_progress(done, total))
+        self.status_line.cancel_button.setVisible(done < total)
+
     def _on_painter_result_started(self, result: p.SessionResult) -> None:
         self.gate.show(result)
+        self.status_line.cancel_button.hide()
         if isinstance(result.request, (p.Load, p.SetPrompt, p.SetChat, p.OpenSession)):
             self.status_line.truncate_button.hide()
         if not self.controller.settings_chosen and self.sampling.shown != self.controller.settings:
@@ -321,7 +327,13 @@ class MainWindow(QMainWindow):
         self.overview.relayout()
 
     def _on_controller_failed(self, reply: p.Failed) -> None:
+        self.status_line.cancel_button.hide()
         refusal = self.gate.fail(reply)
+        if isinstance(reply, p.StepCancelled):  # what the person asked for: said calmly, Play stops
+            self.player.pause()
+            self.status_line.say(refusal.message)
+            self._sync_actions()
+            return
         if refusal.keep:
             self.status_line.truncate_button.setText(f"Keep only the last {refusal.keep:,} tokens")
             self.status_line.truncate_button.show()
