@@ -12,6 +12,7 @@ never comes down, so lengths must not share one.
     python benchmarks/bench_memory.py --positions 128 1000     # just these lengths
     python benchmarks/bench_memory.py --shapes SmolLM2-135M --folder models/SmolLM2-135M-Instruct  # the real weights
     python benchmarks/bench_memory.py --root /path/to/other/tree --positions 128 1000  # another tree's engine, same models
+    python benchmarks/bench_memory.py --shapes SmolLM2-135M --positions 4000 --play 300  # then Play for 5 minutes
 
 Prints a markdown table (paste it into benchmarks/RESULTS.md) and the growth from 2,000 to 4,000 and
 from 4,000 to 8,192 positions where both were measured. A script, not a test: the figures depend on the
@@ -35,6 +36,7 @@ SHAPES = ("SmolLM2-135M", "GPT-2 small")
 CHILD = r"""
 import json, resource, sys, time
 root, folder, positions, steps, threads = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+play_s = float(sys.argv[6])
 sys.path.insert(0, root)
 import numpy as np, torch
 torch.set_num_threads(threads)
@@ -45,6 +47,10 @@ from app.protocol.wire import Sender
 def peak_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: kilobytes
 
+def rss_mb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize() / 2**20
+
 class Pipe:  # what the engine process writes to: the bytes are made, then dropped
     def send_bytes(self, data): bytes(memoryview(data)[:1])
     def send(self, obj): pass
@@ -53,7 +59,8 @@ sender, replies = Sender(Pipe()), []
 def emit(reply):
     sender.write(sender.encode(reply, prune=isinstance(reply, p.Finished)))
     replies.append(type(reply).__name__ + ": " + getattr(reply, "error", ""))
-host = SessionHost(emit, lambda request: None)
+queued = []
+host = SessionHost(emit, queued.append)
 out = {"positions": positions}
 host.handle(p.Load(generation=1, source=folder, prompt="Hello"))  # as the window asks: by folder
 loaded = host.session.loaded
@@ -73,6 +80,17 @@ for g in range(steps):
 out["decode_ms"] = (time.perf_counter() - t0) / steps * 1e3
 out["steps_mb"] = peak_mb()
 out["steps"] = host.session.n_steps - 1
+if play_s > 0:  # Play as the window runs it: each step queues the next (SessionHost._play)
+    out["play"], t0, mark = [], time.perf_counter(), 0.0
+    host.play_generation = 100
+    queued.append(p.Play(generation=100))
+    while queued and time.perf_counter() - t0 < play_s:
+        host.handle(queued.pop())
+        if time.perf_counter() - t0 >= mark:
+            out["play"].append((round(time.perf_counter() - t0), host.session.n_steps, round(rss_mb()), round(peak_mb())))
+            mark += 30
+    out["play"].append((round(time.perf_counter() - t0), host.session.n_steps, round(rss_mb()), round(peak_mb())))
+    out["play_stopped"] = not queued
 out["replies"] = sorted(set(r for r in replies if not r.startswith(("Finished", "Progress"))))  # a long prefill tells its progress
 print(json.dumps(out))
 """
@@ -93,8 +111,8 @@ def write_models(tmp: Path, shapes, folder: str | None) -> dict[str, str]:
     return folders
 
 
-def measure(root: str, folder: str, positions: int, steps: int, threads: int) -> dict:
-    run = subprocess.run([sys.executable, "-c", CHILD, root, folder, str(positions), str(steps), str(threads)],
+def measure(root: str, folder: str, positions: int, steps: int, threads: int, play_s: float = 0) -> dict:
+    run = subprocess.run([sys.executable, "-c", CHILD, root, folder, str(positions), str(steps), str(threads), str(play_s)],
                          capture_output=True, text=True)
     if run.returncode != 0:
         return {"positions": positions, "error": f"exit {run.returncode}: {run.stderr.strip().splitlines()[-1:]}"}
@@ -109,6 +127,8 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--root", default=str(ROOT), help="the tree whose engine runs (default: this one)")
     parser.add_argument("--folder", help="a model folder to use instead of the random shape (one shape)")
+    parser.add_argument("--play", type=float, default=0, metavar="SECONDS",
+                        help="after the steps, Play for this long, the RSS printed every 30 s")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         folders = write_models(Path(tmp), args.shapes, args.folder)
@@ -118,7 +138,7 @@ def main(argv=None) -> int:
         for shape, folder in folders.items():
             got = {}
             for n in args.positions:
-                r = measure(args.root, folder, n, args.steps, args.threads)
+                r = measure(args.root, folder, n, args.steps, args.threads, args.play)
                 got[n] = r
                 if "error" in r:
                     print(f"| {shape} | {n:,} | {r['error']} | | | | |", flush=True)
@@ -126,6 +146,10 @@ def main(argv=None) -> int:
                 note = f" ({'; '.join(r['replies'])})" if r["replies"] else ""
                 print(f"| {shape} | {n:,} | {r['load_mb']:,.0f} MB | {r['prefill_mb']:,.0f} MB | {r['steps_mb']:,.0f} MB "
                       f"| {r['prefill_s']:.1f} s | {r['decode_ms']:.0f} ms{note} |", flush=True)
+                for t, taken, now, peak in r.get("play", []):
+                    print(f"|   Play, {t} s | {taken:,} steps | RSS {now:,} MB | peak {peak:,} MB | | | |", flush=True)
+                if r.get("play_stopped"):
+                    print("|   Play stopped by itself (the model's end of text or the context's end) | | | | | | |")
             ok = {n: r["steps_mb"] for n, r in got.items() if "error" not in r}
             if all(n in ok for n in (2000, 4000, 8192)):
                 low, high = ok[4000] - ok[2000], ok[8192] - ok[4000]

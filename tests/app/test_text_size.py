@@ -141,6 +141,8 @@ def screens(window, qtbot):
             window.show_view(name)
         if name == "cache":
             qtbot.waitUntil(lambda: not window.cache_view.awaiting(), timeout=30_000)
+        if name == "why":  # its captions change when the parts arrive: measure them as drawn
+            qtbot.waitUntil(lambda: window.why_view.answer is not None and not window.why_view.awaiting(), timeout=30_000)
         pages = range(len(window.overview.pages)) if name == "overview" else [None]
         for page in pages:
             if page is not None:
