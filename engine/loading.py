@@ -137,9 +137,17 @@ def load_folder(folder: Path, *, name: str | None = None, is_demo: bool = False,
             f"The weights in {folder} are incomplete: {len(missing)} tensors are missing "
             f"(for example {missing[0]}). The download may have been interrupted."
         )
-    if not all(torch.isfinite(p).all() for p in model.parameters()):
+    if not all_finite(model.parameters()):
         raise ModelLoadError(f"The weights in {folder} hold NaN or infinite values: the file is corrupt.")
     return wrap_model(model.to(device), folder, name=name, is_demo=is_demo, backend=runtime.backend)
+
+
+def all_finite(tensors) -> bool:
+    """No NaN or infinity in any of ``tensors``: one float64 sum each (a NaN or an infinity makes it
+    non-finite; float32's largest values times a billion elements stay far below float64's limit).
+    torch.isfinite(...).all() gives the same answer and took 6-15 s for SmolLM2's 135M parameters on
+    2 cores, every start; the sums take about half a second."""
+    return all(bool(torch.isfinite(t.sum(dtype=torch.float64))) for t in tensors)
 
 
 def wrap_model(model, folder: Path, *, name: str, is_demo: bool = False, backend: str = "hooks") -> LoadedModel:

@@ -172,3 +172,19 @@ def test_a_bundled_name_loads_offline_before_the_hub(tmp_path, tiny_dir, monkeyp
     loaded = load_model("gpt2")
     assert loaded.info.name == "gpt2" and loaded.info.n_layer == 2 and not loaded.info.is_demo
     assert [d.name for d in paths.bundled_model_dirs()] == [paths.DEMO_MODEL_NAME, "gpt2"]
+
+
+def test_all_finite_finds_every_non_finite_value_and_no_false_one():
+    import torch
+
+    from engine.loading import all_finite
+
+    big = torch.full((1000,), torch.finfo(torch.float32).max)  # finite, its float32 sum would overflow
+    assert all_finite([torch.zeros(3), big, -big])
+    for bad in (float("nan"), float("inf"), float("-inf")):
+        t = torch.ones(5, 7)
+        t[3, 2] = bad
+        assert not all_finite([torch.zeros(2), t]), bad
+    both = torch.tensor([float("inf"), float("-inf")])  # a sum of NaN: still found
+    assert not all_finite([both])
+    assert not all_finite([torch.tensor([float("nan")], dtype=torch.float16)])
