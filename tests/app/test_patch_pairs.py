@@ -118,3 +118,86 @@ def test_a_restart_while_a_patch_runs_stops_it():
     controls.clear()
     policy.add(policy.number(p.Step()))  # not a restart: the patch it waits behind runs on
     assert not [c for c in controls if c[0] == "cancel_patch"]
+
+
+# ------------------------------------------------------------------ the page in a window
+def _patch_page(window, qtbot):
+    from .helpers import run
+
+    run(qtbot, window, lambda: window.tokens.editor.setPlainText(FIRST), p.SetPrompt)
+    run(qtbot, window, window.step, p.Step)
+    window.show_view("why")
+    why = window.why_view
+    why.show_page(1)
+    page = why.patch
+    qtbot.waitUntil(lambda: page.editor.text() == FIRST, timeout=10_000)
+    return why, page
+
+
+def test_the_page_runs_a_pair_and_draws_the_map(window, qtbot):
+    why, page = _patch_page(window, qtbot)
+    page.editor.setText(SECOND)
+    page.editor.textEdited.emit(SECOND)
+    qtbot.waitUntil(lambda: "as many tokens" in page.count_label.text(), timeout=10_000)
+    assert page.run_button.isEnabled()
+    with qtbot.waitSignal(window.controller.patchReady, timeout=60_000) as got:
+        page.run_button.click()
+    answer = got.args[0]
+    qtbot.waitUntil(lambda: page.answer is answer, timeout=10_000)
+    result = window.state.result
+    L, P = result.n_layer, len(result.prompt_ids)
+    assert page.image.image.shape == (L, P) == answer.restored.shape  # rows: layers, columns: positions
+    np.testing.assert_allclose(page.image.image, answer.restored, equal_nan=True)
+    assert not page.progress.isVisible() and not page.cancel_button.isVisible()
+    caption = page.caption.text()
+    assert f"the share of the difference in the logit of “{answer.target_piece}”" in caption
+    assert "block L's input at position i is taken from the first prompt" in caption
+    bottom = dict(page.plot.getAxis("bottom")._tickLevels[0])
+    top = dict(page.plot.getAxis("top")._tickLevels[0])
+    assert bottom[3.5] == answer.first_pieces[3] and top[3.5] == answer.second_pieces[3]  # France / Germany
+    assert f"“{answer.first_top[0][1]}”" in page.first_list.text() and f"“{answer.second_top[0][1]}”" in page.second_list.text()
+
+
+def test_a_pair_of_different_lengths_is_not_offered(window, qtbot):
+    why, page = _patch_page(window, qtbot)
+    longer = FIRST + " a city called"
+    page.editor.setText(longer)
+    page.editor.textEdited.emit(longer)
+    qtbot.waitUntil(lambda: "needs as many" in page.count_label.text(), timeout=10_000)
+    assert not page.run_button.isEnabled()
+
+
+def test_cancel_stops_the_run(window, qtbot, monkeypatch):
+    """Cancel appears with the first layer told; pressing it stops the run (the engine waits for the
+    press, so the race is decided); the page says so and draws no map."""
+    import threading
+
+    import engine.patching
+
+    why, page = _patch_page(window, qtbot)
+    pressed = threading.Event()
+    real = engine.patching.patch_resid_pre
+
+    def waiting(*args, progress, **kw):
+        def told_then_wait(done, total):
+            progress(done, total)
+            if done == 1:
+                pressed.wait(20)  # the engine's thread: the window presses Cancel meanwhile
+        return real(*args, progress=told_then_wait, **kw)
+
+    monkeypatch.setattr(engine.patching, "patch_resid_pre", waiting)
+    page.editor.setText(SECOND)
+
+    def press(done, total):
+        assert page.cancel_button.isVisible() and page.progress.value() == done and page.progress.maximum() == total
+        page.cancel_button.click()
+        pressed.set()
+
+    window.controller.patchProgress.connect(press)
+    with qtbot.waitSignal(window.controller.failed, timeout=30_000) as got:
+        page.run_button.click()
+    window.controller.patchProgress.disconnect(press)
+    assert isinstance(got.args[0], p.PatchCancelled) and got.args[0].done == 1
+    assert not page.cancel_button.isVisible() and page.answer is None
+    assert "cancelled after layer 1 of" in page.status.text()
+    assert window.state.result.trace is not None  # the step on screen stays
