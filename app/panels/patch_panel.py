@@ -28,8 +28,8 @@ from app.window import theme as th
 TITLE = "What if: a second prompt (activation patching)"
 INTRO = ("Type a second prompt with as many tokens as the first (France → Germany) and press Run. For every "
          "block and position, the second prompt runs once more with that block's input at that position taken "
-         "from the first prompt; the map shows how much of the two prompts' difference in the target's logit "
-         "that one place brings back. This measures what a place causes through the later layers, which direct "
+         "from the first prompt; the map shows how much of the two prompts' difference in the logit chosen above "
+         "(Why … rather than …) that one place brings back. This measures what a place causes through the later layers, which direct "
          "attribution (the first page) does not.")
 
 
@@ -252,7 +252,7 @@ class PatchPage(QWidget):
         rows = tick_every(L, self.view.height() - 4 * theme.text_px(), int(theme.text_px(-1) * 1.4))
         self.plot.getAxis("left").setTicks([[(layer + 0.5, str(layer)) for layer in range(0, L, rows)]])
         th.style_plot(self.plot, theme, left="block L", bottom="position i: the first prompt's tokens")
-        self.plot.setLabel("top", "the second prompt's tokens", color=theme.text, size=theme.css_size())
+        self.plot.setLabel("top", "the second prompt's tokens", **{"color": theme.text, "font-size": theme.css_size()})
         self.caption.setText(wn.patch_caption(a))
         self.caption.setToolTip(wn.patch_formula(a))
         self.first_list.setText(wn.candidates_html(a.first_top))
@@ -262,5 +262,7 @@ class PatchPage(QWidget):
         self.setFont(theme.font())
         self.view.setMinimumHeight(8 * theme.text_px())
         th.style_plot(self.plot, theme)
+        self.bar.axis.setTickFont(theme.font(-1))
+        self.bar.axis.setTextPen(pg.mkPen(theme.text))
         if self.answer is not None:
             self._draw()

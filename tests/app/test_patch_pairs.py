@@ -1,4 +1,4 @@
-"""Prompt pairs (issue 33, part 2): a Patch request gives engine.patching's map exactly, refuses two
+"""Prompt pairs: a Patch request gives engine.patching's map exactly, refuses two
 prompts of different lengths with both counts, stops when cancelled and changes nothing; a
 Tokenize answers the second prompt's count first; the Why view's second page runs a pair, draws
 the layer x position map and cancels."""

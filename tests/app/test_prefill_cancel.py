@@ -1,4 +1,4 @@
-"""Cancelling a long prefill (issue 36): the pass ends after the block that runs, no step is taken,
+"""Cancelling a long prefill: the pass ends after the block that runs, no step is taken,
 the KV cache is as it was, the next Step reads the prompt again and records what an uncancelled one
 records; the window's Cancel button is shown while the blocks are told and sends the control."""
 
