@@ -39,6 +39,8 @@ class Patching:
     metric: float32 [L, P], the metric of the corrupted run with the clean resid_pre of block l put
         in at position j (TransformerLens's get_act_patch_resid_pre with this metric).
     seconds: the run's wall time.
+    clean_last, corrupted_last: float32 [V], each run's logits at the last position, unpatched (what
+        each prompt predicts next).
     """
 
     clean_ids: np.ndarray
@@ -49,6 +51,8 @@ class Patching:
     corrupted: float
     metric: np.ndarray
     seconds: float
+    clean_last: np.ndarray | None = None
+    corrupted_last: np.ndarray | None = None
 
     @property
     def restored(self) -> np.ndarray:
@@ -107,4 +111,4 @@ def patch_resid_pre(model, clean_ids, corrupted_ids, target: int, versus: int = 
         progress(layer + 1, n_layers)
     return Patching(clean_ids, corrupted_ids, int(target), int(versus),
                     float(_metric(clean_logits, target, versus)[0]), float(_metric(corrupted, target, versus)[0]),
-                    metric, perf_counter() - t0)
+                    metric, perf_counter() - t0, clean_logits[0, -1].float().numpy(), corrupted[0, -1].float().numpy())

@@ -34,7 +34,8 @@ from app.host.saver import Saver, SaveJob
 
 log = logging.getLogger(__name__)
 
-_REPLY = {p.Inspect: p.Inspected, p.AttentionMap: p.Inspected, p.Attribute: p.Attributed}  # the reply of each request not answered by a session
+_REPLY = {p.Inspect: p.Inspected, p.AttentionMap: p.Inspected, p.Attribute: p.Attributed, p.Tokenize: p.Tokenized,
+          p.Patch: p.Patched}  # the reply of each request not answered by a session
 
 
 class Cancelled(Exception):
@@ -49,6 +50,26 @@ class PrefillCancelled(Exception):
     def __init__(self, done: int, total: int):
         super().__init__(f"cancelled after block {done} of {total}")
         self.done, self.total = done, total
+
+
+class PatchStopped(Exception):
+    """A Patch the person cancelled (``cancel_patch``) stopped before layer ``done`` of ``total``."""
+
+    def __init__(self, done: int, total: int):
+        super().__init__(f"cancelled after layer {done} of {total}")
+        self.done, self.total = done, total
+
+
+TOP_CANDIDATES = 8  # each prompt's most likely next tokens a Patch answer names
+
+
+def top_candidates(logits: np.ndarray, piece, n: int = TOP_CANDIDATES) -> tuple[tuple[int, str, float], ...]:
+    """(id, piece, model probability) of the ``n`` largest of ``logits`` [V] (ties: the lower id)."""
+    logits = np.asarray(logits, np.float64)
+    probs = np.exp(logits - logits.max())
+    probs /= probs.sum()
+    order = np.lexsort((np.arange(len(logits)), -logits))[:n]  # by logit, then by id
+    return tuple((int(i), piece(int(i)), float(probs[i])) for i in order)
 
 
 class LoadCancelled(NextTokenError):
@@ -172,6 +193,7 @@ class SessionHost:
         self.play_generation = 0
         self.cancel_load = 0
         self.cancel_step = 0
+        self.cancel_patch = 0
         self.cancelled = False
         self._loading = -1  # the generation of the Load whose download runs
         self._points = PointCache()
@@ -190,6 +212,8 @@ class SessionHost:
             p.SetCache: self._set_cache,
             p.Inspect: self._inspect,
             p.Attribute: self._attribute,
+            p.Tokenize: self._tokenize,
+            p.Patch: self._patch,
             p.AttentionMap: self._attention_map,
             p.Switch: self._switch,
             p.SaveSession: self._save,
@@ -225,6 +249,11 @@ class SessionHost:
             reply = p.DownloadCancelled(g, request, str(exc), kept=self.session.info.name)
         except PrefillCancelled as exc:
             reply = p.StepCancelled(g, request, str(exc), done=exc.done, total=exc.total)
+        except PatchStopped as exc:
+            if self.cancelled:  # the window is closing: nobody to tell
+                log.info("patch cancelled: the window is closing")
+                return
+            reply = p.PatchCancelled(g, request, str(exc), done=exc.done, total=exc.total)
         except NextTokenError as exc:
             kept = self.session.info.name if isinstance(request, p.Load) and self.session is not None else ""
             reply = p.Failed(g, request, str(exc), kept=kept)
@@ -403,6 +432,46 @@ class SessionHost:
         ids = session.token_ids()[: a.position + 1]
         return p.AttributionResult(a, piece(a.target), piece(a.versus) if a.versus >= 0 else "",
                                  tuple(piece(int(i)) for i in ids))
+
+    def _tokenize(self, request: p.Tokenize) -> p.TokensResult:
+        tokenizer = self._need_session().loaded.tokenizer
+        ids = np.array(tokenizer.encode(str(request.text)), dtype=np.int64)
+        return p.TokensResult(request.text, ids, tuple(tokenizer.piece(int(i)) for i in ids))
+
+    def _patch(self, request: p.Patch) -> p.PatchResult:
+        from engine.inside import resolve
+        from engine.patching import PatchingCancelled, patch_resid_pre  # only when the Why view asks
+
+        session = self._stepped_session("patching")
+        tokenizer = session.loaded.tokenizer
+        if not request.text.strip():
+            raise NextTokenError("The second prompt is empty: type the prompt to compare with the first.")
+        step, _, first, chosen = resolve(session, None if request.step < 0 else request.step, None)
+        n_prompt = len(session.prompt_ids)
+        second_prompt = tokenizer.encode(request.text)
+        if len(second_prompt) != n_prompt:
+            raise NextTokenError(
+                f"Patching needs two prompts with as many tokens: the first has {n_prompt:,}, the second "
+                f"{len(second_prompt):,}, so a position of one is not the same place in the other.")
+        second = np.concatenate([np.array(second_prompt, np.int64), first[n_prompt:]])  # the same chosen tokens follow
+        target = chosen if request.target < 0 else int(request.target)
+        g, told = request.generation, [0, session.info.n_layer]
+
+        def progress(done: int, total: int) -> None:
+            told[:] = done, total
+            self.emit(p.Progress(g, done, total, what="patch"))
+
+        try:
+            result = patch_resid_pre(session.loaded.model, first, second, target, int(request.versus),
+                                     cancelled=lambda: self.cancelled or self.cancel_patch == g, progress=progress)
+        except PatchingCancelled:
+            raise PatchStopped(*told) from None
+        piece = tokenizer.piece
+        return p.PatchResult(
+            result, result.restored, result.clean, result.corrupted, step, request.text,
+            tuple(piece(int(i)) for i in first), tuple(piece(int(i)) for i in second),
+            piece(target), piece(result.versus) if result.versus >= 0 else "",
+            top_candidates(result.clean_last, piece), top_candidates(result.corrupted_last, piece))
 
     def _attention_map(self, request: p.AttentionMap) -> p.MapResult:
         from engine.attention import head_map

@@ -9,6 +9,8 @@ lists (tests/app/test_request_policy.py, no QApplication).
 - **Stale results.** A restart (Load, SetPrompt, SetChat, Reset, OpenSession) drops everything
   waiting but a Load, a Save, new stop sequences and a prompt edit (see below), and raises the
   barrier: a result of an older request is stale. So does an engine's death, for everything it held.
+- **Patching.** A restart while a Patch runs stops it at its next layer (``cancel_patch``): its map
+  would be stale.
 - **What the person typed.** A prompt edit (SetPrompt, SetChat) waiting is dropped only by a newer
   edit: a Load carries the editor's text but may be refused, and a Reset or a file opened would
   otherwise run the old prompt under the new text. A refusal of the newest edit is handed on even
@@ -108,6 +110,8 @@ class RequestPolicy:
         if isinstance(request, p.RESTARTS):
             self.barrier = request.generation
             self.control("latest_barrier", request.generation)
+            if isinstance(self.in_flight, p.Patch):  # its map is of a session about to change: stop it at its next layer
+                self.control("cancel_patch", self.in_flight.generation)
             keep = tuple(k for k in p.KEPT_ON_RESTART if not isinstance(request, k))  # a newer Load replaces a waiting one
             if not isinstance(request, p.PROMPT_EDITS):  # only newer text replaces the text typed
                 keep += p.PROMPT_EDITS

@@ -7,9 +7,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from html import escape
+
 import numpy as np
 
 from engine.tokens import clip
+
+from app.logic.wording import percent
 
 
 @dataclass(frozen=True)
@@ -104,3 +108,47 @@ def head_sentence(a, layer: int, head: int, pieces) -> str:
     where = ", ".join(f"“{clip(pieces[j], 12) if j < len(pieces) else ''}” ({j}: {float(bars[j]):+.2f})" for j in order)
     kv = f" (key/value head {int(a.kv_head[head])})" if a.kv_head.max() + 1 < a.heads.shape[1] else ""
     return f"Head L{layer}H{head}{kv} writes {float(a.heads[layer, head]):+.2f}, most from {where}"
+
+
+# ------------------------------------------------------------------ the second page: a prompt pair
+def pair_count(first_pieces, second_pieces, chosen: int = 0) -> str:
+    """Whether a second prompt can be patched into the first: as many tokens in each, and where they differ."""
+    n1, n2 = len(first_pieces), len(second_pieces)
+    if n1 != n2:
+        return (f"The second prompt has {n2:,} tokens and the first {n1:,}: patching needs as many tokens in each, "
+                "so that a position is the same place in both.")
+    differ = [i for i in range(n1) if first_pieces[i] != second_pieces[i]]
+    where = ", ".join(f"{i} (“{clip(first_pieces[i], 12)}” → “{clip(second_pieces[i], 12)}”)" for i in differ[:3])
+    more = f" and {len(differ) - 3:,} more" if len(differ) > 3 else ""
+    then = f" Both are followed by the {chosen:,} tokens chosen so far." if chosen else ""
+    if not differ:
+        return f"{n1:,} tokens each, as many tokens as the first prompt, and the same tokens: change a word to compare.{then}"
+    return (f"{n1:,} tokens each, as many tokens as the first prompt; they differ at position{'s' if len(differ) > 1 else ''} "
+            f"{where}{more}.{then}")
+
+
+def patch_caption(a) -> str:
+    """What a cell of the patching map is (rich text), with this pair's numbers (``protocol.PatchResult``)."""
+    quantity = what(a.target_piece, a.versus_piece)
+    L, P = a.restored.shape
+    runs = f"{L:,} blocks × {P:,} positions patched in {a.patching.seconds:.1f} s."
+    if not np.isfinite(a.restored).any():
+        return (f"The two prompts give the same {quantity} ({a.first_metric:.2f}) at step {a.step}: there is no "
+                f"difference to restore. {runs}")
+    layer, position = np.unravel_index(int(np.nanargmax(a.restored)), a.restored.shape)  # the first of a tie
+    return (f"<b>Each cell</b>: the share of the difference in {quantity} restored when block L's input at position i "
+            f"is taken from the first prompt (1: all of it, 0: none; step {a.step}: the first prompt gives "
+            f"{a.first_metric:.2f}, the second {a.second_metric:.2f}). Most: block {layer} at position {position} "
+            f"(“{clip(a.first_pieces[position], 12)}”), {float(a.restored[layer, position]):.2f}. {runs}")
+
+
+def patch_formula(a) -> str:
+    """The formula of a cell, for a tooltip."""
+    return (f"share = (patched − second) / (first − second), each {what(a.target_piece, a.versus_piece)} at the last "
+            "position: the second prompt run with blocks.L.hook_resid_pre at position i taken from the first prompt's "
+            "run (TransformerLens's get_act_patch_resid_pre).")
+
+
+def candidates_html(top) -> str:
+    """A prompt's most likely next tokens, one a line: “piece” and its model probability."""
+    return "<br>".join(f"“{escape(clip(piece, 14))}” {percent(prob)}" for _id, piece, prob in top)

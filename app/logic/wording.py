@@ -179,6 +179,9 @@ def failure(reply: p.Failed) -> str:
         case p.StepCancelled():
             return (f"Reading the prompt cancelled after block {reply.done:,} of {reply.total:,}: no step was "
                     "taken and the prompt is unchanged. Press Step to read it again.")
+        case p.PatchCancelled():
+            return (f"Patching cancelled after layer {reply.done:,} of {reply.total:,}: no map was made "
+                    "and nothing changed.")
         case p.NotSent():
             return f"The model's process is stopped. {RESTART}"
     return reply.error

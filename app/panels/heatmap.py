@@ -57,6 +57,11 @@ class Frame(QGraphicsRectItem):
         painter.restore()
 
 
+def tick_every(n: int, width_px: int, label_px: int) -> int:
+    """Label every k-th of ``n`` bars or cells so that labels ``label_px`` wide fit in ``width_px``."""
+    return max(1, int(np.ceil(n * label_px / max(1, width_px))))
+
+
 def heatmap_view() -> tuple[pg.PlotWidget, pg.ImageItem]:
     """A fixed plot (zoom and pan allowed: long contexts) holding one image; ``image.outline`` is a
     rectangle to frame rows with (empty at first)."""

@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, QTimer, Signal
-from PySide6.QtWidgets import QComboBox, QGridLayout, QHBoxLayout, QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (QButtonGroup, QComboBox, QGridLayout, QHBoxLayout, QLabel, QPushButton, QStackedWidget,
+                               QVBoxLayout, QWidget)
 
 from engine.tokens import clip
 
@@ -22,7 +23,8 @@ from app.logic import why_numbers as wn
 from app.window.guard import guarded
 from app.logic.state import AppState
 from app.panels.attention_panel import ClickableImage
-from app.panels.heatmap import DIVERGING, Frame
+from app.panels.heatmap import DIVERGING, Frame, tick_every
+from app.panels.patch_panel import TITLE as PATCH_TITLE, PatchPage
 
 CANDIDATES = 10  # candidates offered as targets
 _MAP = pg.colormap.get(DIVERGING)
@@ -30,11 +32,6 @@ PUSH, PULL = _MAP.map(1.0, mode="qcolor").name(), _MAP.map(0.0, mode="qcolor").n
 # colour means one thing in all three plots
 HONEST = ("Direct attribution: what each part writes straight into this logit, not what it causes through the "
           "later layers that read it (patching measures that).")
-
-
-def tick_every(n: int, width_px: int, label_px: int) -> int:
-    """Label every k-th of ``n`` bars so that labels ``label_px`` wide fit in ``width_px``."""
-    return max(1, int(np.ceil(n * label_px / max(1, width_px))))
 
 
 class WhyPanel(QWidget):
@@ -105,11 +102,31 @@ class WhyPanel(QWidget):
         grid.setColumnStretch(1, 1)
         grid.setRowStretch(1, 3)
         grid.setRowStretch(3, 2)
+        # two pages: what each part writes into the logit, and what a second prompt changes (patching)
+        self.patch = PatchPage(state, self._patch_target)
+        first = QWidget()
+        inner = QVBoxLayout(first)
+        inner.setContentsMargins(0, 0, 0, 0)
+        inner.addWidget(self.header)
+        inner.addLayout(grid, 1)
+        inner.addWidget(self.honest)
+        self.pages = QStackedWidget()
+        self.pages.addWidget(first)
+        self.pages.addWidget(self.patch)
+        self.page_buttons = QButtonGroup(self)
+        tabs = QHBoxLayout()
+        for index, title in enumerate(("Direct attribution: what each part writes into the logit", PATCH_TITLE)):
+            button = QPushButton(title)
+            button.setCheckable(True)
+            self.page_buttons.addButton(button, index)
+            tabs.addWidget(button)
+        tabs.addStretch(1)
+        self.page_buttons.button(0).setChecked(True)
+        self.page_buttons.idClicked.connect(self.show_page)
         layout = QVBoxLayout(self)
-        layout.addWidget(self.header)
+        layout.addLayout(tabs)
         layout.addLayout(row)
-        layout.addLayout(grid, 1)
-        layout.addWidget(self.honest)
+        layout.addWidget(self.pages, 1)
         self.answer = None  # the AttributionResult shown
         self._asked: tuple[int, int, int, int] | None = None
         self._step_boxes: tuple[int, int] | None = None  # (step, position) the boxes were filled for
@@ -141,8 +158,20 @@ class WhyPanel(QWidget):
         return self._asked is not None and (a.step, a.position, a.target, a.versus) == self._asked
 
     def awaiting(self) -> bool:
+        """An answer this view asked for (the parts, or a patching map) is on its way."""
         shown = None if self.answer is None else self.answer.attribution
-        return self._asked is not None and (shown is None or (shown.step, shown.position, shown.target, shown.versus) != self._asked)
+        parts = self._asked is not None and (shown is None or (shown.step, shown.position, shown.target, shown.versus) != self._asked)
+        return parts or self.patch.awaiting()
+
+    def show_page(self, index: int) -> None:
+        """Page 0: direct attribution; 1: what if, a second prompt (activation patching)."""
+        self.page_buttons.button(index).setChecked(True)
+        self.pages.setCurrentIndex(index)
+
+    def _patch_target(self) -> tuple[int, int, int] | None:
+        """(step, target, versus) of the step on screen, as the boxes chose them (None before a step)."""
+        wanted = self.wanted()
+        return None if wanted is None else (wanted[0], wanted[2], wanted[3])
 
     def refresh(self) -> None:
         """Ask the engine for the parts this view wants, if it is on screen and has not asked yet."""

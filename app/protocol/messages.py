@@ -177,6 +177,35 @@ class Attribute(Request):
 
 
 @dataclass(frozen=True)
+class Tokenize(Request):
+    """The tokens ``text`` would have as a prompt (``engine.tokens.Tokenizer.encode``, as a SetPrompt
+    reads it): the Why view's second prompt, to say before patching whether it has as many tokens
+    as the first. Answered with a ``Tokenized``; it changes nothing and ends no play loop."""
+
+    kind: ClassVar[str] = "tokenize"
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class Patch(Request):
+    """Activation patching of the residual stream (``engine.patching``) at history step ``step``
+    (-1: the latest). The first run reads the tokens that step read (the prompt, then the tokens
+    chosen before it); the second reads ``text``'s tokens followed by the same chosen tokens. For
+    every layer L and position i the second runs again with block L's input at position i taken
+    from the first run, and the logit of ``target`` (-1: the token the step chose) minus that of
+    ``versus`` (-1: none) at the last position is read. The two prompts must have as many tokens
+    (else ``Failed``, the sentence giving both counts). It is told layer by layer (``Progress``
+    "patch"), stops at the next layer once ``cancel_patch`` names it (``PatchCancelled``), changes
+    nothing, and is answered with a ``Patched``."""
+
+    kind: ClassVar[str] = "patch"
+    text: str = ""
+    step: int = -1
+    target: int = -1
+    versus: int = -1
+
+
+@dataclass(frozen=True)
 class AttentionMap(Inspect):
     """One head's whole attention pattern at the pass of history step ``step``, ``layer``, ``head``,
     recomputed by the engine (``engine.attention.head_map``): a long prefill keeps only a sample of
@@ -242,20 +271,22 @@ class Refresh(Request):
 
 
 REQUESTS = (Load, SetPrompt, SetChat, SetStops, Step, Play, Back, Choose, Resample, Reset, SetCache, Inspect, AttentionMap,
-            Attribute, Switch, SaveSession, OpenSession, Refresh)
+            Attribute, Tokenize, Patch, Switch, SaveSession, OpenSession, Refresh)
 RESTARTS = (Load, SetPrompt, SetChat, Reset, OpenSession)  # after one of these, results of older requests are stale
 KEPT_ON_RESTART = (Load, SaveSession, SetStops)  # still run after a restart (a save's result is stale, its message is not; stop sequences are the person's)
 PROMPT_EDITS = (SetPrompt, SetChat)  # the person's text: still run after any restart but a newer edit (a Load may be refused)
-COALESCING = (Step, Resample, Choose, Inspect, AttentionMap, Attribute, Switch)  # a newer one replaces an older one still waiting
-LOOKS = (Inspect, Attribute)  # ask what the model computed for a view: change nothing, end no play loop (an AttentionMap is an Inspect)
+COALESCING = (Step, Resample, Choose, Inspect, AttentionMap, Attribute, Tokenize, Patch, Switch)  # a newer one replaces an older one still waiting
+LOOKS = (Inspect, Attribute, Tokenize)  # ask what the model computed for a view: change nothing, end no play loop (an AttentionMap
+# is an Inspect); a Patch changes nothing either but ends a play loop: its map is of the step on screen
 
-CONTROLS = ("play_generation", "latest_barrier", "cancel_load", "cancel_step")
+CONTROLS = ("play_generation", "latest_barrier", "cancel_load", "cancel_step", "cancel_patch")
 """The host attributes the window may set while a request runs (and nothing else):
 ``play_generation``, the Play request still wanted (0: none); ``latest_barrier``, the newest
 restart: a Step older than it is skipped unrun; ``cancel_load``, the generation of a Load whose
 download the person cancelled: it stops at its next progress report; ``cancel_step``, the
 generation of a Step (or Play) whose long prefill the person cancelled: it stops after the block
-that runs."""
+that runs; ``cancel_patch``, the generation of a Patch the person cancelled (or a restart made
+stale): it stops before its next layer."""
 
 
 
@@ -392,6 +423,55 @@ class AttributionResult:
 
 
 @dataclass(frozen=True)
+class TokensResult:
+    """The answer to a Tokenize request: ``text``, its token ids ``ids`` (int64 [n]) and their
+    readable text ``pieces`` (len n)."""
+
+    text: str
+    ids: np.ndarray
+    pieces: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PatchResult:
+    """The answer to a Patch request, for the Why view's second page.
+
+    patching: the ``engine.patching.Patching`` itself (its ``metric`` float32 [L, P], its ids).
+    restored: float32 [L, P], the share of the two prompts' difference in the metric that comes back
+        when block L's input at position i is taken from the first prompt ((metric - second) /
+        (first - second); NaN everywhere when the two prompts do not differ).
+    first_metric, second_metric: the metric (logit of target minus that of versus) at the last
+        position of each prompt's own run.
+    step: the history step patched; text: the second prompt as typed.
+    first_pieces, second_pieces: the readable text of each run's P tokens.
+    target_piece, versus_piece: the two tokens' text (versus -1: "").
+    first_top, second_top: each run's most likely next tokens, (id, piece, model probability: the
+        softmax of its logits), most likely first (ties: the lower id).
+    """
+
+    patching: object
+    restored: np.ndarray
+    first_metric: float
+    second_metric: float
+    step: int
+    text: str
+    first_pieces: tuple[str, ...]
+    second_pieces: tuple[str, ...]
+    target_piece: str
+    versus_piece: str
+    first_top: tuple[tuple[int, str, float], ...] = ()
+    second_top: tuple[tuple[int, str, float], ...] = ()
+
+    @property
+    def target(self) -> int:
+        return int(self.patching.target)
+
+    @property
+    def versus(self) -> int:
+        return int(self.patching.versus)
+
+
+@dataclass(frozen=True)
 class MapResult:
     """The answer to an AttentionMap request: ``rows``, float16 [n, T], blocks.{layer}.attn.hook_pattern
     of ``head`` at every query position ``record``'s pass computed (its start to its end - 1; T = its
@@ -436,6 +516,20 @@ class Attributed(Reply):
 
 
 @dataclass(frozen=True)
+class Tokenized(Reply):
+    """The answer to a Tokenize request (``TokensResult``)."""
+
+    answer: TokensResult | None = None
+
+
+@dataclass(frozen=True)
+class Patched(Reply):
+    """The answer to a Patch request (``PatchResult``)."""
+
+    answer: PatchResult | None = None
+
+
+@dataclass(frozen=True)
 class Failed(Reply):
     """``request`` was refused and changed nothing: ``error`` is the engine's own sentence
     (``engine.errors``); ``kept``: for a refused Load, the name of the model the engine still holds
@@ -470,6 +564,14 @@ class StepCancelled(Failed):
 
 
 @dataclass(frozen=True)
+class PatchCancelled(Failed):
+    """The person cancelled a Patch after ``done`` of its ``total`` layers: no map, nothing changed."""
+
+    done: int = 0
+    total: int = 0
+
+
+@dataclass(frozen=True)
 class Crashed(Failed):
     """A bug, not a refusal: ``error`` names the exception and says what it said; the engine lives on."""
 
@@ -488,11 +590,13 @@ class Skipped(Reply):
 @dataclass(frozen=True)
 class Progress(Reply):
     """A Load's download: ``done`` of ``total`` bytes (total 0: unknown); ``what`` "prefill": a long
-    pass over the prompt, ``done`` of its ``total`` blocks computed (``engine.session.PROGRESS_FROM``)."""
+    pass over the prompt, ``done`` of its ``total`` blocks computed (``engine.session.PROGRESS_FROM``);
+    "patch": a Patch, ``done`` of its ``total`` layers patched."""
 
     done: int = 0
     total: int = 0
     what: str = "download"
 
 
-REPLIES = (Finished, Inspected, Attributed, Failed, PromptTooLong, DownloadCancelled, StepCancelled, Crashed, NotSent, Skipped, Progress)
+REPLIES = (Finished, Inspected, Attributed, Tokenized, Patched, Failed, PromptTooLong, DownloadCancelled, StepCancelled,
+           PatchCancelled, Crashed, NotSent, Skipped, Progress)

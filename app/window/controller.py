@@ -57,6 +57,9 @@ class SessionController(QObject):
     insideReady = Signal(object)  # InsideResult, the answer to ``inspect``, not stale
     attributionReady = Signal(object)  # AttributionResult, the answer to ``attribute``, not stale
     mapReady = Signal(object)  # MapResult, the answer to ``attention_map``, not stale
+    tokenizedReady = Signal(object)  # TokensResult, the answer to ``tokenize``, not stale
+    patchReady = Signal(object)  # PatchResult, the answer to ``patch``, not stale
+    patchProgress = Signal(int, int)  # a Patch: layers done, layers
     failed = Signal(object)  # protocol.Failed (a kind of it), not stale
     busyChanged = Signal(bool)
     downloadProgress = Signal("qint64", "qint64")  # bytes done, bytes total (models pass 2 GiB)
@@ -196,6 +199,26 @@ class SessionController(QObject):
         """Ask for one head's whole attention pattern at history step ``step`` (``mapReady`` answers)."""
         return self._request(p.AttentionMap(step=int(step), layer=int(layer), head=int(head)))
 
+    def tokenize(self, text: str) -> int:
+        """Ask for the tokens ``text`` would have as a prompt (``tokenizedReady`` answers; nothing changes)."""
+        return self._request(p.Tokenize(text=str(text)))
+
+    def patch(self, text: str, step: int = -1, target: int = -1, versus: int = -1) -> int:
+        """Ask for the activation patching map of the prompt on screen and the second prompt ``text`` at
+        history step ``step`` for ``target``'s logit minus ``versus``'s (-1: the chosen token, none, the
+        latest step; ``patchProgress`` tells each layer, ``patchReady`` answers)."""
+        return self._request(p.Patch(text=str(text), step=int(step), target=int(target), versus=int(versus)))
+
+    def cancel_patch(self) -> int:
+        """Stop the Patch that runs (the person pressed Cancel) before its next layer: it fails with
+        ``PatchCancelled``. Returns its generation (0: no Patch runs; one still waiting is dropped)."""
+        running = self.policy.in_flight
+        self.policy.waiting = [r for r in self.policy.waiting if not isinstance(r, p.Patch)]
+        if not isinstance(running, p.Patch) or self.engine is None:
+            return 0
+        self.engine.set_control("cancel_patch", running.generation)
+        return running.generation
+
     def cancel_load(self) -> int:
         """Stop the download of the Load that runs (the person pressed Cancel): it fails with
         ``DownloadCancelled`` and the session it would have replaced stays. Returns that Load's
@@ -256,6 +279,10 @@ class SessionController(QObject):
         if isinstance(reply, p.Progress) and reply.what == "prefill":
             self.prefillProgress.emit(reply.done, reply.total)
             return
+        if isinstance(reply, p.Progress) and reply.what == "patch":
+            if self.policy.is_current(reply):
+                self.patchProgress.emit(reply.done, reply.total)
+            return
         if isinstance(reply, p.Progress):
             self.downloadProgress.emit(reply.done, reply.total)
             return
@@ -277,6 +304,10 @@ class SessionController(QObject):
                 self.insideReady.emit(reply.answer)
             case Verdict.SHOW, p.Attributed():
                 self.attributionReady.emit(reply.answer)
+            case Verdict.SHOW, p.Tokenized():
+                self.tokenizedReady.emit(reply.answer)
+            case Verdict.SHOW, p.Patched():
+                self.patchReady.emit(reply.answer)
 
     def _on_result(self, result) -> None:
         request = result.request

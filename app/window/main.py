@@ -93,6 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="open Model → About this model once the model is loaded (with --screenshot: the picture is of that table)")
     p.add_argument("--view", choices=tuple(VIEWS), default="flow",
                    help="the view in front: " + "; ".join(f"{name} = {what}" for name, what in VIEWS.items()))
+    p.add_argument("--what-if", metavar="PROMPT", default=None,
+                   help="open the Why view's second page with this second prompt and run the pair (activation patching) "
+                        "once the steps ran (with no --steps, one step runs first: a step's chosen token is the target)")
     p.add_argument("--focus", choices=PANELS, default=None,
                    help="show the Overview with this panel alone, filling the window (as View → Focus does)")
     p.add_argument("--layer", type=int, default=0, help="the layer selected, counted from 0 as the window shows it")
@@ -140,12 +143,13 @@ class ScriptedRun:
     """
 
     def __init__(self, window, *, steps: int, screenshot: str | None, smoke: bool, started: float, done, opening: bool = False,
-                 tour: int | None = None, about_model: bool = False):
+                 tour: int | None = None, about_model: bool = False, what_if: str | None = None):
         """``opening``: a session file is being opened (``--open``): wait for it before anything else.
         ``tour``: once the steps ran, start the tour at that stage; ``about_model``: open the Model
-        dialog (the screenshot is then of it)."""
+        dialog (the screenshot is then of it); ``what_if``: run that second prompt on the Why view's
+        second page (the screenshot waits for its map)."""
         self.window, self.steps_left, self.screenshot, self.smoke = window, steps, screenshot, smoke
-        self.tour, self.about_model = tour, about_model
+        self.tour, self.about_model, self.what_if = tour, about_model, what_if
         self.opening = opening
         self.steps_done = 0
         self.started, self.done = started, done
@@ -184,13 +188,21 @@ class ScriptedRun:
             self.window.tour.start(self.tour)
         if self.about_model:
             self.window.commands.show_model_dialog()
+        if self.what_if is not None:
+            why = self.window.why_view
+            self.window.show_view("why")
+            why.show_page(1)
+            why.patch.set_second_prompt(self.what_if)
+            why.patch.run()
         view = self.window.views.currentWidget()
         if getattr(view, "awaiting", lambda: False)():  # a view's answer from the engine is on its way
             from PySide6.QtCore import QTimer
 
             c = self.window.controller
-            for answered in (c.insideReady, c.attributionReady, c.failed):  # drawn, or refused: picture it either way
-                answered.connect(lambda _answer: QTimer.singleShot(50, lambda: self._capture(result)))
+            for answered in (c.insideReady, c.attributionReady, c.patchReady):  # drawn: picture it once nothing else is awaited
+                answered.connect(lambda _answer: QTimer.singleShot(
+                    50, lambda: None if getattr(view, "awaiting")() else self._capture(result)))
+            c.failed.connect(lambda _reply: QTimer.singleShot(50, lambda: self._capture(result)))  # refused: picture it anyway
             return
         if self.window.attention.awaiting():  # the selected head's rows of a long prefill are on their way
             from PySide6.QtCore import QTimer
@@ -377,14 +389,16 @@ def main(argv: list[str] | None = None) -> int:
 
     select_layer_and_head(window, args.layer, args.head, refuse)  # before the script: it sees the load first
     steps = 3 if args.smoke_test and not args.steps else args.steps
+    if args.what_if is not None:  # the pair explains a step's chosen token: one step at least
+        steps = max(steps, 1)
     script = None  # kept referenced: its slots must outlive this block
     if scripted:
         script = ScriptedRun(window, steps=steps, screenshot=args.screenshot, smoke=args.smoke_test, started=started, done=done,
-                             opening=bool(args.open), tour=args.tour, about_model=args.about_model)
-    elif steps or args.tour is not None or args.about_model:
+                             opening=bool(args.open), tour=args.tour, about_model=args.about_model, what_if=args.what_if)
+    elif steps or args.tour is not None or args.about_model or args.what_if is not None:
         script = ScriptedRun(window, steps=steps, screenshot=None, smoke=False, started=started, done=lambda code: None,
-                             opening=bool(args.open), tour=args.tour, about_model=args.about_model)
-    window.show_view("overview" if args.focus else args.view)
+                             opening=bool(args.open), tour=args.tour, about_model=args.about_model, what_if=args.what_if)
+    window.show_view("overview" if args.focus else "why" if args.what_if is not None else args.view)
     if args.focus:
         window.focus.toggle(window.panel_named(args.focus))
     window.show()

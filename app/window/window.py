@@ -139,6 +139,13 @@ class MainWindow(QMainWindow):
         self.inside.inspectRequested.connect(c.inspect)
         self.cache_view.inspectRequested.connect(c.inspect)
         self.why_view.attributeRequested.connect(c.attribute)
+        patch = self.why_view.patch
+        patch.tokenizeRequested.connect(c.tokenize)
+        patch.patchRequested.connect(self._on_patch_requested)
+        patch.cancelRequested.connect(c.cancel_patch)
+        c.tokenizedReady.connect(patch.show_tokens)
+        c.patchProgress.connect(patch.show_progress)
+        c.patchReady.connect(self._on_controller_patch_ready)
         self.attention.mapRequested.connect(c.attention_map)
         c.mapReady.connect(self.attention.show_map)
         self.branches_view.switchRequested.connect(self.switch_branch)
@@ -329,7 +336,9 @@ class MainWindow(QMainWindow):
     def _on_controller_failed(self, reply: p.Failed) -> None:
         self.status_line.cancel_button.hide()
         refusal = self.gate.fail(reply)
-        if isinstance(reply, p.StepCancelled):  # what the person asked for: said calmly, Play stops
+        if isinstance(reply.request, p.Patch):  # the Why view's second page says why, beside its Run button
+            self.why_view.patch.show_failed(refusal.message)
+        if isinstance(reply, (p.StepCancelled, p.PatchCancelled)):  # what the person asked for: said calmly, Play stops
             self.player.pause()
             self.status_line.say(refusal.message)
             self._sync_actions()
@@ -363,6 +372,14 @@ class MainWindow(QMainWindow):
     def _on_controller_attribution_ready(self, answer) -> None:
         if self.why_view.wants(answer):
             self.why_view.show_attribution(answer)
+
+    def _on_patch_requested(self, text: str, step: int, target: int, versus: int) -> None:
+        self.player.pause()  # the map is of the step on screen
+        self.controller.patch(text, step, target, versus)
+
+    def _on_controller_patch_ready(self, answer) -> None:
+        if self.why_view.patch.wants(answer):
+            self.why_view.patch.show_patch(answer)
 
     def _on_controller_model_loaded(self, result: p.SessionResult) -> None:
         """``result``'s model is the one the engine holds: the label names it, and it is remembered."""
