@@ -14,6 +14,16 @@ BRANCHES = "the Branches view, Alt+7"
 UNITS = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))  # powers of 1,024: 414,720 B is 405.0 KiB
 
 
+def duration(ms: float) -> str:
+    """A pass's time as a person reads it: "83 ms" under 10 s, "12.4 s" under a minute, then "9 min 50 s"."""
+    if ms < 10_000:
+        return f"{ms:.0f} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    minutes, seconds = divmod(round(ms / 1000), 60)
+    return f"{minutes} min {seconds} s"
+
+
 def human_bytes(n: int) -> str:
     """``n`` bytes in the largest unit of 1,024 that fits: "405.0 KiB"."""
     for unit, size in UNITS:
@@ -139,9 +149,9 @@ def _step(result: p.SessionResult) -> str:
     what = (f"“{trace.chosen_piece}”, sampling p {percent(trace.sampling_prob)}, model p {percent(trace.model_prob)}, "
             f"rank {trace.chosen_rank:,}")
     if rec.step == 0:
-        message = f"Token 1 (prefill, {rec.n_new} positions, {rec.forward_ms:.0f} ms): {what}."
+        message = f"Token 1 (prefill, {rec.n_new:,} positions, {duration(rec.forward_ms)}): {what}."
     else:
-        message = f"Token {rec.step + 1} (step {rec.step}, {rec.forward_ms:.0f} ms): {what}."
+        message = f"Token {rec.step + 1} (step {rec.step}, {duration(rec.forward_ms)}): {what}."
     if result.info.remote_host:
         message += (f" It ran on {result.info.remote_host}: a full forward pass over the text so far (no KV cache is kept "
                     "between requests); the time includes the server and the network.")

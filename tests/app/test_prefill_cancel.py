@@ -106,3 +106,10 @@ def test_the_windows_cancel_button_stops_a_long_prefill(window, qtbot, monkeypat
     assert "bold" not in window.status_line.status_label.styleSheet()
     result = run(qtbot, window, window.step, p.Step)
     assert result.trace is not None and not button.isVisible()
+
+
+def test_a_long_prefills_time_is_told_in_minutes():
+    """An 8,192-token prefill on a laptop takes minutes: the status line says "9 min 50 s", not
+    "589883 ms"."""
+    assert [wording.duration(ms) for ms in (83.4, 9_999, 12_400, 589_883, 60_000)] == [
+        "83 ms", "9999 ms", "12.4 s", "9 min 50 s", "1 min 0 s"]
