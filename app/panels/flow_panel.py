@@ -401,13 +401,14 @@ class FlowPanel(QWidget):
             p.fillRect(QRect(x + pad + 2, top + 1, max(1, int(inner * prob)), self.line - 2),
                        th.qcolor(th.CHOSEN if chosen else th.CANDIDATE, 150 if chosen else 90))
             pieces = (n.top_pieces[i], f"id {n.top_ids[i]}")
-            for numbers in logit_numbers(n.top_logits[i], prob):  # the numbers shorter where the piece needs the room
+            forms = [(piece, numbers) for piece in pieces for numbers in logit_numbers(n.top_logits[i], prob)]
+            for piece, numbers in forms:  # the piece itself before its id, the numbers shorter where the piece needs the room
                 numbers_w = self.measure(numbers) + gap
                 piece_room = inner - 2 - numbers_w
-                if any(self.measure(piece, chosen) <= piece_room for piece in pieces):
+                if self.measure(piece, chosen) <= piece_room:
                     break
             p.setPen(QColor(th.DARK))
-            self._fit(p, QRect(x + pad + 4, top, max(1, piece_room), self.line), pieces, bold=chosen)
+            self._fit(p, QRect(x + pad + 4, top, max(1, piece_room), self.line), piece, bold=chosen)
             self._fit(p, QRect(x + w - pad - 2 - (numbers_w - gap), top, numbers_w - gap, self.line), numbers, align=Qt.AlignRight)
 
     def _draw_blocks(self, p: QPainter, lay: FlowLayout, n: FlowNumbers) -> None:

@@ -2,7 +2,8 @@
 at 1024 x 768 in normal mode, for the demo model (GPT-2 small's shape, 12 layers) and a 30-layer
 Llama at SmolLM2-135M's shape with random weights. Each ``QPainter.drawText`` the panel makes is
 recorded with its box and font: a text wider or taller than its box, one drawn outside the panel,
-two drawn over each other, or one with "…" in it (an elided number or label) is a failure."""
+two drawn over each other, or one with "…" in it (an elided number or label) is a failure; so is a
+cut line of the two above the picture (the hint and the model's line)."""
 
 from __future__ import annotations
 
@@ -86,6 +87,10 @@ def flow_problems(window, qtbot, monkeypatch, size, projector) -> list[str]:
             window.state.set_layer(layer)
             window.state.set_head(head)
             problems += [f"block {layer} head {head}: {x}" for x in text_problems(panel, painted_texts(panel, monkeypatch))]
+    for label in (window.flow_view.hint, window.flow_view.model_line):  # the lines above the picture
+        need = label.fontMetrics().horizontalAdvance(label.text())
+        if not label.text() or need > label.contentsRect().width():
+            problems.append(f"label {label.text()!r} needs {need} px, it has {label.contentsRect().width()}")
     return list(dict.fromkeys(problems))  # each once
 
 
