@@ -17,6 +17,9 @@ Measure = Callable[[str], float]
 _GROUPED = re.compile(r"(?<![\d.])\d{1,3}(?:,\d{3})+(?![\d,]|\.\d)")  # 49,152 or 1,234,567: a count written with commas
 
 
+_CHUNK = re.compile(r"\s*(?:<\|[^|\s]*\|>|[^\s<]+|<)|\s+$")
+
+
 def _short(match: re.Match, decimals: int) -> str:
     value = int(match.group(0).replace(",", ""))
     for size, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
@@ -87,9 +90,10 @@ def tail_words(text: str, width: float, measure: Measure, max_lines: int = 1, en
                cut_start: bool = False) -> list[str]:
     """The end of ``text`` as whole words in at most ``max_lines`` lines no wider than ``width``, the
     last line keeping ``end_width`` free (for what is drawn after it: it may be left empty); a word
-    that does not fit is left out with all before it, never cut. ``cut_start``: the first word may
+    that does not fit is left out with all before it, never cut (a line may also break before and
+    after a special token such as ``<|im_start|>``, adding no space). ``cut_start``: the first word may
     be the end of a longer one (``text`` is the tail of something longer) and is never shown."""
-    words = re.findall(r"\s*\S+|\s+$", text)  # each word with the spaces before it
+    words = _CHUNK.findall(text)  # each word with the spaces before it; a special token is a word of its own
     if cut_start and words and not words[0][:1].isspace():
         words = words[1:]
     lines: list[str] = []

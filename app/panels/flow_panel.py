@@ -348,7 +348,7 @@ class FlowPanel(QWidget):
         tail_lines = max(1, min(2, room - 1))
         inner = w - 2 * lay.pad - 4
         chosen = n.chosen_piece.replace("␣", " ")
-        tail = n.text_tail.replace("\r", " ").replace("\n", " ")
+        tail = n.text_tail.replace("\r", "").replace("\n", "↵")  # a line break as the token strip shows it
         lines = tail_words(tail, inner, self._measurer(False), tail_lines, self.measure(chosen, True),
                            cut_start=len(n.text_tail) >= 60)  # flow_numbers' tail_chars: its first word may be cut
         p.setPen(QColor(th.DARK))

@@ -37,3 +37,9 @@ def test_the_tail_of_a_text_is_whole_words():
     assert tail_words(tail, 11, measure, max_lines=2) == ["al of", "France is"]
     assert tail_words(tail, 9, measure, end_width=9, max_lines=2) == ["France is", ""]  # the last line left to what follows
     assert tail_words("The cat", 3, measure, end_width=3) == [""]
+
+
+def test_a_special_token_is_a_word_of_its_own():
+    tail = "France?<|im_end|>↵<|im_start|>assistant↵"
+    assert tail_words(tail, 12, measure, max_lines=2) == ["<|im_start|>", "assistant↵"]
+    assert tail_words(tail, 22, measure) == ["<|im_start|>assistant↵"]
