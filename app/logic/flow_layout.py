@@ -210,12 +210,15 @@ def block_numbers(block_rows: list[Rect], expanded: int, line: int) -> list[tupl
         return []
     every = next((k for k in NUMBER_EVERY if k * min(others) >= line), NUMBER_EVERY[-1])
     ex, ey, ew, eh = block_rows[expanded]
+    first, last = block_rows[0][1], block_rows[-1][1] + block_rows[-1][3]
     numbers = []
     for layer, (x, y, w, h) in enumerate(block_rows):
         if layer == expanded or layer % every:
             continue
-        top = y + h // 2 - line // 2
+        top = min(max(y + h // 2 - line // 2, first), last - line)  # inside the rows: clear of the column's title
         if top < ey + eh and top + line > ey:
+            continue
+        if numbers and top < numbers[-1][1][1] + line:  # moved into the one before it
             continue
         numbers.append((layer, (x, top, w, line)))
     return numbers

@@ -20,23 +20,12 @@ from PySide6.QtWidgets import QSizePolicy, QWidget
 from app.window import theme as th
 from app.logic.flow_layout import FlowLayout, block_numbers, layout
 from app.logic.flow_numbers import FlowNumbers, flow_numbers
-from app.logic.flow_texts import flow_texts
-from app.logic.wording import percent as _percent
+from app.logic.flow_texts import TITLES as TITLE_WORDINGS, flow_lines, flow_texts, logit_numbers
+from app.logic.text_fit import fit, tail_words
 from app.window.guard import guarded
 from app.logic.state import AppState
 
-TITLES = {
-    "tokens": "1 · Token in",
-    "embedding": "2 · Embedding",
-    "blocks": "3 · Blocks",
-    "kv": "KV cache",
-    "ln_final": "4 · Final layer norm",
-    "lm_head": "5 · LM head",
-    "logits": "6 · Logits",
-    "sampling": "7 · Sampling",
-    "chosen": "8 · Chosen token",
-    "appended": "9 · Appended",
-}
+TITLES = {box: wordings[0] for box, wordings in TITLE_WORDINGS.items()}  # each box's title in its longest wording
 ATTENTION = th.CANDIDATE  # what a block's attention adds
 MLP = "#7F7F7F"  # what a block's MLP adds
 STREAM = th.DARK  # the residual stream's length
@@ -84,6 +73,8 @@ class FlowPanel(QWidget):
         self.result = None  # the SessionResult this panel was given last (None: none yet)
         self.numbers: FlowNumbers | None = None
         self.texts: dict[str, str] = {}  # flow_texts(numbers): the lines naming the model's parts
+        self.lines: dict[str, tuple] = {}  # flow_lines(numbers): every line's wordings, longest first
+        self._widths: tuple[dict[str, int], dict[str, int]] = ({}, {})  # text -> width in the body and the title font
         self.tour_box: str | None = None  # the box the tour lights up, or None outside the tour
         self.tour_text = ""
         self._layout: FlowLayout | None = None
@@ -133,7 +124,22 @@ class FlowPanel(QWidget):
         self.body_font = theme.font(delta)
         self.title_font = theme.font(delta, bold=True)
         self.line = max(QFontMetrics(self.body_font).height(), QFontMetrics(self.title_font).height())
+        self._widths = ({}, {})
         self._layout = None
+
+    def measure(self, text: str, bold: bool = False) -> int:
+        """``text``'s width in the body (or title) font, measured once per font."""
+        widths = self._widths[bold]
+        width = widths.get(text)
+        if width is None:
+            if len(widths) > 4096:  # a long session's old numbers
+                widths.clear()
+            metrics = QFontMetrics(self.title_font if bold else self.body_font)
+            width = widths[text] = metrics.boundingRect(QRect(0, 0, 1 << 20, self.line), int(Qt.AlignLeft | Qt.AlignVCenter), text).width()
+        return width
+
+    def _measurer(self, bold: bool):
+        return lambda text: self.measure(text, bold)
 
     @guarded
     def resizeEvent(self, event) -> None:  # noqa: N802 - Qt's name
@@ -189,10 +195,9 @@ class FlowPanel(QWidget):
         lay = self.flow_layout()
         hx, hy, hw, hh = lay.parts["heads"]
         if hy <= pos.y() < hy + hh and hx <= pos.x() < hx + hw and self.result is not None:
-            label_w = QFontMetrics(self.body_font).horizontalAdvance(f"{self.result.n_head} heads ")
-            if pos.x() >= hx + label_w:  # a head: select it here
-                cell = (hw - label_w) / self.result.n_head
-                self.state.set_head(int((pos.x() - hx - label_w) // cell))
+            _label, left, cell = self.heads_geometry(lay)
+            if pos.x() >= left:  # a head: select it here
+                self.state.set_head(min(self.result.n_head - 1, int((pos.x() - left) // cell)))
             return
         hit = lay.box_at(pos.x(), pos.y())
         if hit is not None and hit[0] in ("blocks", "kv") and hit[1] >= 0 and hit[1] != self.state.layer:
@@ -202,6 +207,18 @@ class FlowPanel(QWidget):
         if place is not None:
             self.openRequested.emit(place)
 
+    def heads_geometry(self, lay: FlowLayout) -> tuple[str, int, float]:
+        """The expanded block's heads strip as the paint draws it and a click reads it: its label,
+        the x where the heads' cells start and a cell's width."""
+        hx, hy, hw, hh = lay.parts["heads"]
+        n_head = self.result.n_head if self.result is not None else 1
+        self.current()
+        space = self.measure(" ")
+        room = hw - space - min(hw // 2, 6 * n_head)  # the cells keep 6 px each (or half the strip)
+        label = fit(self.lines.get("heads") or (f"{n_head} heads",), room, self._measurer(False))[0]
+        left = hx + self.measure(label) + space
+        return label, left, (hx + hw - left) / max(1, n_head)
+
     def current(self) -> FlowNumbers | None:
         """The numbers of the step this panel was given, at the selected layer and head (None: no
         step yet); the tour reads the same."""
@@ -209,6 +226,7 @@ class FlowPanel(QWidget):
             result = self.result
             self.numbers = None if result is None else flow_numbers(result, self.state.layer, self.state.head)
             self.texts = {} if self.numbers is None else flow_texts(self.numbers)
+            self.lines = {} if self.numbers is None else flow_lines(self.numbers)
             self._dirty = False
         return self.numbers
 
@@ -226,7 +244,7 @@ class FlowPanel(QWidget):
         for name in ("tokens", "embedding", "ln_final", "lm_head", "logits", "sampling", "chosen", "appended", "blocks", "kv"):
             self._box(p, name, lay.boxes[name])
         if n is None:
-            self._text(p, lay.boxes["tokens"], 1, "Step once: every box then shows that step's numbers.", wrap=True)
+            self._text(p, lay.boxes["tokens"], 1, "Step once: every box then shows that step's numbers.", lines=99)
         else:
             self._draw_numbers(p, lay, n)
         if self.tour_box is not None:
@@ -238,108 +256,117 @@ class FlowPanel(QWidget):
         p.setPen(QPen(QColor(th.GREY), 1))
         p.setBrush(QColor(BOX))
         p.drawRoundedRect(QRectF(x + 0.5, y + 0.5, w - 1, h - 1), 4, 4)
-        p.setFont(self.title_font)
         p.setPen(QColor(th.DARK))
         self.current()
-        title = box_title(name, self.texts)
-        if name == "blocks" and self.result is not None:
-            title += f" × {self.result.n_layer}"
-        self._line(p, x, y, w, 0, title)
+        title = self.lines.get(f"title_{name}")
+        if title is None:  # no step yet
+            title = TITLE_WORDINGS[name]
+            if name == "ln_final" and self.texts.get("ln_final_title"):
+                title = (self.texts["ln_final_title"], *title[1:])
+            if name == "blocks" and self.result is not None:
+                title = (f"{title[0]} × {self.result.n_layer}", *title)
+        self._line(p, x, y, w, 0, title, bold=True)
 
-    def _line(self, p: QPainter, x: int, y: int, w: int, index: int, text: str, align=Qt.AlignLeft) -> None:
-        """Text on content line ``index`` (0: the title line) of a box at (x, y), elided to its width."""
+    def _fit(self, p: QPainter, rect: QRect, wordings, *, bold: bool = False, align=Qt.AlignLeft, lines: int = 1) -> list[str]:
+        """The first of ``wordings`` (a text, or texts longest first) that fits ``rect``'s width on
+        at most ``lines`` lines of the panel's line height, drawn from ``rect``'s top; returns its lines."""
+        if isinstance(wordings, str):
+            wordings = (wordings,)
+        chosen = fit(wordings, rect.width(), self._measurer(bold), max(1, lines))
+        p.setFont(self.title_font if bold else self.body_font)
+        for i, text in enumerate(chosen):
+            p.drawText(QRect(rect.x(), rect.y() + i * self.line, rect.width(), self.line), int(align | Qt.AlignVCenter), text)
+        return chosen
+
+    def _line(self, p: QPainter, x: int, y: int, w: int, index: int, wordings, align=Qt.AlignLeft, *, bold: bool = False,
+              lines: int = 1) -> list[str]:
+        """Text on content line ``index`` (0: the title line) of a box at (x, y), in the first of its
+        wordings that fits the box's width (``lines``: how many lines it may take)."""
         pad = self._layout.pad if self._layout else 2
         rect = QRect(x + pad + 2, y + pad + index * self.line, w - 2 * pad - 4, self.line)
-        text = QFontMetrics(p.font()).elidedText(text, Qt.ElideRight, rect.width())
-        p.drawText(rect, int(align | Qt.AlignVCenter), text)
+        return self._fit(p, rect, wordings, bold=bold, align=align, lines=lines)
 
-    def _text(self, p: QPainter, r, index: int, text: str, *, bold: bool = False, wrap: bool = False, color: str = th.DARK) -> None:
+    def _room(self, r, index: int) -> int:
+        """How many lines box ``r`` has from content line ``index`` down."""
+        pad = self._layout.pad if self._layout else 2
+        return max(0, (r[3] - pad) // self.line - index)
+
+    def _text(self, p: QPainter, r, index: int, wordings, *, bold: bool = False, lines: int = 1, color: str = th.DARK) -> list[str]:
         x, y, w, h = r
-        lay = self._layout
-        if lay is not None and (1 + index) * self.line + lay.pad > h:  # no room for this line
-            return
-        p.setFont(self.title_font if bold else self.body_font)
+        room = self._room(r, index)
+        if room < 1:  # no room for this line
+            return []
         p.setPen(QColor(color))
-        if wrap:
-            pad = lay.pad if lay else 2
-            p.drawText(QRect(x + pad + 2, y + pad + index * self.line, w - 2 * pad - 4, h - (index + 1) * self.line),
-                       int(Qt.TextWordWrap | Qt.AlignLeft | Qt.AlignTop), text)
-        else:
-            self._line(p, x, y, w, index, text)
+        return self._line(p, x, y, w, index, wordings, bold=bold, lines=min(lines, room))
 
     def _lines_of(self, name: str) -> int:
         return self._layout.lines.get(name, 0)
 
     def _draw_numbers(self, p: QPainter, lay: FlowLayout, n: FlowNumbers) -> None:
         b = lay.boxes
+        t = self.lines
         # 1 · the token fed
-        if len(n.input_ids) > 1:
-            self._text(p, b["tokens"], 1, f"{len(n.input_ids)} prompt tokens at once")
-            self._text(p, b["tokens"], 2, f"newest: {n.token_id} {n.token_piece}", bold=True)
-        else:
-            self._text(p, b["tokens"], 1, f"{n.token_id} {n.token_piece}", bold=True)
-            self._text(p, b["tokens"], 2, f"step {n.step}")
-        self._text(p, b["tokens"], 3, f"position {n.position}")
+        self._text(p, b["tokens"], 1, t["tokens_1"], bold=len(n.input_ids) == 1)
+        self._text(p, b["tokens"], 2, t["tokens_2"], bold=len(n.input_ids) > 1)
+        self._text(p, b["tokens"], 3, t["tokens_3"])
         # 2 · embedding
         e = b["embedding"]
-        self._text(p, e, 1, f"token row {n.token_id}")
-        t = self.texts
-        self._text(p, e, 2, t["embedding_position"])
-        self._text(p, e, 3, t["embedding_length"])
+        self._text(p, e, 1, t["embedding_1"])
+        self._text(p, e, 2, t.get("embedding_position", ""))
+        self._text(p, e, 3, t.get("embedding_length", ""))
         self._strip(p, e, 4, n.embed_vector)
         # 3 · the blocks and their KV cache
         self._draw_blocks(p, lay, n)
         # 4 · 5 · 6
         f = b["ln_final"]
-        self._text(p, f, 1, t["ln_final_lengths"])
+        self._text(p, f, 1, t.get("ln_final_lengths", ""))
         self._strip(p, f, 2, n.final_vector)
-        self._text(p, f, 3, t["ln_final_rule"])
-        self._text(p, b["lm_head"], 1, t["lm_head_size"])
-        self._text(p, b["lm_head"], 2, t["lm_head_matrix"])
+        self._text(p, f, 3, t.get("ln_final_rule", ""), lines=2)
+        self._text(p, b["lm_head"], 1, t.get("lm_head_size", ""))
+        self._text(p, b["lm_head"], 2, t.get("lm_head_matrix", ""))
         self._draw_logits(p, b["logits"], n)
         # 7 · 8 · 9
         s = b["sampling"]
-        kept = dict(n.kept_after)
-        st = n.settings
-        rows = [
-            f"{n.vocab:,} tokens",
-            f"penalty {st.repetition_penalty:g}: {kept['penalty']:,}",
-            "greedy: the top one" if n.greedy else f"temperature {st.temperature:g}: {kept['temperature']:,}",
-            f"top-k {st.top_k or 'off'}: {kept['top-k']:,} left",
-            f"top-p {st.top_p:g}: {kept['top-p']:,} left" if st.top_p < 1 else f"top-p off: {kept['top-p']:,} left",
-        ]
-        for i, text in enumerate(rows[-self._lines_of("sampling"):], start=1):  # short of room: the last stages
-            self._text(p, s, i, text)
+        rows = t["sampling_rows"]
+        for i, wordings in enumerate(rows[-self._lines_of("sampling"):], start=1):  # short of room: the last stages
+            self._text(p, s, i, wordings)
         c = b["chosen"]
-        self._chip(p, c, 1, f"{n.chosen_piece}  id {n.chosen_id}")
-        self._text(p, c, 3, f"sampling p {_percent(n.chosen_sampling_prob)}")
-        self._text(p, c, 4, f"model p {_percent(n.chosen_model_prob)}")
-        if n.chosen_by == "user":
-            draw = "chosen by you"
-        elif n.greedy or math.isnan(n.draw_u):
-            draw = f"greedy: rank {n.chosen_rank} by logit"
-        else:
-            draw = f"u = {n.draw_u:.3f} in [{n.draw_start:.3f}, {n.draw_end:.3f})"
-        self._text(p, c, 2, draw)
-        a = b["appended"]
+        self._chip(p, c, 1, t["chosen_1"])
+        self._text(p, c, 2, t["chosen_2"])
+        self._text(p, c, 3, t["chosen_3"])
+        self._text(p, c, 4, t["chosen_4"])
+        self._draw_appended(p, lay, n)
+
+    def _draw_appended(self, p: QPainter, lay: FlowLayout, n: FlowNumbers) -> None:
+        """The text's last whole words (two lines where the box has room), the chosen token after
+        them in the chosen colour, and the next position."""
+        a = lay.boxes["appended"]
         x, y, w, h = a
-        p.setFont(self.body_font)
-        fm = QFontMetrics(self.body_font)
+        room = self._room(a, 1)
+        if room < 1:
+            return
+        tail_lines = max(1, min(2, room - 1))
+        inner = w - 2 * lay.pad - 4
         chosen = n.chosen_piece.replace("␣", " ")
-        room = w - 2 * lay.pad - 8 - fm.horizontalAdvance(chosen)
-        before = fm.elidedText(n.text_tail, Qt.ElideLeft, max(room, 0))
-        self._text(p, a, 1, before)
+        tail = n.text_tail.replace("\r", "").replace("\n", "↵")  # a line break as the token strip shows it
+        lines = tail_words(tail, inner, self._measurer(False), tail_lines, self.measure(chosen, True),
+                           cut_start=len(n.text_tail) >= 60)  # flow_numbers' tail_chars: its first word may be cut
+        p.setPen(QColor(th.DARK))
+        for i, text in enumerate(lines):
+            self._line(p, x, y, w, 1 + i, text)
         p.setFont(self.title_font)
         p.setPen(QColor(th.VERMILION))
-        left = x + lay.pad + 2 + fm.horizontalAdvance(before)
-        p.drawText(QRect(left, y + lay.pad + self.line, w, self.line), int(Qt.AlignLeft | Qt.AlignVCenter), chosen)
-        self._text(p, a, 2, f"next step: position {n.context_len}")
+        left = x + lay.pad + 2 + self.measure(lines[-1])
+        top = y + lay.pad + len(lines) * self.line
+        p.drawText(QRect(left, top, min(self.measure(chosen, True), x + w - lay.pad - 2 - left), self.line),
+                   int(Qt.AlignLeft | Qt.AlignVCenter), chosen)
+        self._text(p, a, 1 + len(lines), self.lines["appended_2"])
 
-    def _chip(self, p: QPainter, r, index: int, text: str) -> None:
+    def _chip(self, p: QPainter, r, index: int, wordings) -> None:
         x, y, w, h = r
         pad = self._layout.pad
-        fm = QFontMetrics(self.title_font)
-        width = min(w - 2 * pad, fm.horizontalAdvance(text) + 8)
+        text = fit(wordings, w - 2 * pad - 4, self._measurer(True))[0]
+        width = min(w - 2 * pad, self.measure(text, True) + 8)
         p.setPen(Qt.NoPen)
         p.setBrush(QColor(th.GENERATED_CHIP))
         p.drawRect(QRect(x + pad, y + pad + index * self.line, width, self.line))
@@ -364,11 +391,8 @@ class FlowPanel(QWidget):
         x, y, w, h = r
         pad = self._layout.pad
         shown = min(len(n.top_ids), self._lines_of("logits"))
-        p.setFont(self.title_font)
-        p.setPen(QColor(th.DARK))
-        self._line(p, x, y, w, 0, f"{TITLES['logits']} · model p")
-        fm = QFontMetrics(self.body_font)
         inner = w - 2 * pad - 4
+        gap = self.measure("  ")
         for i in range(shown):
             top = y + pad + (i + 1) * self.line
             chosen = n.top_ids[i] == n.chosen_id
@@ -376,25 +400,27 @@ class FlowPanel(QWidget):
             # the model probability as a pale bar behind the row, the numbers on top of it
             p.fillRect(QRect(x + pad + 2, top + 1, max(1, int(inner * prob)), self.line - 2),
                        th.qcolor(th.CHOSEN if chosen else th.CANDIDATE, 150 if chosen else 90))
-            numbers = f"{n.top_logits[i]:.1f} · {_percent(prob)}"
-            numbers_w = fm.horizontalAdvance(numbers) + 6
-            p.setFont(self.title_font if chosen else self.body_font)
+            pieces = (n.top_pieces[i], f"id {n.top_ids[i]}")
+            forms = [(piece, numbers) for piece in pieces for numbers in logit_numbers(n.top_logits[i], prob)]
+            for piece, numbers in forms:  # the piece itself before its id, the numbers shorter where the piece needs the room
+                numbers_w = self.measure(numbers) + gap
+                piece_room = inner - 2 - numbers_w
+                if self.measure(piece, chosen) <= piece_room:
+                    break
             p.setPen(QColor(th.DARK))
-            piece = QFontMetrics(p.font()).elidedText(n.top_pieces[i], Qt.ElideRight, inner - numbers_w)
-            p.drawText(QRect(x + pad + 4, top, inner - numbers_w, self.line), int(Qt.AlignLeft | Qt.AlignVCenter), piece)
-            p.setFont(self.body_font)
-            p.drawText(QRect(x + pad + 2, top, inner, self.line), int(Qt.AlignRight | Qt.AlignVCenter), numbers)
+            self._fit(p, QRect(x + pad + 4, top, max(1, piece_room), self.line), piece, bold=chosen)
+            self._fit(p, QRect(x + w - pad - 2 - (numbers_w - gap), top, numbers_w - gap, self.line), numbers, align=Qt.AlignRight)
 
     def _draw_blocks(self, p: QPainter, lay: FlowLayout, n: FlowNumbers) -> None:
         pad = lay.pad
         top_a = max(float(n.attn_norms.max()), float(n.mlp_norms.max()), 1e-9)
         top_x = max(float(n.resid_norms.max()), 1e-9)
-        fm = QFontMetrics(self.body_font)
-        label_w = fm.horizontalAdvance(f"{len(lay.block_rows) - 1} ")  # the widest layer number and a space
-        value_w = fm.horizontalAdvance("0000.0")
+        label_w = self.measure(f"{len(lay.block_rows) - 1} ")  # the widest layer number and a space
+        value_w = self.measure("0000.0")
         kv_top = max(int(n.kv_positions.max()) if len(n.kv_positions) else 0, 1)
         numbers = block_numbers(lay.block_rows, lay.expanded, self.line)  # a teacher can say "look at block 17"
         gutter = label_w if numbers else 0
+        text_w = self.measure(f"{kv_top} (+{n.kv_added})") + 4
         for layer, (r, k) in enumerate(zip(lay.block_rows, lay.kv_rows)):
             x, y, w, h = r
             if layer % 2:
@@ -409,17 +435,16 @@ class FlowPanel(QWidget):
                 p.fillRect(QRect(left, y + 1, max(1, int(room * n.attn_norms[layer] / top_a)), bar_h), QColor(ATTENTION))
                 p.fillRect(QRect(left, y + 1 + bar_h, max(1, int(room * n.mlp_norms[layer] / top_a)), bar_h), QColor(MLP))
                 if lay.row_text:
-                    p.setFont(self.body_font)
                     p.setPen(QColor(th.DARK))
-                    p.drawText(QRect(x + w - pad - value_w, y, value_w, h), int(Qt.AlignRight | Qt.AlignVCenter),
-                               f"{n.resid_norms[layer + 1]:.1f}")
+                    value = float(n.resid_norms[layer + 1])
+                    self._fit(p, QRect(x + w - pad - value_w, y + (h - self.line) // 2, value_w, self.line),
+                              (f"{value:.1f}", f"{value:.0f}"), align=Qt.AlignRight)
                 else:  # no room for a number: the stream's length as a thin line under the bars
                     p.fillRect(QRect(left, y + h - 1, max(1, int(room * n.resid_norms[layer + 1] / top_x)), 1), QColor(STREAM))
             # the KV cache of this layer: its cached positions, the rows this step added in orange
             kx, ky, kw, kh = k
             cached = int(n.kv_positions[layer]) if layer < len(n.kv_positions) else 0
-            labelled = layer == lay.expanded or lay.row_text
-            text_w = fm.horizontalAdvance(f"{kv_top} (+{n.kv_added})") + 4
+            labelled = (layer == lay.expanded or lay.row_text) and text_w <= kw - 2 * pad
             room = kw - 2 * pad - (text_w if labelled else 0)
             cells_h = min(kh - 2, self.line - 4)
             full = int(room * cached / kv_top)
@@ -428,28 +453,34 @@ class FlowPanel(QWidget):
                 p.fillRect(QRect(kx + pad, ky + 1, max(1, full - new), cells_h), QColor(th.KEYS))
                 p.fillRect(QRect(kx + pad + full - new, ky + 1, max(1, new), cells_h), QColor(th.CHOSEN))
             if labelled:
-                p.setFont(self.body_font)
                 p.setPen(QColor(th.DARK))
                 text = f"{cached} (+{n.kv_added})" if cached else "off"
-                p.drawText(QRect(kx + kw - pad - text_w, ky, text_w, min(kh, self.line)), int(Qt.AlignRight | Qt.AlignVCenter), text)
+                self._fit(p, QRect(kx + kw - pad - text_w, ky + (min(kh, self.line) - self.line) // 2, text_w, self.line),
+                          (text, str(cached)) if cached else text, align=Qt.AlignRight)
             if layer == lay.expanded and kh >= 2 * self.line:
-                p.drawText(QRect(kx + pad, ky + self.line, kw - 2 * pad, self.line), int(Qt.AlignLeft | Qt.AlignVCenter),
-                           "keys, values")
-        p.setFont(self.body_font)
+                p.setPen(QColor(th.DARK))
+                self._fit(p, QRect(kx + pad, ky + self.line, kw - 2 * pad, self.line), ("keys, values", "k, v"))
         p.setPen(QColor(th.DARK))
         for layer, (x, y, w, h) in numbers:
-            p.drawText(QRect(x + pad, y, label_w, h), int(Qt.AlignLeft | Qt.AlignVCenter), str(layer))
+            self._fit(p, QRect(x + pad, y, label_w, h), str(layer))
         if lay.legend is not None:  # what the bars of a collapsed block mean
             x, y, w, h = lay.legend
-            p.setFont(self.body_font)
-            fm = QFontMetrics(self.body_font)
-            for color, text in ((ATTENTION, "attn adds"), (MLP, "MLP adds"), (None, "|x| after")):
+            end = x + w
+            swatch = self.line // 2 + 3
+            for items in ((("attn adds", ATTENTION), ("MLP adds", MLP), ("|x| after", None)),
+                          (("attn", ATTENTION), ("MLP", MLP), ("|x|", None))):
+                need = sum(self.measure(text) + (swatch if color else 0) for text, color in items) + 2 * (self.line // 2)
+                if need <= w:
+                    break
+            else:
+                items = ()  # no room for a legend
+            for text, color in items:
                 if color is not None:
                     p.fillRect(QRect(x, y + 4, self.line // 2, self.line - 8), QColor(color))
-                    x += self.line // 2 + 3
+                    x += swatch
                 p.setPen(QColor(th.DARK))
-                p.drawText(QRect(x, y, w, self.line), int(Qt.AlignLeft | Qt.AlignVCenter), text)
-                x += fm.horizontalAdvance(text) + self.line // 2
+                self._fit(p, QRect(x, y, end - x, self.line), text)
+                x += self.measure(text) + self.line // 2
 
     def _draw_expanded(self, p: QPainter, lay: FlowLayout, n: FlowNumbers) -> None:
         x, y, w, h = lay.block_rows[lay.expanded]
@@ -457,40 +488,30 @@ class FlowPanel(QWidget):
         p.setPen(QPen(QColor(th.DARK), 1.5))
         p.setBrush(Qt.NoBrush)
         p.drawRect(QRect(x + 1, y, w - 3, h - 1))
-        L = n.layer
-        self._text(p, (x, y - pad, w, h), 0,
-                   f"Block {L}: |x| {n.resid_norms[L]:.1f} → {n.mid_norms[L]:.1f} → {n.resid_norms[L + 1]:.1f}", bold=True)
+        self._text(p, (x, y - pad, w, h), 0, self.lines["block"], bold=True)
         hx, hy, hw, hh = lay.parts["heads"]
-        p.setFont(self.body_font)
         p.setPen(QColor(th.DARK))
-        label = self.texts.get("heads") or f"{n.n_head} heads "
-        label_w = QFontMetrics(self.body_font).horizontalAdvance(label)
-        p.drawText(QRect(hx, hy, label_w, self.line), int(Qt.AlignLeft | Qt.AlignVCenter), label)
-        cell = (hw - label_w) / max(1, n.n_head)
+        label, left, cell = self.heads_geometry(lay)
+        self._fit(p, QRect(hx, hy, left - hx, self.line), label)
         lut = self.state.theme.cmap().getLookupTable(nPts=256, alpha=False)
         for i, top in enumerate(n.head_top):  # each head's sharpest weight; the selected one outlined
             c = lut[int(np.clip(top, 0, 1) * 255)]
-            r = QRectF(hx + label_w + i * cell, hy + 2, max(1.0, cell - 1), self.line - 4)
+            r = QRectF(left + i * cell, hy + 2, max(1.0, cell - 1), self.line - 4)
             p.fillRect(r, QColor(int(c[0]), int(c[1]), int(c[2])))
             if i == n.head:
                 p.setPen(QPen(QColor(th.SELECTED), 2))
                 p.setBrush(Qt.NoBrush)
                 p.drawRect(r)
         ax, ay, aw, ah = lay.parts["attention"]
-        p.setFont(self.body_font)
         p.setPen(QColor(th.DARK))
-        text = f"attn head {n.head}: {n.top_weight:.0%} → {n.top_key_piece} · adds {n.attn_norms[L]:.1f}"
-        p.drawText(QRect(ax, ay, aw, self.line), int(Qt.AlignLeft | Qt.AlignVCenter),
-                   QFontMetrics(self.body_font).elidedText(text, Qt.ElideRight, aw))
+        self._fit(p, QRect(ax, ay, aw, self.line), self.lines["attention"])
         if len(n.attention):  # the head's weights over the positions, one bar each (one image: 1,000 bars stay cheap)
             height = self.line - 4
             p.drawImage(QRect(ax, ay + self.line + 2, aw, height), _bars_image(n.attention, n.top_key, height, aw))
         mx, my, mw, mh = lay.parts["mlp"]
         if my + self.line <= y + h:
-            p.setFont(self.body_font)
             p.setPen(QColor(th.DARK))
-            p.drawText(QRect(mx, my, mw, self.line), int(Qt.AlignLeft | Qt.AlignVCenter),
-                       QFontMetrics(self.body_font).elidedText(self.texts["mlp"], Qt.ElideRight, mw))  # 8 experts may not fit
+            self._fit(p, QRect(mx, my, mw, self.line), self.lines.get("mlp", ""))  # 8 experts: their shorter wordings
 
     def _draw_tour(self, p: QPainter, lay: FlowLayout) -> None:
         r = lay.parts.get(self.tour_box) or lay.boxes.get(self.tour_box)

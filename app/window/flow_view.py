@@ -8,12 +8,13 @@ both); Esc or the Tour button leaves it. The tour's stages and sentences are ``a
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, Qt, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QBoxLayout, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
 
 from app.window.guard import guarded
 from app.logic.model_words import architecture_line
+from app.logic.text_fit import fit
 from app.panels.flow_panel import FlowPanel
 from app.logic.state import AppState
 from app.logic.tour import STAGES, Tour, sentence
@@ -36,11 +37,8 @@ class FlowView(QWidget):
         self.tour_button.setCheckable(True)
         self.tour_button.setToolTip("Presenter mode: → / Page Down lights up the next stage with one sentence, "
                                     "← / Page Up the one before; Esc or T leaves it")
-        self.hint = QLabel("The step in the order the model computes. Click a box to open it; Alt+1 or F comes back.")
-        self.hint.setTextFormat(Qt.PlainText)
-        self.model_line = QLabel("")  # the model in one line (app.logic.model_words.architecture_line)
-        self.model_line.setTextFormat(Qt.PlainText)
-        self.model_line.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
+        self.hint = FittedLabel(HINTS)
+        self.model_line = FittedLabel(())  # the model in one line (app.logic.model_words.architecture_line)
         self.model_line.setToolTip("What the loaded model is made of (Model → About this model, Ctrl+I, for the whole table)")
         self.model_button = QPushButton("Model…")
         self.model_button.setToolTip("About this model (Ctrl+I): what it is made of, as a table")
@@ -64,7 +62,11 @@ class FlowView(QWidget):
         if result.info is not self._info:  # another model: say what it is made of
             self._info = result.info
             line = architecture_line(result.info.architecture)
-            self.model_line.setText(f"{result.info.name}: {line}" if line else result.info.name)
+            facts = line.split(" · ") if line else []
+            name = result.info.name
+            # narrower: the last facts left out (the Model… button has them all), never a cut word
+            self.model_line.set_wordings([f"{name}: {' · '.join(facts[:k])}" for k in range(len(facts), 0, -1)]
+                                         + [" · ".join(facts[:k]) for k in range(len(facts), 0, -1)] + [name])
 
     def _on_state_theme(self, theme) -> None:
         self.hint.setFont(theme.font(-1))
@@ -86,6 +88,42 @@ class FlowView(QWidget):
             self.tokens.set_in_flow(False)
             self.tokensReturned.emit()
         super().hideEvent(event)
+
+
+HINTS = ("The step in the order the model computes. Click a box to open it; Alt+1 or F comes back.",
+         "Click a box to open it; Alt+1 or F comes back.", "Click a box to open it.")
+
+
+class FittedLabel(QLabel):
+    """A one-line label that shows the first of its wordings (longest first) that fits its width,
+    whole (``app.logic.text_fit``): it never pushes the window wider, and never cuts its text."""
+
+    def __init__(self, wordings, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.setTextFormat(Qt.PlainText)
+        self.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
+        self.wordings = tuple(wordings)
+        self._refit()
+
+    def set_wordings(self, wordings) -> None:
+        self.wordings = tuple(w for w in wordings if w)
+        self._refit()
+
+    def _refit(self) -> None:
+        metrics = self.fontMetrics()
+        width = self.contentsRect().width()
+        self.setText(fit(self.wordings, width, metrics.horizontalAdvance)[0] if self.wordings else "")
+
+    @guarded
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        self._refit()
+
+    @guarded
+    def changeEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        super().changeEvent(event)
+        if event.type() == QEvent.FontChange:
+            self._refit()
 
 
 class TourMode(QObject):

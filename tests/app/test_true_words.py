@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from app.logic.flow_numbers import flow_numbers
-from app.logic.flow_texts import flow_texts
+from app.logic.flow_texts import flow_texts, flow_variants
 from app.logic.help import glossary_entries, panel_help, texts
 from app.logic.model_words import architecture_line, architecture_rows
 from app.panels.flow_panel import box_title
@@ -110,6 +110,8 @@ def render(loaded) -> tuple:
         texts_seen += [(f"tour {stage} (step {n.step})", sentence(stage, n)) for stage, _box in STAGES]
         texts_seen += [(f"flow {line} (step {n.step})", text) for line, text in flow_texts(n).items()]
         texts_seen += [("flow ln_final title", box_title("ln_final", flow_texts(n)))]
+        texts_seen += [(f"flow {line} wording {i} (step {n.step})", text)  # the shorter ones a small box shows
+                       for line, wordings in flow_variants(n).items() for i, text in enumerate(wordings[1:], start=2)]
     arch = result.info.architecture
     texts_seen += [(f"model dialog {what}", f"{what}: {value}") for what, value in architecture_rows(arch)]
     texts_seen += [("flow model line", architecture_line(arch))]
