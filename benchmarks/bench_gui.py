@@ -205,12 +205,13 @@ def measure_stages(app, loaded, repeats: int) -> dict[str, float]:
     draw bar, with ``Distribution.stages`` at GPT-2's vocabulary), with the engine's re-sample done."""
     from app.panels.sampling_stages_panel import SamplingStagesPanel
     from app.logic.state import AppState
+    from app.window import theme as th
 
     session = Session(loaded, SamplingSettings(top_k=50, top_p=0.9, repetition_penalty=1.3, seed=1))
     session.set_prompt(prompt_text(120))
     session.step()
     session.step()
-    state = AppState()
+    state = AppState(th.NORMAL, th.PROJECTOR)
     panel = SamplingStagesPanel(state)
     panel.resize(1400, 800)
     panel.show()  # shown: a hidden sampling view draws nothing until it is shown

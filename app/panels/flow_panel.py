@@ -22,6 +22,7 @@ from app.logic.flow_layout import FlowLayout, block_numbers, layout
 from app.logic.flow_numbers import FlowNumbers, flow_numbers
 from app.logic.flow_texts import flow_texts
 from app.logic.wording import percent as _percent
+from app.panels.flow_attention_strip import HeadMathsSource, paint_table
 from app.window.guard import guarded
 from app.logic.state import AppState
 
@@ -89,6 +90,8 @@ class FlowPanel(QWidget):
         self._layout: FlowLayout | None = None
         self._layout_key: tuple = ()
         self._dirty = True  # the numbers wait for the view to be shown
+        self.maths = HeadMathsSource(state, self)  # the selected head's maths, asked of the engine
+        self.maths.changed.connect(self.update)
         self.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Expanding)
         self.setMouseTracking(True)
         self.setToolTip("Click a box to open it in its detail view (Alt+1 or F comes back here)")
@@ -491,6 +494,10 @@ class FlowPanel(QWidget):
             p.setPen(QColor(th.DARK))
             p.drawText(QRect(mx, my, mw, self.line), int(Qt.AlignLeft | Qt.AlignVCenter),
                        QFontMetrics(self.body_font).elidedText(self.texts["mlp"], Qt.ElideRight, mw))  # 8 experts may not fit
+        if "maths" in lay.parts:  # the head's maths for the newest query, once the engine's answer is this step's
+            m = self.maths.maths
+            m = m if m is not None and (m.step, m.layer, m.head) == (n.step, L, n.head) else None
+            paint_table(p, lay.parts["maths"], m, self.body_font, self.title_font, self.line, self.maths.note(n.head))
 
     def _draw_tour(self, p: QPainter, lay: FlowLayout) -> None:
         r = lay.parts.get(self.tour_box) or lay.boxes.get(self.tour_box)

@@ -138,6 +138,8 @@ class MainWindow(QMainWindow):
         self.logits.tokenChosen.connect(self._on_logits_token_chosen)
         self.inside.inspectRequested.connect(c.inspect)
         self.cache_view.inspectRequested.connect(c.inspect)
+        self.flow_view.flow.maths.inspectRequested.connect(c.inspect)
+        self.player.playingChanged.connect(self.flow_view.flow.maths.set_playing)
         self.why_view.attributeRequested.connect(c.attribute)
         self.attention.mapRequested.connect(c.attention_map)
         c.mapReady.connect(self.attention.show_map)
@@ -359,6 +361,8 @@ class MainWindow(QMainWindow):
             self.inside.show_inside(answer.trace, answer.pieces)
         if self.cache_view.wants(answer.trace):
             self.cache_view.show_inside(answer.trace)
+        if self.flow_view.flow.maths.wants(answer.trace):
+            self.flow_view.flow.maths.show_inside(answer.trace)
 
     def _on_controller_attribution_ready(self, answer) -> None:
         if self.why_view.wants(answer):
