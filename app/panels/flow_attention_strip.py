@@ -122,7 +122,7 @@ def paint_table(p: QPainter, rect, maths: HeadMaths | None, font: QFont, bold: Q
         return
     head, body = table(maths, rows)
     fm, fb = QFontMetrics(font), QFontMetrics(bold)
-    gap = fm.horizontalAdvance("  ")
+    gap = fm.horizontalAdvance(" ") + 2
     widths = [max(fb.horizontalAdvance(head[i]), *(fm.horizontalAdvance(cells[i]) for cells in body)) for i in range(1, 5)]
     numbers = sum(widths) + gap * len(widths)
     key_w = max(0, w - numbers)

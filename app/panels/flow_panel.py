@@ -23,6 +23,7 @@ from app.logic.flow_numbers import FlowNumbers, flow_numbers
 from app.logic.flow_texts import flow_texts
 from app.logic.wording import percent as _percent
 from app.panels.flow_attention_strip import HeadMathsSource, paint_table
+from app.panels.flow_sampling_controls import FlowSamplingControls
 from app.window.guard import guarded
 from app.logic.state import AppState
 
@@ -92,6 +93,7 @@ class FlowPanel(QWidget):
         self._dirty = True  # the numbers wait for the view to be shown
         self.maths = HeadMathsSource(state, self)  # the selected head's maths, asked of the engine
         self.maths.changed.connect(self.update)
+        self.sampling_controls = FlowSamplingControls(self)  # temperature and top-k, in the sampling box's title line
         self.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Expanding)
         self.setMouseTracking(True)
         self.setToolTip("Click a box to open it in its detail view (Alt+1 or F comes back here)")
@@ -137,6 +139,7 @@ class FlowPanel(QWidget):
         self.title_font = theme.font(delta, bold=True)
         self.line = max(QFontMetrics(self.body_font).height(), QFontMetrics(self.title_font).height())
         self._layout = None
+        self._place_controls()
 
     @guarded
     def resizeEvent(self, event) -> None:  # noqa: N802 - Qt's name
@@ -148,7 +151,13 @@ class FlowPanel(QWidget):
         if (box is None) != (self.tour_box is None):
             self._layout = None  # the caption band comes or goes
         self.tour_box, self.tour_text = box, text
+        self._place_controls()
         self.update()
+
+    def _place_controls(self) -> None:
+        lay = self.flow_layout()
+        title = QFontMetrics(self.title_font).horizontalAdvance(TITLES["sampling"]) + 2 * lay.pad + 6
+        self.sampling_controls.place(lay.boxes["sampling"], self.line, lay.pad, self.body_font, title)
 
     # ------------------------------------------------------------ geometry
     def flow_layout(self) -> FlowLayout:

@@ -144,6 +144,10 @@ class MainWindow(QMainWindow):
         self.attention.mapRequested.connect(c.attention_map)
         c.mapReady.connect(self.attention.show_map)
         self.branches_view.switchRequested.connect(self.switch_branch)
+        controls = self.flow_view.flow.sampling_controls  # the Flow's temperature and top-k: a face of the panel's own
+        controls.temperatureChosen.connect(self.sampling.temperature.setValue)
+        controls.topKChosen.connect(self.sampling.top_k.setValue)
+        self.sampling.settingsShown.connect(controls.show_settings)
         self.sampling.set_settings(c.settings)
         self.sampling.settingsChanged.connect(c.set_settings)
         self.state.subscribe_theme(self._on_state_theme)

@@ -67,3 +67,46 @@ def test_the_expanded_block_has_room_for_the_maths(size, line, n_layer):
     assert min(b - a for a, b in zip(layers, layers[1:])) in (1, 2, 5)
     tour = layout(*size, n_layer, line, 7, caption_lines=3)
     assert tour.parts["maths"][3] >= 3 * line  # the tour reads the table out: it keeps it
+
+
+def test_the_flow_s_temperature_and_top_k_resample_and_stay_in_step_with_the_sampling_panel(window, qtbot):
+    from engine.sampling import SamplingSettings
+    from tests.app.helpers import choose_settings
+
+    choose_settings(window.sampling, SamplingSettings(temperature=1.0, top_k=50, top_p=1.0, seed=3))
+    window.show_view("flow")
+    run(qtbot, window, window.step, p.Step)
+    controls = window.flow_view.flow.sampling_controls
+    assert controls.isVisible() and controls.temperature.value() == 1.0 and controls.top_k.value() == 50
+    before = window.state.result.trace.distribution.probs.copy()
+    result = run(qtbot, window, lambda: controls.temperature.setValue(0.5), p.Resample)
+    assert result.settings.temperature == 0.5 and result.trace.record.settings.temperature == 0.5
+    assert window.sampling.temperature.value() == 0.5 and window.controller.settings.temperature == 0.5
+    assert result.trace.distribution.probs.max() > before.max()  # colder: the top candidate's bar grows
+    result = run(qtbot, window, lambda: controls.top_k.setValue(3), p.Resample)
+    assert window.sampling.top_k.value() == 3 and int((result.trace.distribution.probs > 0).sum()) <= 3
+    run(qtbot, window, lambda: window.sampling.top_k.setValue(7), p.Resample)  # the other way: the panel's change shows here
+    assert controls.top_k.value() == 7
+    run(qtbot, window, lambda: window.sampling.greedy.setChecked(True), p.Resample)
+    assert not controls.temperature.isEnabled() and not controls.top_k.isEnabled()
+
+
+@pytest.mark.parametrize("size, projector", [((1280, 720), True), ((1024, 768), True), ((1366, 768), False)])
+def test_the_controls_sit_in_the_sampling_box_s_title_line(window, qtbot, size, projector):
+    window.show_view("flow")
+    run(qtbot, window, window.step, p.Step)
+    window.state.set_projector(projector)
+    window.resize(*size)
+    qtbot.wait(50)
+    panel = window.flow_view.flow
+    lay = panel.flow_layout()
+    g = panel.sampling_controls.geometry()
+    x, y, w, h = lay.boxes["sampling"]
+    from PySide6.QtGui import QFontMetrics
+    from app.panels.flow_panel import TITLES
+
+    title_end = x + lay.pad + 2 + QFontMetrics(panel.title_font).horizontalAdvance(TITLES["sampling"])
+    assert g.left() > title_end and g.right() < x + w and g.top() >= y and g.bottom() < y + lay.line + 3 * lay.pad
+    for spin in (panel.sampling_controls.temperature, panel.sampling_controls.top_k):  # every digit shows
+        text_w = QFontMetrics(spin.font()).horizontalAdvance(spin.text())
+        assert spin.lineEdit().width() >= text_w, spin.text()
