@@ -68,6 +68,9 @@ class HeadMathsSource(QObject):
 
     def note(self, head: int) -> str:
         """What the strip says while it has no maths to show."""
+        result = self.state.result
+        if result is not None and not result.can_step:  # a saved session viewed without its model
+            return f"head {head}: q · k needs the model loaded"
         return f"head {head}: q · k once Play pauses" if self.playing else f"head {head}: q · k …"
 
     def awaiting(self) -> bool:
