@@ -92,7 +92,7 @@ class FlowPanel(QWidget):
         self._layout_key: tuple = ()
         self._dirty = True  # the numbers wait for the view to be shown
         self.maths = HeadMathsSource(state, self)  # the selected head's maths, asked of the engine
-        self.maths.changed.connect(self.update)
+        self.maths.changed.connect(self._on_maths_changed)
         self.sampling_controls = FlowSamplingControls(self)  # temperature and top-k, in the sampling box's title line
         self.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Expanding)
         self.setMouseTracking(True)
@@ -226,11 +226,15 @@ class FlowPanel(QWidget):
 
     # ------------------------------------------------------------ painting
     @guarded
-    def paintEvent(self, _event) -> None:  # noqa: N802 - Qt's name
+    def paintEvent(self, event) -> None:  # noqa: N802 - Qt's name
         p = QPainter(self)
         p.setRenderHint(QPainter.Antialiasing, False)
-        p.fillRect(self.rect(), QColor("white"))
         lay = self.flow_layout()
+        if self._maths_rect(lay).contains(event.rect()) and not self._dirty and self.numbers is not None:
+            self._draw_maths(p, lay, self.numbers)  # the engine's answer came: only the table changed
+            p.end()
+            return
+        p.fillRect(self.rect(), QColor("white"))
         n = self.current()
         p.setPen(QPen(QColor(th.DARK), 1.5))
         for points in lay.arrows:
@@ -503,9 +507,26 @@ class FlowPanel(QWidget):
             p.setPen(QColor(th.DARK))
             p.drawText(QRect(mx, my, mw, self.line), int(Qt.AlignLeft | Qt.AlignVCenter),
                        QFontMetrics(self.body_font).elidedText(self.texts["mlp"], Qt.ElideRight, mw))  # 8 experts may not fit
+        self._draw_maths(p, lay, n)
+
+    def _maths_rect(self, lay: FlowLayout) -> QRect:
+        """The head maths' table and its frame (empty: none, or the tour draws over it)."""
+        part = lay.parts.get("maths")
+        if part is None or self.tour_box is not None:
+            return QRect()
+        return QRect(*part).adjusted(-3, -1, 3, 1)
+
+    def _on_maths_changed(self) -> None:
+        rect = self._maths_rect(self.flow_layout())
+        if self.isVisible() and not rect.isEmpty():
+            self.update(rect)
+        elif self.isVisible():
+            self.update()
+
+    def _draw_maths(self, p: QPainter, lay: FlowLayout, n: FlowNumbers) -> None:
         if "maths" in lay.parts:  # the head's maths for the newest query, once the engine's answer is this step's
             m = self.maths.maths
-            m = m if m is not None and (m.step, m.layer, m.head) == (n.step, L, n.head) else None
+            m = m if m is not None and (m.step, m.layer, m.head) == (n.step, n.layer, n.head) else None
             paint_table(p, lay.parts["maths"], m, self.body_font, self.title_font, self.line, self.maths.note(n.head))
 
     def _draw_tour(self, p: QPainter, lay: FlowLayout) -> None:
