@@ -96,7 +96,8 @@ def test_the_tour_walks_through_the_table_in_the_model_s_own_terms(sessions, fam
     arch = result.info.architecture
     n = flow_numbers(result, 1, 1)
     said = sentence("scores", n)
-    assert f"Head 1's maths" in said and f"positions 0 to {n.position}" in said and f"gets {n.top_weight:.0%}" in said
+    assert said.startswith("Head 1, newest token") and f"positions 0 to {n.position}" in said
+    assert f"at {n.top_key}: {n.top_weight:.0%}" in said  # the record's own top weight, as the table's first row
     assert ("RoPE" in said) == arch.rotary  # only a rotary model turns q and k
     if family == "granitemoe":
         assert "× 0.2 (the model's attention multiplier)" in said and "√" not in said
