@@ -118,6 +118,7 @@ def measure_apply(app, loaded, context: int, repeats: int) -> dict[str, float]:
         session.step()
         results.append(session_host.make_result(session, Step(1), points=points))
     window = new_window()
+    answer_flow_maths(app, window, session, results)
     applied = []
     window.resultApplied.connect(applied.append)
     window.painter.apply(results[0])  # untimed: the prefill draws every panel from scratch
@@ -152,6 +153,28 @@ def measure_apply(app, loaded, context: int, repeats: int) -> dict[str, float]:
         "work_median": statistics.median(work_ms),
         "work_p95": percentile(work_ms, 95),
     }
+
+
+def answer_flow_maths(app, window, session, results) -> None:
+    """The Flow's head maths asks the engine for the Inside answer of the step it shows; this
+    window has no model loaded, so answer as the engine would: each step's answer recomputed from
+    ``session`` beforehand (untimed: the engine's work), delivered as an event of its own (the
+    table drawn then is the step's GUI work)."""
+    source = getattr(window.flow_view.flow, "maths", None)
+    if source is None:  # a tree without the head maths
+        return
+    from engine.inside import inside
+
+    layer = window.state.layer
+    answers = {(r.trace.step, r.trace.record.end - 1, layer): inside(session, r.trace.step, kv_layers=(layer,)) for r in results}
+    source.inspectRequested.disconnect()
+
+    def answer(step, position, layer):
+        trace = answers.get((step, position, layer))
+        if trace is not None:
+            QTimer.singleShot(0, lambda: source.show_inside(trace))
+
+    source.inspectRequested.connect(answer)
 
 
 def longest_gap_ms(app, action, settle_s: float = 0.8) -> float:
@@ -205,12 +228,13 @@ def measure_stages(app, loaded, repeats: int) -> dict[str, float]:
     draw bar, with ``Distribution.stages`` at GPT-2's vocabulary), with the engine's re-sample done."""
     from app.panels.sampling_stages_panel import SamplingStagesPanel
     from app.logic.state import AppState
+    from app.window import theme as th
 
     session = Session(loaded, SamplingSettings(top_k=50, top_p=0.9, repetition_penalty=1.3, seed=1))
     session.set_prompt(prompt_text(120))
     session.step()
     session.step()
-    state = AppState()
+    state = AppState(th.NORMAL, th.PROJECTOR)
     panel = SamplingStagesPanel(state)
     panel.resize(1400, 800)
     panel.show()  # shown: a hidden sampling view draws nothing until it is shown

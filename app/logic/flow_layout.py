@@ -33,6 +33,8 @@ LINES = {
     "sampling": (3, 5), "chosen": (2, 4), "appended": (1, 2),
 }
 EXPANDED_LINES = 5  # the selected block's content: its norms, its heads, its head's attention (two lines), its MLP
+MATHS_LINES = (2, 6)  # under them, the head's maths (app.panels.flow_attention_strip): the least lines it adds, the most
+# (with the expanded block's last line, which it takes too: a line of column heads and a row per key)
 STAGES = ("tokens", "embedding", "blocks", "kv", "ln_final", "lm_head", "logits", "sampling", "chosen", "appended")
 
 
@@ -41,7 +43,7 @@ class FlowLayout:
     """Every rect of the flow at one size. ``boxes``: stage -> rect; ``block_rows`` and ``kv_rows``:
     one rect per layer (same heights, side by side); ``expanded``: the selected layer, whose rows are
     tall; ``row_text``: whether a collapsed row has a line's height (else it shows bars only);
-    ``parts``: the expanded block's "heads", "attention" and "mlp" rects; ``lines``: content lines each box
+    ``parts``: the expanded block's "heads", "attention" and "mlp" rects (and "maths", the head's maths, when there is room: it runs on under the KV cache's row); ``lines``: content lines each box
     has room for; ``caption``: the tour's sentence band, or None; ``line`` and ``pad``: the text
     line height and a box's inner margin the rects were made for."""
 
@@ -111,7 +113,8 @@ def layout(width: int, height: int, n_layer: int, line: int, selected: int = 0, 
     kx, kw = column_rects[2]
     boxes["blocks"] = (bx, 0, bw, height)
     boxes["kv"] = (kx, 0, kw, height)
-    block_rows, kv_rows, row_text, parts, legend = _rows(bx, bw, kx, kw, height, n_layer, line, pad, selected)
+    block_rows, kv_rows, row_text, parts, legend = _rows(bx, bw, kx, kw, height, n_layer, line, pad, selected,
+                                                         tour=caption is not None)
     arrows = _arrows(boxes, block_rows, line, pad)
     return FlowLayout(width, height + (caption[3] + pad if caption else 0), line, pad, boxes, block_rows, kv_rows,
                       selected, row_text, parts, lines, caption, legend, arrows)
@@ -166,12 +169,14 @@ def _stack(names, x, w, height, line, pad, gap, boxes, lines) -> None:
         y += h + gap
 
 
-def _rows(bx, bw, kx, kw, height, n_layer, line, pad, selected):
+def _rows(bx, bw, kx, kw, height, n_layer, line, pad, selected, tour=False):
     """One row per block (and its KV cache beside it) under a title line; the selected one tall."""
     top = line + 2 * pad  # the column's title
     room = height - top - (line + pad if n_layer > 1 else 0)  # and a legend line under the rows
     expanded = min(room, (1 + EXPANDED_LINES) * line + 2 * pad)
     others = n_layer - 1
+    maths = _maths_lines(room - expanded, others, line, pad, tour)
+    expanded += maths * line
     row = min(line + pad, (room - expanded) // others) if others else 0
     row = max(row, 2)
     row_text = row >= line
@@ -191,10 +196,31 @@ def _rows(bx, bw, kx, kw, height, n_layer, line, pad, selected):
         "attention": (ex + pad, body + line, ew - 2 * pad, 2 * line),
         "mlp": (ex + pad, body + 3 * line, ew - 2 * pad, line),
     }
+    if maths:
+        below = body + 4 * line  # under the MLP's line, to the block's end; on under the keys and values it reads
+        parts["maths"] = (ex + pad, below, kx + kw - ex - 2 * pad, ey + eh - pad - below)
     legend = None
     if n_layer > 1:
         legend = (bx + pad, height - line - pad, bw - 2 * pad, line)
     return block_rows, kv_rows, row_text, parts, legend
+
+
+def _maths_lines(spare: int, others: int, line: int, pad: int, tour: bool = False) -> int:
+    """Lines the head's maths gets from ``spare`` pixels: as many as leave the ``others`` collapsed
+    blocks rows as tall as they would have been, up to a line and its pad each, or as thin as still
+    numbers them as often (``block_numbers``: every 5th needs a fifth of a line); in the ``tour``,
+    which reads the table out and whose sentence takes a band, down to 2 pixels. 0 when fewer than
+    the least it needs are left."""
+    if not others:
+        return max(0, min(MATHS_LINES[1], spare // line))
+    had = max(2, min(line + pad, spare // others))
+    every = next((k for k in NUMBER_EVERY if k * had >= line), NUMBER_EVERY[-1])
+    rows = [min(had, line + pad), max(2, min(had, -(-line // every)))] + ([2] if tour else [])
+    for row in rows:
+        lines = min(MATHS_LINES[1], (spare - others * row) // line)
+        if lines >= MATHS_LINES[0]:
+            return lines
+    return 0
 
 
 NUMBER_EVERY = (1, 2, 5, 10, 20, 50)  # collapsed blocks carry their layer number: every one, else every 2nd, 5th, ...
@@ -203,22 +229,26 @@ NUMBER_EVERY = (1, 2, 5, 10, 20, 50)  # collapsed blocks carry their layer numbe
 def block_numbers(block_rows: list[Rect], expanded: int, line: int) -> list[tuple[int, Rect]]:
     """The collapsed blocks that carry their layer number, and the rect (one line high, centred on
     the block's row, in the column's left gutter) each number is drawn in: every block when a row is
-    a line high, else every 2nd (5th, 10th, ...) so the numbers are a line apart; none that would run into
-    the expanded block, which names itself."""
+    a line high, else every 2nd (5th, 10th, ...) so the numbers are a line apart, the count never
+    skipping one; none that would run into the expanded block, which names itself."""
     others = [h for layer, (_x, _y, _w, h) in enumerate(block_rows) if layer != expanded]
     if not others:
         return []
-    every = next((k for k in NUMBER_EVERY if k * min(others) >= line), NUMBER_EVERY[-1])
     ex, ey, ew, eh = block_rows[expanded]
     first, last = block_rows[0][1], block_rows[-1][1] + block_rows[-1][3]
-    numbers = []
-    for layer, (x, y, w, h) in enumerate(block_rows):
-        if layer == expanded or layer % every:
-            continue
-        top = min(max(y + h // 2 - line // 2, first), last - line)  # inside the rows: clear of the column's title
-        if top < ey + eh and top + line > ey:
-            continue
-        if numbers and top < numbers[-1][1][1] + line:  # moved into the one before it
-            continue
-        numbers.append((layer, (x, top, w, line)))
+    numbers: list[tuple[int, Rect]] = []
+    for every in [k for k in NUMBER_EVERY if k * min(others) >= line] or NUMBER_EVERY[-1:]:
+        numbers, crowded = [], False
+        for layer, (x, y, w, h) in enumerate(block_rows):
+            if layer == expanded or layer % every:
+                continue
+            top = min(max(y + h // 2 - line // 2, first), last - line)  # inside the rows: clear of the column's title
+            if top < ey + eh and top + line > ey:
+                continue
+            if numbers and top < numbers[-1][1][1] + line:  # kept inside the rows, it runs into the one before
+                crowded = True
+                break
+            numbers.append((layer, (x, top, w, line)))
+        if not crowded:  # else number less often: a gap in the count would read as a missing block
+            break
     return numbers

@@ -17,6 +17,7 @@ STAGES: tuple[tuple[str, str], ...] = (
     ("tokens", "tokens"),
     ("embedding", "embedding"),
     ("attention", "attention"),
+    ("scores", "maths"),  # the selected head's maths (app.panels.flow_attention_strip)
     ("mlp", "mlp"),
     ("stream", "blocks"),
     ("kv", "kv"),

@@ -22,6 +22,8 @@ from app.logic.flow_layout import FlowLayout, block_numbers, layout
 from app.logic.flow_numbers import FlowNumbers, flow_numbers
 from app.logic.flow_texts import TITLES as TITLE_WORDINGS, flow_lines, flow_texts, logit_numbers
 from app.logic.text_fit import fit, tail_words
+from app.panels.flow_attention_strip import HeadMathsSource, paint_table
+from app.panels.flow_sampling_controls import FlowSamplingControls
 from app.window.guard import guarded
 from app.logic.state import AppState
 
@@ -80,6 +82,9 @@ class FlowPanel(QWidget):
         self._layout: FlowLayout | None = None
         self._layout_key: tuple = ()
         self._dirty = True  # the numbers wait for the view to be shown
+        self.maths = HeadMathsSource(state, self)  # the selected head's maths, asked of the engine
+        self.maths.changed.connect(self._on_maths_changed)
+        self.sampling_controls = FlowSamplingControls(self)  # temperature and top-k, in the sampling box's title line
         self.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Expanding)
         self.setMouseTracking(True)
         self.setToolTip("Click a box to open it in its detail view (Alt+1 or F comes back here)")
@@ -126,6 +131,7 @@ class FlowPanel(QWidget):
         self.line = max(QFontMetrics(self.body_font).height(), QFontMetrics(self.title_font).height())
         self._widths = ({}, {})
         self._layout = None
+        self._place_controls()
 
     def measure(self, text: str, bold: bool = False) -> int:
         """``text``'s width in the body (or title) font, measured once per font."""
@@ -151,7 +157,13 @@ class FlowPanel(QWidget):
         if (box is None) != (self.tour_box is None):
             self._layout = None  # the caption band comes or goes
         self.tour_box, self.tour_text = box, text
+        self._place_controls()
         self.update()
+
+    def _place_controls(self) -> None:
+        lay = self.flow_layout()
+        title = QFontMetrics(self.title_font).horizontalAdvance(TITLES["sampling"]) + 2 * lay.pad + 6
+        self.sampling_controls.place(lay.boxes["sampling"], self.line, lay.pad, self.body_font, title)
 
     # ------------------------------------------------------------ geometry
     def flow_layout(self) -> FlowLayout:
@@ -232,11 +244,15 @@ class FlowPanel(QWidget):
 
     # ------------------------------------------------------------ painting
     @guarded
-    def paintEvent(self, _event) -> None:  # noqa: N802 - Qt's name
+    def paintEvent(self, event) -> None:  # noqa: N802 - Qt's name
         p = QPainter(self)
         p.setRenderHint(QPainter.Antialiasing, False)
-        p.fillRect(self.rect(), QColor("white"))
         lay = self.flow_layout()
+        if self._maths_rect(lay).contains(event.rect()) and not self._dirty and self.numbers is not None:
+            self._draw_maths(p, lay, self.numbers)  # the engine's answer came: only the table changed
+            p.end()
+            return
+        p.fillRect(self.rect(), QColor("white"))
         n = self.current()
         p.setPen(QPen(QColor(th.DARK), 1.5))
         for points in lay.arrows:
@@ -512,6 +528,27 @@ class FlowPanel(QWidget):
         if my + self.line <= y + h:
             p.setPen(QColor(th.DARK))
             self._fit(p, QRect(mx, my, mw, self.line), self.lines.get("mlp", ""))  # 8 experts: their shorter wordings
+        self._draw_maths(p, lay, n)
+
+    def _maths_rect(self, lay: FlowLayout) -> QRect:
+        """The head maths' table and its frame (empty: none, or the tour draws over it)."""
+        part = lay.parts.get("maths")
+        if part is None or self.tour_box is not None:
+            return QRect()
+        return QRect(*part).adjusted(-3, -1, 3, 1)
+
+    def _on_maths_changed(self) -> None:
+        rect = self._maths_rect(self.flow_layout())
+        if self.isVisible() and not rect.isEmpty():
+            self.update(rect)
+        elif self.isVisible():
+            self.update()
+
+    def _draw_maths(self, p: QPainter, lay: FlowLayout, n: FlowNumbers) -> None:
+        if "maths" in lay.parts:  # the head's maths for the newest query, once the engine's answer is this step's
+            m = self.maths.maths
+            m = m if m is not None and (m.step, m.layer, m.head) == (n.step, n.layer, n.head) else None
+            paint_table(p, lay.parts["maths"], m, self.body_font, self.title_font, self.line, self.maths.note(n.head))
 
     def _draw_tour(self, p: QPainter, lay: FlowLayout) -> None:
         r = lay.parts.get(self.tour_box) or lay.boxes.get(self.tour_box)

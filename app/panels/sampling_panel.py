@@ -40,6 +40,7 @@ class SamplingPanel(QGroupBox):
     """Widgets for SamplingSettings; ``settings()`` reads them, ``set_settings`` shows them."""
 
     settingsChanged = Signal(object)  # SamplingSettings
+    settingsShown = Signal(object)  # SamplingSettings: what the widgets show now (set_settings or a person's change)
 
     def __init__(self, state: AppState, parent: QWidget | None = None):
         super().__init__("5 · Sampling: how the next token is picked", parent)
@@ -141,6 +142,7 @@ class SamplingPanel(QGroupBox):
         self._shown = s
         self._sync_enabled()
         self._sync_drawn_with()
+        self.settingsShown.emit(s)
 
     @property
     def shown(self) -> SamplingSettings | None:
@@ -164,6 +166,7 @@ class SamplingPanel(QGroupBox):
             self._shown = settings
             self.settingsChanged.emit(settings)
             self._sync_drawn_with()
+            self.settingsShown.emit(settings)
 
     def _on_new_seed_clicked(self) -> None:
         text = self.seed.text().strip()

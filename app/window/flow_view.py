@@ -73,6 +73,10 @@ class FlowView(QWidget):
         self.model_line.setFont(theme.font(-1))
         self.tour_button.setFont(theme.font(-1, bold=True))
 
+    def awaiting(self) -> bool:
+        """True while the selected head's maths is on its way from the engine."""
+        return self.flow.maths.awaiting()
+
     @guarded
     def showEvent(self, event) -> None:  # noqa: N802 - Qt's name
         self._layout.insertWidget(0, self.tokens)  # borrowed from the Overview while this view is shown
@@ -80,6 +84,7 @@ class FlowView(QWidget):
         self.tokens.set_in_flow(True)
         self.tokens.show()  # a focused panel may have hidden it in the Overview
         super().showEvent(event)
+        self.flow.maths.set_shown(True)  # the head's maths is asked for only while the Flow is on screen
 
     @guarded
     def hideEvent(self, event) -> None:  # noqa: N802 - Qt's name
@@ -87,6 +92,7 @@ class FlowView(QWidget):
             self._home.insertWidget(0, self.tokens)
             self.tokens.set_in_flow(False)
             self.tokensReturned.emit()
+        self.flow.maths.set_shown(False)
         super().hideEvent(event)
 
 

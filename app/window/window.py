@@ -138,6 +138,8 @@ class MainWindow(QMainWindow):
         self.logits.tokenChosen.connect(self._on_logits_token_chosen)
         self.inside.inspectRequested.connect(c.inspect)
         self.cache_view.inspectRequested.connect(c.inspect)
+        self.flow_view.flow.maths.inspectRequested.connect(c.inspect)
+        self.player.playingChanged.connect(self.flow_view.flow.maths.set_playing)
         self.why_view.attributeRequested.connect(c.attribute)
         patch = self.why_view.patch
         patch.tokenizeRequested.connect(c.tokenize)
@@ -149,6 +151,10 @@ class MainWindow(QMainWindow):
         self.attention.mapRequested.connect(c.attention_map)
         c.mapReady.connect(self.attention.show_map)
         self.branches_view.switchRequested.connect(self.switch_branch)
+        controls = self.flow_view.flow.sampling_controls  # the Flow's temperature and top-k: a face of the panel's own
+        controls.temperatureChosen.connect(self.sampling.temperature.setValue)
+        controls.topKChosen.connect(self.sampling.top_k.setValue)
+        self.sampling.settingsShown.connect(controls.show_settings)
         self.sampling.set_settings(c.settings)
         self.sampling.settingsChanged.connect(c.set_settings)
         self.state.subscribe_theme(self._on_state_theme)
@@ -368,6 +374,8 @@ class MainWindow(QMainWindow):
             self.inside.show_inside(answer.trace, answer.pieces)
         if self.cache_view.wants(answer.trace):
             self.cache_view.show_inside(answer.trace)
+        if self.flow_view.flow.maths.wants(answer.trace):
+            self.flow_view.flow.maths.show_inside(answer.trace)
 
     def _on_controller_attribution_ready(self, answer) -> None:
         if self.why_view.wants(answer):

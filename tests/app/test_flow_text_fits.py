@@ -86,6 +86,7 @@ def flow_problems(window, qtbot, monkeypatch, size, projector) -> list[str]:
         for head in (0, n_head - 1):
             window.state.set_layer(layer)
             window.state.set_head(head)
+            qtbot.waitUntil(lambda: not panel.maths.awaiting())  # the head's maths table drawn, not its waiting line
             problems += [f"block {layer} head {head}: {x}" for x in text_problems(panel, painted_texts(panel, monkeypatch))]
     for label in (window.flow_view.hint, window.flow_view.model_line):  # the lines above the picture
         need = label.fontMetrics().horizontalAdvance(label.text())

@@ -1,0 +1,112 @@
+"""The Flow's head maths in the window: asked of the engine only while the Flow is on screen and
+Play is not running, once per step and layer (another head reuses the answer), drawn for the step
+the flow shows, with room in the expanded block at classroom sizes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from app.logic.flow_attention_numbers import table
+from app.logic.flow_layout import block_numbers, layout
+from app.protocol import messages as p
+from tests.app.helpers import run
+
+
+def _answered(qtbot, window):
+    with qtbot.waitSignal(window.flow_view.flow.maths.changed, timeout=20_000):
+        pass
+    return window.flow_view.flow.maths.maths
+
+
+def test_the_strip_asks_once_per_step_and_layer_and_shows_the_recorded_weights(window, qtbot):
+    source = window.flow_view.flow.maths
+    asked = []
+    source.inspectRequested.connect(lambda *a: asked.append(a))
+    window.show_view("overview")
+    run(qtbot, window, window.step, p.Step)
+    assert asked == []  # hidden: the Flow costs the engine nothing
+    with qtbot.waitSignal(source.changed, timeout=20_000):
+        window.show_view("flow")
+    record = window.state.result.trace.record
+    assert asked == [(record.step, record.end - 1, window.state.layer)]
+    m = source.maths
+    row = record.attn[m.layer, m.head, -1, : record.end].astype(np.float64)
+    assert m.rows[0].weight == pytest.approx(row.max(), abs=1e-3) and m.rows[0].position == int(np.argmax(row))
+    head, body = table(m, 3)
+    assert head[1] == "q·k" and body[0][0] == f"{m.rows[0].piece} {m.rows[0].position}"
+    with qtbot.waitSignal(source.changed, timeout=5_000):
+        window.state.set_head(1)  # another head of the same layer: the answer held has it
+    assert len(asked) == 1 and source.maths.head == 1
+    with qtbot.waitSignal(source.changed, timeout=20_000):
+        window.state.set_layer(1)  # another layer: its keys and values are asked for
+    assert len(asked) == 2 and asked[-1][2] == 1
+    qtbot.waitUntil(lambda: source.maths is not None and source.maths.layer == 1, timeout=20_000)
+    source.set_playing(True)
+    run(qtbot, window, window.step, p.Step)
+    assert len(asked) == 2 and source.maths is None  # Play runs: nothing asked, the last step's maths not shown
+    with qtbot.waitSignal(source.changed, timeout=20_000):
+        source.set_playing(False)
+    assert len(asked) == 3 and source.maths.step == window.state.result.trace.step
+
+
+@pytest.mark.parametrize("size, line, n_layer", [((1270, 420), 22, 30), ((1010, 450), 20, 30), ((1350, 470), 17, 12),
+                                                  ((1010, 420), 24, 12)])
+def test_the_expanded_block_has_room_for_the_maths(size, line, n_layer):
+    """At least the column heads and two keys, inside the expanded block's height, across the
+    blocks and the KV cache columns, below the lines the block already had; the block numbers as
+    often as without it (every 5th at worst)."""
+    lay = layout(*size, n_layer, line, 7)
+    x, y, w, h = lay.parts["maths"]
+    ex, ey, ew, eh = lay.block_rows[7]
+    kx, ky, kw, kh = lay.kv_rows[7]
+    assert h >= 3 * line and y >= lay.parts["mlp"][1] + line and y + h <= ey + eh
+    assert x >= ex and x + w <= kx + kw
+    numbers = block_numbers(lay.block_rows, lay.expanded, line)
+    layers = [layer for layer, _ in numbers]
+    assert min(b - a for a, b in zip(layers, layers[1:])) in (1, 2, 5)
+    tour = layout(*size, n_layer, line, 7, caption_lines=3)
+    assert tour.parts["maths"][3] >= 3 * line  # the tour reads the table out: it keeps it
+
+
+def test_the_flow_s_temperature_and_top_k_resample_and_stay_in_step_with_the_sampling_panel(window, qtbot):
+    from engine.sampling import SamplingSettings
+    from tests.app.helpers import choose_settings
+
+    choose_settings(window.sampling, SamplingSettings(temperature=1.0, top_k=50, top_p=1.0, seed=3))
+    window.show_view("flow")
+    run(qtbot, window, window.step, p.Step)
+    controls = window.flow_view.flow.sampling_controls
+    assert controls.isVisible() and controls.temperature.value() == 1.0 and controls.top_k.value() == 50
+    before = window.state.result.trace.distribution.probs.copy()
+    result = run(qtbot, window, lambda: controls.temperature.setValue(0.5), p.Resample)
+    assert result.settings.temperature == 0.5 and result.trace.record.settings.temperature == 0.5
+    assert window.sampling.temperature.value() == 0.5 and window.controller.settings.temperature == 0.5
+    assert result.trace.distribution.probs.max() > before.max()  # colder: the top candidate's bar grows
+    result = run(qtbot, window, lambda: controls.top_k.setValue(3), p.Resample)
+    assert window.sampling.top_k.value() == 3 and int((result.trace.distribution.probs > 0).sum()) <= 3
+    run(qtbot, window, lambda: window.sampling.top_k.setValue(7), p.Resample)  # the other way: the panel's change shows here
+    assert controls.top_k.value() == 7
+    run(qtbot, window, lambda: window.sampling.greedy.setChecked(True), p.Resample)
+    assert not controls.temperature.isEnabled() and not controls.top_k.isEnabled()
+
+
+@pytest.mark.parametrize("size, projector", [((1280, 720), True), ((1024, 768), True), ((1366, 768), False)])
+def test_the_controls_sit_in_the_sampling_box_s_title_line(window, qtbot, size, projector):
+    window.show_view("flow")
+    run(qtbot, window, window.step, p.Step)
+    window.state.set_projector(projector)
+    window.resize(*size)
+    qtbot.wait(50)
+    panel = window.flow_view.flow
+    lay = panel.flow_layout()
+    g = panel.sampling_controls.geometry()
+    x, y, w, h = lay.boxes["sampling"]
+    from PySide6.QtGui import QFontMetrics
+    from app.panels.flow_panel import TITLES
+
+    title_end = x + lay.pad + 2 + QFontMetrics(panel.title_font).horizontalAdvance(TITLES["sampling"])
+    assert g.left() > title_end and g.right() < x + w and g.top() >= y and g.bottom() < y + lay.line + 3 * lay.pad
+    for spin in (panel.sampling_controls.temperature, panel.sampling_controls.top_k):  # every digit shows
+        text_w = QFontMetrics(spin.font()).horizontalAdvance(spin.text())
+        assert spin.lineEdit().width() >= text_w, spin.text()
