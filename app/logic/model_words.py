@@ -162,10 +162,15 @@ def architecture_line(arch: Architecture | None) -> str:
     return f"{arch.n_layer} blocks · d {arch.d_model} · {heads} · {position} · {arch.norm} · {mlp} · {head}"
 
 
-def system_placeholder(arch: Architecture | None) -> str:
-    """The empty System field's grey text: what the model reads when it stays empty."""
+def system_placeholder(arch: Architecture | None) -> tuple[str, ...]:
+    """The empty System field's grey text, its wordings longest first (the field shows the first
+    that fits): what the model reads when it stays empty."""
     if arch is None or not arch.chat_template:
-        return "System message (optional)"
+        return ("System message (optional)",)
     if arch.default_system:
-        return f"Empty: the model's chat template writes its own system message: “{arch.default_system}”"
-    return "System message (optional; empty: the model's chat template adds none)"
+        return (f"Empty: the model's chat template writes its own system message: “{arch.default_system}”",
+                "Empty: the chat template writes its own system message (hover to read it)",
+                "Empty: the template writes its own system message",
+                "Empty: the template's own system message", "Empty: the template's own", "Empty: template's own")
+    return ("System message (optional; empty: the model's chat template adds none)",
+            "System message (optional; the template adds none)", "System message (optional)")

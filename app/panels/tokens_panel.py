@@ -38,6 +38,7 @@ from app.protocol import messages as p
 from app.logic import stop_text
 from app.window import theme as th
 from app.logic.state import LATEST, AppState
+from app.logic.text_fit import fit
 from app.window.guard import guarded
 
 @lru_cache(maxsize=4096)
@@ -233,6 +234,37 @@ class TokenStrip(QWidget):
 
 
 
+class PlaceholderFitEdit(QLineEdit):
+    """A line editor whose grey placeholder is the first of its wordings (longest first) that fits
+    its width, never cut with an ellipsis; the longest is its tooltip's first line, to read in full."""
+
+    def __init__(self, wordings: tuple[str, ...], tip: str = "The system message, before the user's turn (the editor under it)"):
+        super().__init__()
+        self.tip = tip
+        self.set_placeholders(wordings)
+
+    def set_placeholders(self, wordings: tuple[str, ...]) -> None:
+        self.wordings = wordings
+        self.setToolTip(f"{wordings[0]}\n{self.tip}" if len(wordings) > 1 else self.tip)
+        self._refit()
+
+    def _refit(self) -> None:
+        margins = self.textMargins()
+        room = self.contentsRect().width() - margins.left() - margins.right() - 8  # the editor's own margin and frame
+        self.setPlaceholderText(fit(self.wordings, room, self.fontMetrics().horizontalAdvance)[0])
+
+    @guarded
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        self._refit()
+
+    @guarded
+    def changeEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        super().changeEvent(event)
+        if event.type() == QEvent.FontChange:
+            self._refit()
+
+
 class TokensPanel(QGroupBox):
     """The prompt editor, token and character counts, and the chip strip.
 
@@ -280,9 +312,7 @@ class TokensPanel(QGroupBox):
         self._sentence = ("", "")  # the text before the newest token, the newest token
 
         self.chat_box = QCheckBox("Chat turn")
-        self.system_edit = QLineEdit()
-        self.system_edit.setPlaceholderText("System message (optional)")
-        self.system_edit.setToolTip("The system message, before the user's turn (the editor under it)")
+        self.system_edit = PlaceholderFitEdit(("System message (optional)",))
         self.system_edit.hide()
         self.stops_edit = QLineEdit()
         self.stops_edit.setPlaceholderText("stop at…")
@@ -464,7 +494,7 @@ class TokensPanel(QGroupBox):
         else:
             why = result.why_not
         self._show_chat_enabled(info.chat_template and result.can_step, why)
-        self.system_edit.setPlaceholderText(system_placeholder(info.architecture))
+        self.system_edit.set_placeholders(system_placeholder(info.architecture))
         if isinstance(result.request, (p.Load, p.OpenSession)):
             self.set_stops(result.stop_sequences)
         if self._debounce.isActive():

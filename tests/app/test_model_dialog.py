@@ -34,10 +34,30 @@ def test_the_dialog_shows_the_descriptions_rows(qtbot, tiny_model, arch):
 
 def test_the_empty_system_field_says_what_the_template_writes(arch):
     smol = replace(arch, chat_template=True, default_system="You are a helpful AI assistant named SmolLM, trained by Hugging Face")
-    assert system_placeholder(smol) == ("Empty: the model's chat template writes its own system message: "
+    assert system_placeholder(smol)[0] == ("Empty: the model's chat template writes its own system message: "
                                         "“You are a helpful AI assistant named SmolLM, trained by Hugging Face”")
-    assert "adds none" in system_placeholder(replace(arch, chat_template=True, default_system=""))
-    assert system_placeholder(None) == "System message (optional)"
+    assert "adds none" in system_placeholder(replace(arch, chat_template=True, default_system=""))[0]
+    assert system_placeholder(None) == ("System message (optional)",)
+
+
+@pytest.mark.parametrize("width", [250, 350, 520, 1600])
+def test_the_empty_system_fields_text_fits_it_whole(qtbot, arch, width):
+    """At 1280 x 720 in projector mode the field is about 350 px: its grey text is a shorter wording,
+    never one cut with an ellipsis, and the whole sentence is in its tooltip."""
+    from app.panels.tokens_panel import PlaceholderFitEdit
+    from app.window import theme as th
+
+    smol = replace(arch, chat_template=True, default_system="You are a helpful AI assistant named SmolLM, trained by Hugging Face")
+    wordings = system_placeholder(smol)
+    edit = PlaceholderFitEdit(wordings)
+    qtbot.addWidget(edit)
+    edit.setFont(th.PROJECTOR.font())
+    edit.resize(width, 40)
+    edit.show()
+    shown = edit.placeholderText()
+    assert shown in wordings and "…" not in shown
+    assert edit.fontMetrics().horizontalAdvance(shown) <= edit.contentsRect().width() - 8
+    assert (shown == wordings[0]) == (width == 1600) and wordings[0] in edit.toolTip()
 
 
 def test_tour_stages_by_name_or_number():
