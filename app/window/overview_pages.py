@@ -222,7 +222,10 @@ class OverviewPages(QWidget):
         """Each panel's share of ``splitter`` by its weight, at the splitter's size now: the same
         sizes for the same room, however the page came to it (a page built again when a focused
         panel is given back comes out as it was). A splitter whose handle was dragged keeps its sizes."""
-        if splitter in self._dragged or len(self._shares.get(splitter, ())) != splitter.count():  # dragged, or being rebuilt
+        weights = self._shares.get(splitter)
+        if weights is None or len(weights) != splitter.count():  # an old page's, its panels taken out for the new pages
+            return
+        if splitter in self._dragged:
             splitter.setSizes(splitter.sizes())  # a panel that needs more room now (new axis titles) gets it
             return
         vertical = splitter.orientation() == Qt.Vertical
@@ -232,7 +235,7 @@ class OverviewPages(QWidget):
             hint = splitter.widget(i).minimumSizeHint().expandedTo(splitter.widget(i).minimumSize())
             least.append(hint.height() if vertical else hint.width())
         if room > 0:
-            splitter.setSizes(weighted_sizes(self._shares[splitter], least, room))
+            splitter.setSizes(weighted_sizes(weights, least, room))
 
     def _add_page_button(self, index: int, title: str) -> None:
         button = QToolButton()
