@@ -130,6 +130,7 @@ class FlowPanel(QWidget):
         self.title_font = theme.font(delta, bold=True)
         self.line = max(QFontMetrics(self.body_font).height(), QFontMetrics(self.title_font).height())
         self._widths = ({}, {})
+        self._metrics = (QFontMetrics(self.body_font), QFontMetrics(self.title_font))
         self._layout = None
         self._place_controls()
 
@@ -140,8 +141,7 @@ class FlowPanel(QWidget):
         if width is None:
             if len(widths) > 4096:  # a long session's old numbers
                 widths.clear()
-            metrics = QFontMetrics(self.title_font if bold else self.body_font)
-            width = widths[text] = metrics.boundingRect(QRect(0, 0, 1 << 20, self.line), int(Qt.AlignLeft | Qt.AlignVCenter), text).width()
+            width = widths[text] = self._metrics[bold].boundingRect(QRect(0, 0, 1 << 20, self.line), int(Qt.AlignLeft | Qt.AlignVCenter), text).width()
         return width
 
     def _measurer(self, bold: bool):
