@@ -48,6 +48,8 @@ class FlowSamplingControls(QWidget):
 
     def show_settings(self, s: SamplingSettings) -> None:
         """Show ``s`` (the Sampling panel's settings) without emitting anything."""
+        if (self.temperature.value(), self.top_k.value(), self.top_k.isEnabled()) == (s.temperature, s.top_k, not s.greedy):
+            return  # every step shows the settings again: the boxes are placed again only for new values
         for spin in (self.temperature, self.top_k):
             spin.blockSignals(True)
         self.temperature.setValue(s.temperature)

@@ -14,7 +14,7 @@ the room its plots need to be read, so a small screen gets more pages, never squ
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QSize, Qt, Signal
+from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QSplitter, QStackedWidget, QToolButton, QVBoxLayout, QWidget
 
@@ -78,8 +78,6 @@ class OverviewPages(QWidget):
         self.pages: list[list[list[QWidget]]] = []
         self.focused: QWidget | None = None
         self._splitters: list[QSplitter] = []
-        self._shares: dict[QSplitter, list[int]] = {}  # each splitter's panels' weights
-        self._dragged: set[QSplitter] = set()  # splitters whose handle the person moved: their sizes are theirs
         self._building = False  # in _build: a resize it causes must not lay out the half-built pages...
         self._resized = False  # ...but is laid out for once they are built
 
@@ -148,7 +146,7 @@ class OverviewPages(QWidget):
                 pages = plan_pages(self.columns, width, height - self._bar_height())
         if pages == self.pages and not force:
             for splitter in self._splitters:  # a panel that needs more room now (new axis titles) gets it
-                self._share_out(splitter)
+                splitter.setSizes(splitter.sizes())
             return
         current = self.stack.currentWidget()
         front = next((p for page in self.pages for c in page for p in c if current is not None and current.isAncestorOf(p)), None)
@@ -179,7 +177,7 @@ class OverviewPages(QWidget):
             self.page_buttons.removeButton(button)
             self._page_row.removeWidget(button)
             button.deleteLater()
-        self._splitters, self._shares = [], {}
+        self._splitters = []
         for page in self.pages:
             row = QSplitter(Qt.Horizontal)
             row.setChildrenCollapsible(False)
@@ -194,11 +192,11 @@ class OverviewPages(QWidget):
                     stack.setHandleWidth(SPACING)
                     for panel in column:
                         stack.addWidget(panel)
-                    self._shares[stack] = [self.weights.get(p, 1) for p in column]
+                    stack.setSizes([self.weights.get(p, 1) * 100 for p in column])
                     row.addWidget(stack)
                     self._splitters.append(stack)
-                widths.append(max(self.weights.get(p, 1) for p in column))
-            self._shares[row] = widths
+                widths.append(max(self.weights.get(p, 1) for p in column) * 100)
+            row.setSizes(widths)
             self._splitters.append(row)
             index = self.stack.addWidget(row)
             self._add_page_button(index, " · ".join(p.short_title for c in page for p in c))
@@ -206,36 +204,6 @@ class OverviewPages(QWidget):
             panel.show()
         self.page_bar.setVisible(len(self.pages) > 1)
         self.show_page(0)
-        self._dragged = set()
-        for splitter in self._splitters:
-            splitter.installEventFilter(self)
-            splitter.splitterMoved.connect(lambda _pos, _index, s=splitter: self._dragged.add(s))
-
-    @guarded(fallback=False)
-    def eventFilter(self, watched, event) -> bool:
-        """A splitter resized: its panels shared out by their weights again, until a handle is dragged."""
-        if event.type() == QEvent.Type.Resize and watched not in self._dragged:
-            self._share_out(watched)
-        return False
-
-    def _share_out(self, splitter: QSplitter) -> None:
-        """Each panel's share of ``splitter`` by its weight, at the splitter's size now: the same
-        sizes for the same room, however the page came to it (a page built again when a focused
-        panel is given back comes out as it was). A splitter whose handle was dragged keeps its sizes."""
-        weights = self._shares.get(splitter)
-        if weights is None or len(weights) != splitter.count():  # an old page's, its panels taken out for the new pages
-            return
-        if splitter in self._dragged:
-            splitter.setSizes(splitter.sizes())  # a panel that needs more room now (new axis titles) gets it
-            return
-        vertical = splitter.orientation() == Qt.Vertical
-        room = (splitter.height() if vertical else splitter.width()) - splitter.handleWidth() * (splitter.count() - 1)
-        least = []
-        for i in range(splitter.count()):
-            hint = splitter.widget(i).minimumSizeHint().expandedTo(splitter.widget(i).minimumSize())
-            least.append(hint.height() if vertical else hint.width())
-        if room > 0:
-            splitter.setSizes(weighted_sizes(weights, least, room))
 
     def _add_page_button(self, index: int, title: str) -> None:
         button = QToolButton()
@@ -246,22 +214,3 @@ class OverviewPages(QWidget):
         button.setToolTip(f"Show {title} (Ctrl+Tab: the next page, Ctrl+Shift+Tab: the previous one)")
         self.page_buttons.addButton(button, index)
         self._page_row.insertWidget(index, button)
-
-
-def weighted_sizes(weights: list[int], least: list[int], room: int) -> list[int]:
-    """``room`` pixels shared by ``weights``, none under its ``least``: a share that would be
-    smaller takes its least and the rest is shared again by the others' weights (QSplitter's own
-    sharing depends on the sizes it had before, so a page built again would come out otherwise)."""
-    sizes, free = [0] * len(weights), set(range(len(weights)))
-    while free:
-        left = room - sum(sizes[i] for i in range(len(weights)) if i not in free)
-        total = sum(weights[i] for i in free) or 1
-        short = [i for i in free if left * weights[i] / total < least[i]]
-        if not short:
-            for i in free:
-                sizes[i] = int(left * weights[i] / total)
-            break
-        for i in short:
-            sizes[i] = least[i]
-            free.discard(i)
-    return sizes
