@@ -38,7 +38,7 @@ from app.protocol import messages as p
 from app.logic import stop_text
 from app.window import theme as th
 from app.logic.state import LATEST, AppState
-from app.logic.text_fit import fit
+from app.panels.fitted_text import PlaceholderFitEdit
 from app.window.guard import guarded
 
 @lru_cache(maxsize=4096)
@@ -232,37 +232,6 @@ class TokenStrip(QWidget):
             self.positionClicked.emit(LATEST if kind == "next" or i == self.selected else i)
         super().mousePressEvent(event)
 
-
-
-class PlaceholderFitEdit(QLineEdit):
-    """A line editor whose grey placeholder is the first of its wordings (longest first) that fits
-    its width, never cut with an ellipsis; the longest is its tooltip's first line, to read in full."""
-
-    def __init__(self, wordings: tuple[str, ...], tip: str = "The system message, before the user's turn (the editor under it)"):
-        super().__init__()
-        self.tip = tip
-        self.set_placeholders(wordings)
-
-    def set_placeholders(self, wordings: tuple[str, ...]) -> None:
-        self.wordings = wordings
-        self.setToolTip(f"{wordings[0]}\n{self.tip}" if len(wordings) > 1 else self.tip)
-        self._refit()
-
-    def _refit(self) -> None:
-        margins = self.textMargins()
-        room = self.contentsRect().width() - margins.left() - margins.right() - 8  # the editor's own margin and frame
-        self.setPlaceholderText(fit(self.wordings, room, self.fontMetrics().horizontalAdvance)[0])
-
-    @guarded
-    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt's name
-        super().resizeEvent(event)
-        self._refit()
-
-    @guarded
-    def changeEvent(self, event) -> None:  # noqa: N802 - Qt's name
-        super().changeEvent(event)
-        if event.type() == QEvent.FontChange:
-            self._refit()
 
 
 class TokensPanel(QGroupBox):

@@ -8,13 +8,13 @@ both); Esc or the Tour button leaves it. The tour's stages and sentences are ``a
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QObject, Qt, Signal
+from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QBoxLayout, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QBoxLayout, QHBoxLayout, QPushButton, QVBoxLayout, QWidget
 
 from app.window.guard import guarded
 from app.logic.model_words import architecture_line
-from app.logic.text_fit import fit
+from app.panels.fitted_text import FittedLabel
 from app.panels.flow_panel import FlowPanel
 from app.logic.state import AppState
 from app.logic.tour import STAGES, Tour, sentence
@@ -98,38 +98,6 @@ class FlowView(QWidget):
 
 HINTS = ("The step in the order the model computes. Click a box to open it; Alt+1 or F comes back.",
          "Click a box to open it; Alt+1 or F comes back.", "Click a box to open it.")
-
-
-class FittedLabel(QLabel):
-    """A one-line label that shows the first of its wordings (longest first) that fits its width,
-    whole (``app.logic.text_fit``): it never pushes the window wider, and never cuts its text."""
-
-    def __init__(self, wordings, parent: QWidget | None = None):
-        super().__init__(parent)
-        self.setTextFormat(Qt.PlainText)
-        self.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
-        self.wordings = tuple(wordings)
-        self._refit()
-
-    def set_wordings(self, wordings) -> None:
-        self.wordings = tuple(w for w in wordings if w)
-        self._refit()
-
-    def _refit(self) -> None:
-        metrics = self.fontMetrics()
-        width = self.contentsRect().width()
-        self.setText(fit(self.wordings, width, metrics.horizontalAdvance)[0] if self.wordings else "")
-
-    @guarded
-    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt's name
-        super().resizeEvent(event)
-        self._refit()
-
-    @guarded
-    def changeEvent(self, event) -> None:  # noqa: N802 - Qt's name
-        super().changeEvent(event)
-        if event.type() == QEvent.FontChange:
-            self._refit()
 
 
 class TourMode(QObject):

@@ -44,7 +44,7 @@ def test_the_empty_system_field_says_what_the_template_writes(arch):
 def test_the_empty_system_fields_text_fits_it_whole(qtbot, arch, width):
     """At 1280 x 720 in projector mode the field is about 350 px: its grey text is a shorter wording,
     never one cut with an ellipsis, and the whole sentence is in its tooltip."""
-    from app.panels.tokens_panel import PlaceholderFitEdit
+    from app.panels.fitted_text import PlaceholderFitEdit
     from app.window import theme as th
 
     smol = replace(arch, chat_template=True, default_system="You are a helpful AI assistant named SmolLM, trained by Hugging Face")
