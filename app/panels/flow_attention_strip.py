@@ -9,6 +9,8 @@ draws it into the rect the flow's layout gives (``parts["maths"]``).
 
 from __future__ import annotations
 
+from typing import Callable
+
 from PySide6.QtCore import QObject, QRect, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter
 
@@ -109,14 +111,11 @@ class HeadMathsSource(QObject):
         self.refresh()
 
 
-def _ink(metrics: QFontMetrics, line: int):
-    """A text's drawn width (its ink, a pixel or two over its advance), as a box must hold it."""
-    return lambda text: metrics.boundingRect(QRect(0, 0, 1 << 20, line), int(Qt.AlignLeft | Qt.AlignVCenter), text).width()
-
-
-def paint_table(p: QPainter, rect, maths: HeadMaths | None, font: QFont, bold: QFont, line: int, waiting: str) -> None:
+def paint_table(p: QPainter, rect, maths: HeadMaths | None, font: QFont, bold: QFont, line: int, waiting: str,
+                measure: Callable[[str, bool], int]) -> None:
     """The table in ``rect`` (x, y, w, h): a line of column heads, then a row per key while a line
-    is left; ``waiting`` is written instead until ``maths`` is there."""
+    is left; ``waiting`` is written instead until ``maths`` is there. ``measure(text, bold)``: a
+    text's drawn width (its ink) in ``font`` or ``bold``, as the Flow measures every text."""
     x, y, w, h = rect
     rows = h // line - 1
     p.fillRect(QRect(x - 2, y, w + 4, h), QColor("white"))  # it runs on under the KV cache's row: one panel of its own
@@ -127,12 +126,11 @@ def paint_table(p: QPainter, rect, maths: HeadMaths | None, font: QFont, bold: Q
     if maths is None or rows < 1:
         p.setFont(font)
         short = waiting.split(":")[0]  # "head 3", where the sentence has no room
-        p.drawText(QRect(x, y, w, line), int(Qt.AlignLeft | Qt.AlignVCenter), fit([waiting, short], w, _ink(QFontMetrics(font), line))[0])
+        p.drawText(QRect(x, y, w, line), int(Qt.AlignLeft | Qt.AlignVCenter), fit([waiting, short], w, lambda text: measure(text, False))[0])
         return
     head, body = table(maths, rows)
-    fm, fb = QFontMetrics(font), QFontMetrics(bold)
-    gap = fm.horizontalAdvance(" ") + 2
-    plain, heads = _ink(fm, line), _ink(fb, line)
+    gap = QFontMetrics(font).horizontalAdvance(" ") + 2
+    plain, heads = (lambda text: measure(text, False)), (lambda text: measure(text, True))
     widths = [max(heads(head[i]), *(plain(cells[i]) for cells in body)) for i in range(1, 5)]
     numbers = sum(widths) + gap * len(widths)
     key_w = max(0, w - numbers)

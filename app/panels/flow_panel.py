@@ -548,7 +548,8 @@ class FlowPanel(QWidget):
         if "maths" in lay.parts:  # the head's maths for the newest query, once the engine's answer is this step's
             m = self.maths.maths
             m = m if m is not None and (m.step, m.layer, m.head) == (n.step, n.layer, n.head) else None
-            paint_table(p, lay.parts["maths"], m, self.body_font, self.title_font, self.line, self.maths.note(n.head))
+            paint_table(p, lay.parts["maths"], m, self.body_font, self.title_font, self.line, self.maths.note(n.head),
+                        self.measure)
 
     def _draw_tour(self, p: QPainter, lay: FlowLayout) -> None:
         r = lay.parts.get(self.tour_box) or lay.boxes.get(self.tour_box)
