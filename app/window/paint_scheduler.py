@@ -61,6 +61,11 @@ class PaintScheduler(QObject):
         opened) reach it at once."""
         self._state.wrap_subscribers(panel, _ShowGate(panel).wrap)
 
+    @property
+    def settled(self) -> bool:
+        """No result is waiting for its frame or being drawn (tests wait for it before reading what is drawn)."""
+        return self._pending is None and self._turns is None
+
     # ------------------------------------------------------------ results in
     def submit(self, result: p.SessionResult) -> None:
         """Draw ``result`` at its frame (replacing one still waiting)."""

@@ -79,7 +79,7 @@ def settled(window) -> bool:
     editor sends its text 450 ms after the last keystroke: a prompt sent during the check would make
     the refresh's answer stale)."""
     c = window.controller
-    return (c.engine is not None and c.idle and window.painter._pending is None and window.painter._turns is None
+    return (c.engine is not None and c.idle and window.painter.settled
             and not window.tokens._debounce.isActive())
 
 

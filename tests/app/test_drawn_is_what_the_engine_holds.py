@@ -26,7 +26,7 @@ def test_a_step_dropped_by_the_painter_before_a_refused_prompt_is_drawn_after_al
     window.painter._last_draw = 0.0
     window.painter.fast = False
     window.painter.flush()
-    qtbot.waitUntil(lambda: window.painter._pending is None and window.controller.idle and window.painter._turns is None, timeout=20_000)
+    qtbot.waitUntil(lambda: window.controller.idle and window.painter.settled, timeout=20_000)
     host = window.controller.engine.host
     assert host.session.n_steps == 1  # the engine kept the step
     shown = drawn(window.state.result)

@@ -37,7 +37,7 @@ def settle(qtbot, window) -> None:
     """Wait until nothing is in flight, nothing waits to be drawn and the drawing has finished."""
     qtbot.waitUntil(lambda: window.controller.idle and window.controller.engine is not None, timeout=60_000)
     qtbot.wait(60)
-    qtbot.waitUntil(lambda: window.controller.idle and window.painter._pending is None and window.painter._turns is None,
+    qtbot.waitUntil(lambda: window.controller.idle and window.painter.settled,
                     timeout=60_000)
 
 
