@@ -202,6 +202,7 @@ class WhyPanel(QWidget):
             self._step_boxes = here
             self._fill_boxes(result.trace)
         self.refresh()
+        self.patch.refresh_compare()  # a pair steps with the first prompt
 
     def _fill_boxes(self, trace) -> None:
         for box in (self.target_box, self.versus_box):
@@ -230,9 +231,11 @@ class WhyPanel(QWidget):
                 box.setCurrentIndex(index)
                 box.blockSignals(False)
         self.refresh()
+        self.patch.refresh_compare()
 
     def _on_box_changed(self, _index: int) -> None:
         self.refresh()
+        self.patch.refresh_compare()  # the pair's split is of the target chosen here
 
     def _on_heads_clicked(self, x: float, y: float) -> None:
         if self.answer is None:

@@ -145,6 +145,8 @@ class MainWindow(QMainWindow):
         patch.tokenizeRequested.connect(c.tokenize)
         patch.patchRequested.connect(self._on_patch_requested)
         patch.cancelRequested.connect(c.cancel_patch)
+        patch.compareRequested.connect(c.compare)
+        c.compareReady.connect(self._on_controller_compare_ready)
         c.tokenizedReady.connect(patch.show_tokens)
         c.patchProgress.connect(patch.show_progress)
         c.patchReady.connect(self._on_controller_patch_ready)
@@ -344,6 +346,8 @@ class MainWindow(QMainWindow):
         refusal = self.gate.fail(reply)
         if isinstance(reply.request, p.Patch):  # the Why view's second page says why, beside its Run button
             self.why_view.patch.show_failed(refusal.message)
+        if isinstance(reply.request, p.Compare):  # the pair's refusal: said on the page
+            self.why_view.patch.show_compare_failed(refusal.message)
         if isinstance(reply, (p.StepCancelled, p.PatchCancelled)):  # what the person asked for: said calmly, Play stops
             self.player.pause()
             self.status_line.say(refusal.message)
@@ -381,9 +385,13 @@ class MainWindow(QMainWindow):
         if self.why_view.wants(answer):
             self.why_view.show_attribution(answer)
 
-    def _on_patch_requested(self, text: str, step: int, target: int, versus: int) -> None:
+    def _on_patch_requested(self, text: str, step: int, target: int, versus: int, site: str) -> None:
         self.player.pause()  # the map is of the step on screen
-        self.controller.patch(text, step, target, versus)
+        self.controller.patch(text, step, target, versus, site)
+
+    def _on_controller_compare_ready(self, answer) -> None:
+        if self.why_view.patch.wants_compare(answer):
+            self.why_view.patch.show_compare(answer)
 
     def _on_controller_patch_ready(self, answer) -> None:
         if self.why_view.patch.wants(answer):
