@@ -223,8 +223,15 @@ class WhyPanel(QWidget):
             box.blockSignals(False)
 
     def choose(self, target: int, versus: int = -1) -> None:
-        """Split ``target``'s logit (minus ``versus``'s: -1 none), two of this step's candidates."""
+        """Split ``target``'s logit (minus ``versus``'s: -1 none), two of this step's candidates (one
+        beyond the ten the boxes offer is added to them)."""
+        trace = None if self.state.result is None else self.state.result.trace
         for box, token in ((self.target_box, target), (self.versus_box, versus)):
+            if token >= 0 and box.findData(int(token)) < 0 and trace is not None and int(token) in trace.candidate_ids:
+                piece = trace.candidate_pieces[int(np.flatnonzero(trace.candidate_ids == int(token))[0])]
+                box.blockSignals(True)
+                box.addItem(f"“{clip(piece, 16)}”", int(token))
+                box.blockSignals(False)
             index = 0 if token < 0 else box.findData(int(token))
             if index >= 0:
                 box.blockSignals(True)  # one request for the pair, not one for each box

@@ -136,6 +136,7 @@ class MainWindow(QMainWindow):
         self.tokens.chatEdited.connect(self._on_tokens_chat_edited)
         self.tokens.stopsEdited.connect(c.set_stops)
         self.logits.tokenChosen.connect(self._on_logits_token_chosen)
+        self.logits.whyRequested.connect(self._on_logits_why_requested)
         self.inside.inspectRequested.connect(c.inspect)
         self.cache_view.inspectRequested.connect(c.inspect)
         self.flow_view.flow.maths.inspectRequested.connect(c.inspect)
@@ -406,6 +407,13 @@ class MainWindow(QMainWindow):
         self.commands.show_runtime(info)
         asked = request.source if isinstance(request, p.Load) else None  # as the person named it (a hub id)
         self.preferences.set_last_model("" if info.is_demo else (asked or info.source))
+
+    def _on_logits_why_requested(self, token_id: int) -> None:
+        """"why?" on a candidate: the Why view, its first page, splitting that token's logit."""
+        self.tour.stop()
+        self.show_view("why")
+        self.why_view.show_page(0)
+        self.why_view.choose(token_id)
 
     def _on_logits_token_chosen(self, token_id: int) -> None:
         self.player.pause()
