@@ -182,8 +182,11 @@ class PatchPage(QWidget):
         self.patchRequested.emit(text, *where, site)
 
     def awaiting(self) -> bool:
-        """A pair was sent and its map (or its refusal) has not come back."""
-        return self._asked is not None
+        """A pair was sent and its map (or its refusal) or its split has not come back."""
+        shown = self.compare_answer
+        split = self._compare_asked is not None and (
+            shown is None or (shown.text, shown.step, shown.target, shown.versus) != self._compare_asked)
+        return self._asked is not None or split
 
     def wants(self, answer) -> bool:
         return self._asked is not None and (answer.text, answer.step, answer.target, answer.site) == (*self._asked[:3], self._asked[4])
