@@ -183,7 +183,6 @@ def compare_caption(c, n: int = 3) -> str:
     quantity = what(c.target_piece, c.versus_piece)
     gap = c.first.logit - c.second.logit
     named = ", ".join(f"{part_label(key)[0]} {value:+.2f}" for key, value in largest_differences(c.first, c.second, n))
-    return (f"<b>Direct attribution, first − second</b> (step {c.step}): {quantity} is {c.first.logit:.2f} after the "
-            f"first prompt and {c.second.logit:.2f} after the second, {gap:+.2f}, the sum of every part's "
-            f"difference. Largest: {named}.")
+    return (f"<b>Bars: direct attribution, first − second</b> (step {c.step}): {quantity}, {c.first.logit:.2f} − "
+            f"{c.second.logit:.2f} = {gap:+.2f}, the sum of the parts' differences. Largest: {named}.")
 

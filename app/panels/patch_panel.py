@@ -38,7 +38,10 @@ INTRO = ("Type a second prompt (France → Germany): it steps with the first, fo
          "again with that block's input, attention output or MLP output at one position taken from the first, and "
          "the map shows how much of the difference in the logit chosen above that place brings back. That measures "
          "what a place causes through the later layers, which direct attribution does not.")
-ATTN, MLP = th.BLUE, th.VERMILION  # the difference bars: each block's attention, each block's MLP
+SHORT_INTRO = ("Change a word: the second prompt steps with the first (the same chosen tokens follow it). Run patches "
+               "one place at a time.")
+ATTN, MLP = th.BLUE, th.VERMILION
+LISTED = 6  # each prompt's most likely next tokens listed  # the difference bars: each block's attention, each block's MLP
 
 
 class PatchPage(QWidget):
@@ -55,8 +58,9 @@ class PatchPage(QWidget):
     def __init__(self, state: AppState, target_of: Callable[[], tuple[int, int, int] | None], parent: QWidget | None = None):
         super().__init__(parent)
         self.state, self.target_of = state, target_of
-        self.intro = QLabel(INTRO)
+        self.intro = QLabel(SHORT_INTRO)  # one line: the page's plots need the height (the whole text: its tooltip)
         self.intro.setWordWrap(True)
+        self.intro.setToolTip(INTRO)
         self.editor = QLineEdit()
         self.editor.setToolTip("The second prompt: the first with a word changed. Both are followed by the tokens "
                                "chosen so far, so both end where the step on screen reads.")
@@ -86,6 +90,7 @@ class PatchPage(QWidget):
         self.cancel_button.clicked.connect(self._on_cancel_clicked)
         self.status = QLabel()
         self.status.setWordWrap(True)
+        self.status.hide()
         running = QHBoxLayout()
         running.addWidget(self.progress, 1)
         running.addWidget(self.cancel_button)
@@ -114,9 +119,9 @@ class PatchPage(QWidget):
         lists.addWidget(self.first_list, 1, 0)
         lists.addWidget(self.second_list, 1, 1)
         lists.setRowStretch(2, 1)
-        self.lists_note = QLabel("model probability: the softmax of the logits, each prompt followed by the same chosen tokens")
-        self.lists_note.setWordWrap(True)
-        lists.addWidget(self.lists_note, 3, 0, 1, 2)
+        for label in (self.first_title, self.second_title, self.first_list, self.second_list):
+            label.setToolTip("Each prompt's most likely next tokens, followed by the same chosen tokens; model "
+                             "probability: the softmax of the logits")
         side = QWidget()
         side.setLayout(lists)
         side.setSizePolicy(QSizePolicy.Maximum, QSizePolicy.Preferred)
@@ -170,12 +175,12 @@ class PatchPage(QWidget):
         where = self.target_of()
         text = self.editor.text()
         if where is None or not text.strip():
-            self.status.setText("Step once first: patching explains a step's chosen token." if where is None
+            self._say("Step once first: patching explains a step's chosen token." if where is None
                                 else "Type the second prompt first.")
             return
         site = self.site_box.currentData()
         self._asked = (text, *where, site)
-        self.status.setText("")
+        self._say("")
         self.progress.setRange(0, max(1, self.state.result.n_layer))
         self.progress.setValue(0)
         self._show_running(True)
@@ -232,9 +237,14 @@ class PatchPage(QWidget):
         if text.strip():
             self.tokenizeRequested.emit(text)
 
+    def _say(self, text: str) -> None:
+        """The line under the counts: shown only when it says something (the plots need the height)."""
+        self.status.setText(text)
+        self.status.setVisible(bool(text))
+
     def _on_cancel_clicked(self) -> None:
         self.cancel_button.setEnabled(False)
-        self.status.setText("Cancelling after the layer that runs…")
+        self._say("Cancelling after the layer that runs…")
         self.cancelRequested.emit()
 
     # ------------------------------------------------------------ answers
@@ -256,14 +266,14 @@ class PatchPage(QWidget):
         """The Patch sent was refused or cancelled: ``message`` says why (the window's words)."""
         self._asked = None
         self._show_running(False)
-        self.status.setText(message)
+        self._say(message)
 
     def show_patch(self, answer) -> None:
         """Draw ``answer`` (the map this page asked for)."""
         self._asked = None
         self._show_running(False)
         self.answer = answer
-        self.status.setText("")
+        self._say("")
         self._draw()
 
     # ------------------------------------------------------------ drawing
@@ -341,17 +351,21 @@ class PatchPage(QWidget):
         self.image.setRect(0, 0, P, L)
         self.plot.setRange(xRange=(0, P), yRange=(0, L), padding=0)
         every = tick_every(P, self.view.width() - 6 * theme.text_px(), theme.text_px(-1) * 5)
+        differ = {i for i in range(P) if a.first_pieces[i] != a.second_pieces[i]}
+        named = [i for i in range(P) if i % every == 0 or i == P - 1 or i in differ]  # where the prompts differ: always
         for name, pieces in (("bottom", a.first_pieces), ("top", a.second_pieces)):
-            self.plot.getAxis(name).setTicks([[(i + 0.5, clip(pieces[i], 8)) for i in range(P) if i % every == 0 or i == P - 1]])
+            self.plot.getAxis(name).setTicks([[(i + 0.5, clip(pieces[i], 8)) for i in named]])
         rows = tick_every(L, self.view.height() - 4 * theme.text_px(), int(theme.text_px(-1) * 1.4))
         self.plot.getAxis("left").setTicks([[(layer + 0.5, str(layer)) for layer in range(0, L, rows)]])
         th.style_plot(self.plot, theme, left="block L", bottom="position i: the first prompt's tokens")
         self.plot.setLabel("top", "the second prompt's tokens", **{"color": theme.text, "font-size": theme.css_size()})
         self.caption.setText(wn.patch_caption(a))
+        if self.compare_answer is not None:
+            self._draw_compare()  # its rows line up with the map's
         self.caption.setToolTip(wn.patch_formula(a))
         if self.compare_answer is None or self.compare_answer.step != a.step:
-            self.first_list.setText(wn.candidates_html(a.first_top))
-            self.second_list.setText(wn.candidates_html(a.second_top))
+            self.first_list.setText(wn.candidates_html(a.first_top[:LISTED]))
+            self.second_list.setText(wn.candidates_html(a.second_top[:LISTED]))
 
     def _draw_compare(self) -> None:
         c, theme = self.compare_answer, self.state.theme
@@ -370,16 +384,20 @@ class PatchPage(QWidget):
         self.diff_plot.setLabel("top", f"<span style='color:{ATTN}'>■</span> attention "
                                        f"<span style='color:{MLP}'>■</span> MLP",
                                 **{"color": theme.text, "font-size": theme.css_size()})
+        if self.answer is not None:  # the map's rows and these line up: the same room above and below
+            self.diff_plot.getAxis("top").setHeight(self.plot.getAxis("top").height())
+            self.diff_plot.getAxis("bottom").setHeight(self.plot.getAxis("bottom").height())
         self.compare_caption.setText(wn.compare_caption(c))
         self.compare_caption.setToolTip("Each block's direct attribution (what it writes straight into the logit through "
                                         "the final norm, that run's scale held fixed) after the first prompt, minus "
                                         "after the second. The parts' differences add up to the difference of the logits.")
-        self.first_list.setText(wn.candidates_html(c.first_top))
-        self.second_list.setText(wn.candidates_html(c.second_top))
+        self.first_list.setText(wn.candidates_html(c.first_top[:LISTED]))
+        self.second_list.setText(wn.candidates_html(c.second_top[:LISTED]))
 
     def _on_state_theme(self, theme: th.Theme) -> None:
         self.setFont(theme.font())
         self.view.setMinimumHeight(8 * theme.text_px())
+        self.diff_view.setMinimumHeight(8 * theme.text_px())
         th.style_plot(self.plot, theme)
         th.style_plot(self.diff_plot, theme)
         self.bar.axis.setTickFont(theme.font(-1))
