@@ -285,6 +285,9 @@ class MainWindow(QMainWindow):
         self.tour.stop()
         if place.view == "overview" and not place.newest:  # the candidates: their page of the Overview
             self.overview.show_panel(self.logits)
+        if place.view == "why" and self.state.result is not None and self.state.result.trace is not None:
+            self._on_logits_why_requested(self.state.result.trace.chosen)  # "why?" on the chosen token
+            return
         self.show_view(place.view)
 
     def _on_views_current_changed(self, _index: int) -> None:

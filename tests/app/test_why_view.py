@@ -174,3 +174,22 @@ def test_why_on_a_candidate_opens_the_view_with_that_target(window, qtbot):
         logits.prob_bars.mouseClickEvent(RightClick())
     assert answer.args[0].attribution.target == token
     assert window.why_view.target_box.currentData() == token
+
+
+def test_a_right_click_on_the_flows_chosen_token_asks_why(window, qtbot):
+    from PySide6.QtCore import QPoint, Qt
+
+    result = run(qtbot, window, window.step, p.Step)
+    window.show_view("flow")
+    window.resize(1366, 768)
+    qtbot.wait(50)
+    panel = window.flow_view.flow
+    x, y, w, h = panel.flow_layout().boxes["chosen"]
+    with qtbot.waitSignal(window.controller.attributionReady, timeout=30_000) as answer:
+        qtbot.mouseClick(panel, Qt.RightButton, pos=QPoint(x + w // 2, y + h // 2))
+    assert window.views.currentWidget() is window.why_view
+    assert answer.args[0].attribution.target == result.trace.chosen
+    window.show_view("flow")
+    x, y, w, h = panel.flow_layout().boxes["sampling"]
+    qtbot.mouseClick(panel, Qt.RightButton, pos=QPoint(x + w // 2, y + h // 2))  # another box: nothing
+    assert window.views.currentWidget() is not window.why_view
