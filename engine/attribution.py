@@ -21,7 +21,7 @@ from time import perf_counter
 import numpy as np
 import torch
 
-from . import families, hf_compat
+from . import families, hf_compat, hooks
 from .attribution_trace import Attribution
 from .errors import SessionError
 from .inside import final_norm, recompute_position, resolve
@@ -69,16 +69,52 @@ def attribute(session, step: int | None = None, position: int | None = None, *,
     s, p, ids, next_id = resolve(session, step, position)
     model = session.require_model("split the logit")
     family = families.family_of(model)
-    n_layers, n_heads = session.info.n_layer, session.info.n_head
     target = next_id if target is None else int(target)
+    _check_ids(model, target, versus)
+    t0 = perf_counter()
+    names = [name for name in _POINTS if name in family.points]
+    rec, logits, cache = recompute_position(session, ids, p, names, use_cache=use_cache)
+    return _split(model, rec, logits, cache, s, p, target, versus, t0)
+
+
+def _check_ids(model, target: int, versus: int) -> None:
     vocab = model.lm_head.weight.shape[0]
     if not 0 <= target < vocab or not -1 <= versus < vocab:
         raise SessionError(f"Token ids are 0 to {vocab - 1}: {target if not 0 <= target < vocab else versus} is not one.")
     if versus == target:
         raise SessionError("A token against itself: every part is 0.")
+
+
+@torch.inference_mode()
+def attribute_tokens(model, ids, target: int, versus: int = -1, step: int = -1) -> tuple[Attribution, np.ndarray]:
+    """The parts of ``target``'s logit (minus ``versus``'s) at the last position of ``ids`` (int64 [n]),
+    a text the session does not hold (a second prompt followed by the first's chosen tokens): its
+    positions before the last run unhooked, the last as a decode step against their keys and values,
+    as ``attribute`` does without a cache. Returns (the Attribution, marked ``step``; the logits at
+    that position, float32 [V])."""
+    ids = np.asarray(ids, dtype=np.int64)
+    target, versus = int(target), int(versus)
+    _check_ids(model, target, versus)
+    family = families.family_of(model)
     t0 = perf_counter()
+    p = len(ids) - 1
+    past = None
+    with hf_compat.attention(model, "sdpa"):
+        if p > 0:
+            _, past = hf_compat.forward(model, torch.from_numpy(ids[:p])[None], None)
     names = [name for name in _POINTS if name in family.points]
-    rec, logits, cache = recompute_position(session, ids, p, names, use_cache=use_cache)
+    last = hooks.Keep(rows=slice(-1, None))
+    with hooks.capture(model, model.config.num_hidden_layers, {name: last for name in names}) as rec:
+        out, cache = hf_compat.forward(model, torch.from_numpy(ids[p:])[None], past)
+    logits = out[0, -1].float()
+    return _split(model, rec, logits, cache, step, p, target, versus, t0), logits.numpy()
+
+
+def _split(model, rec, logits: torch.Tensor, cache, s: int, p: int, target: int, versus: int, t0: float) -> Attribution:
+    """The Attribution from one hooked pass at position ``p`` (``rec``: the points kept at p;
+    ``cache``: keys and values of 0..p; ``logits`` [V] at p)."""
+    family = families.family_of(model)
+    n_layers, n_heads = model.config.num_hidden_layers, model.config.num_attention_heads
     values = [v[0].double() for _, v in hf_compat.layer_tensors(cache)]  # per layer [KV, T, dh], positions 0..p
 
     def at_p(name: str) -> torch.Tensor:  # [d] (or [H, dh]) at position p, float64

@@ -35,7 +35,7 @@ from app.host.saver import Saver, SaveJob
 log = logging.getLogger(__name__)
 
 _REPLY = {p.Inspect: p.Inspected, p.AttentionMap: p.Inspected, p.Attribute: p.Attributed, p.Tokenize: p.Tokenized,
-          p.Patch: p.Patched}  # the reply of each request not answered by a session
+          p.Patch: p.Patched, p.Compare: p.Compared}  # the reply of each request not answered by a session
 
 
 class Cancelled(Exception):
@@ -60,7 +60,7 @@ class PatchStopped(Exception):
         self.done, self.total = done, total
 
 
-TOP_CANDIDATES = 8  # each prompt's most likely next tokens a Patch answer names
+TOP_CANDIDATES = 8  # each prompt's most likely next tokens a Patch or Compare answer names
 
 
 def top_candidates(logits: np.ndarray, piece, n: int = TOP_CANDIDATES) -> tuple[tuple[int, str, float], ...]:
@@ -214,6 +214,7 @@ class SessionHost:
             p.Attribute: self._attribute,
             p.Tokenize: self._tokenize,
             p.Patch: self._patch,
+            p.Compare: self._compare,
             p.AttentionMap: self._attention_map,
             p.Switch: self._switch,
             p.SaveSession: self._save,
@@ -438,23 +439,28 @@ class SessionHost:
         ids = np.array(tokenizer.encode(str(request.text)), dtype=np.int64)
         return p.TokensResult(request.text, ids, tuple(tokenizer.piece(int(i)) for i in ids))
 
-    def _patch(self, request: p.Patch) -> p.PatchResult:
+    def _pair(self, session: Session, request: p.Patch | p.Compare) -> tuple[int, np.ndarray, np.ndarray, int]:
+        """(step, the first run's tokens, the second's, the target) of a pair request: the step's own
+        tokens, and the second prompt's followed by the same chosen tokens."""
         from engine.inside import resolve
-        from engine.patching import PatchingCancelled, patch_resid_pre  # only when the Why view asks
 
-        session = self._stepped_session("patching")
-        tokenizer = session.loaded.tokenizer
         if not request.text.strip():
             raise NextTokenError("The second prompt is empty: type the prompt to compare with the first.")
         step, _, first, chosen = resolve(session, None if request.step < 0 else request.step, None)
-        n_prompt = len(session.prompt_ids)
-        second_prompt = tokenizer.encode(request.text)
-        if len(second_prompt) != n_prompt:
+        second_prompt = np.array(session.loaded.tokenizer.encode(request.text), np.int64)
+        second = np.concatenate([second_prompt, first[len(session.prompt_ids):]])  # the same chosen tokens follow
+        return step, first, second, chosen if request.target < 0 else int(request.target)
+
+    def _patch(self, request: p.Patch) -> p.PatchResult:
+        from engine.patching import PatchingCancelled, patch  # only when the Why view asks
+
+        session = self._stepped_session("patching")
+        step, first, second, target = self._pair(session, request)
+        n_prompt, n_second = len(session.prompt_ids), len(second) - (len(first) - len(session.prompt_ids))
+        if n_second != n_prompt:
             raise NextTokenError(
                 f"Patching needs two prompts with as many tokens: the first has {n_prompt:,}, the second "
-                f"{len(second_prompt):,}, so a position of one is not the same place in the other.")
-        second = np.concatenate([np.array(second_prompt, np.int64), first[n_prompt:]])  # the same chosen tokens follow
-        target = chosen if request.target < 0 else int(request.target)
+                f"{n_second:,}, so a position of one is not the same place in the other.")
         g, told = request.generation, [0, session.info.n_layer]
 
         def progress(done: int, total: int) -> None:
@@ -462,16 +468,30 @@ class SessionHost:
             self.emit(p.Progress(g, done, total, what="patch"))
 
         try:
-            result = patch_resid_pre(session.loaded.model, first, second, target, int(request.versus),
-                                     cancelled=lambda: self.cancelled or self.cancel_patch == g, progress=progress)
+            result = patch(session.loaded.model, first, second, target, int(request.versus), request.site,
+                           cancelled=lambda: self.cancelled or self.cancel_patch == g, progress=progress)
         except PatchingCancelled:
             raise PatchStopped(*told) from None
-        piece = tokenizer.piece
+        piece = session.loaded.tokenizer.piece
         return p.PatchResult(
             result, result.restored, result.clean, result.corrupted, step, request.text,
             tuple(piece(int(i)) for i in first), tuple(piece(int(i)) for i in second),
             piece(target), piece(result.versus) if result.versus >= 0 else "",
             top_candidates(result.clean_last, piece), top_candidates(result.corrupted_last, piece))
+
+    def _compare(self, request: p.Compare) -> p.CompareResult:
+        from engine.attribution import attribute_tokens  # only when the Why view asks
+
+        session = self._stepped_session("a prompt pair")
+        step, first, second, target = self._pair(session, request)
+        model, versus = session.loaded.model, int(request.versus)
+        a_first, first_logits = attribute_tokens(model, first, target, versus, step)
+        a_second, second_logits = attribute_tokens(model, second, target, versus, step)
+        piece = session.loaded.tokenizer.piece
+        return p.CompareResult(
+            a_first, a_second, step, request.text, tuple(piece(int(i)) for i in first), tuple(piece(int(i)) for i in second),
+            piece(target), piece(versus) if versus >= 0 else "",
+            top_candidates(first_logits, piece), top_candidates(second_logits, piece))
 
     def _attention_map(self, request: p.AttentionMap) -> p.MapResult:
         from engine.attention import head_map

@@ -4,7 +4,7 @@
 lists (tests/app/test_request_policy.py, no QApplication).
 
 - **One in flight.** Only one request runs at a time; the others wait here, in order.
-- **Coalescing.** A new Step, Resample, Choose, Inspect, Attribute or Switch replaces one of its kind still
+- **Coalescing.** A new Step, Resample, Choose, Inspect, Attribute, Tokenize, Patch, Compare or Switch replaces one of its kind still
   waiting last (a held-down Step key queues one step, not hundreds).
 - **Stale results.** A restart (Load, SetPrompt, SetChat, Reset, OpenSession) drops everything
   waiting but a Load, a Save, new stop sequences and a prompt edit (see below), and raises the

@@ -127,16 +127,23 @@ def pair_count(first_pieces, second_pieces, chosen: int = 0) -> str:
             f"{where}{more}.{then}")
 
 
+SITE_WORDS = {  # engine.patching.SITES: (the choice's words, what a cell patches, TransformerLens's helper)
+    "resid_pre": ("block input (resid_pre)", "block L's input", "get_act_patch_resid_pre"),
+    "attn_out": ("attention output (attn_out)", "block L's attention output", "get_act_patch_attn_out"),
+    "mlp_out": ("MLP output (mlp_out)", "block L's MLP output", "get_act_patch_mlp_out"),
+}
+
+
 def patch_caption(a) -> str:
     """What a cell of the patching map is (rich text), with this pair's numbers (``protocol.PatchResult``)."""
-    quantity = what(a.target_piece, a.versus_piece)
+    quantity, place = what(a.target_piece, a.versus_piece), SITE_WORDS[a.site][1]
     L, P = a.restored.shape
     runs = f"{L:,} blocks × {P:,} positions patched in {a.patching.seconds:.1f} s."
     if not np.isfinite(a.restored).any():
         return (f"The two prompts give the same {quantity} ({a.first_metric:.2f}) at step {a.step}: there is no "
                 f"difference to restore. {runs}")
     layer, position = np.unravel_index(int(np.nanargmax(a.restored)), a.restored.shape)  # the first of a tie
-    return (f"<b>Each cell</b>: the share of the difference in {quantity} restored when block L's input at position i "
+    return (f"<b>Each cell</b>: the share of the difference in {quantity} restored when {place} at position i "
             f"is taken from the first prompt (1: all of it, 0: none; step {a.step}: the first prompt gives "
             f"{a.first_metric:.2f}, the second {a.second_metric:.2f}). Most: block {layer} at position {position} "
             f"(“{clip(a.first_pieces[position], 12)}”), {float(a.restored[layer, position]):.2f}. {runs}")
@@ -144,11 +151,38 @@ def patch_caption(a) -> str:
 
 def patch_formula(a) -> str:
     """The formula of a cell, for a tooltip."""
+    _, _, helper = SITE_WORDS[a.site]
     return (f"share = (patched − second) / (first − second), each {what(a.target_piece, a.versus_piece)} at the last "
-            "position: the second prompt run with blocks.L.hook_resid_pre at position i taken from the first prompt's "
-            "run (TransformerLens's get_act_patch_resid_pre).")
+            f"position: the second prompt run with blocks.L.hook_{a.site} at position i taken from the first prompt's "
+            f"run (TransformerLens's {helper}).")
 
 
 def candidates_html(top) -> str:
     """A prompt's most likely next tokens, one a line: “piece” and its model probability."""
     return "<br>".join(f"“{escape(clip(piece, 14))}” {percent(prob)}" for _id, piece, prob in top)
+
+
+# ------------------------------------------------------------------ a prompt pair stepped together
+def pair_difference(first, second) -> tuple[np.ndarray, np.ndarray]:
+    """(attention float32 [L], MLP float32 [L]): each block's part in the first prompt's run minus
+    its part in the second's (two Attributions of the same target)."""
+    return ((first.attn - second.attn).astype(np.float32), (first.mlp - second.mlp).astype(np.float32))
+
+
+def largest_differences(first, second, n: int = 3) -> list[tuple[str, float]]:
+    """(Attribution.parts key, first − second) of the ``n`` parts whose difference is largest in size,
+    largest first (ties: the order the model adds them); the parts that are 0 by design are left out."""
+    a, b = dict(first.parts()), dict(second.parts())
+    order = [(key, float(a[key] - b[key])) for key, _ in first.parts() if key not in ("norm_shift", "head_bias")]
+    return sorted(order, key=lambda kv: -abs(kv[1]))[:n]
+
+
+def compare_caption(c, n: int = 3) -> str:
+    """The pair's split (rich text, ``protocol.CompareResult``): both values, that the difference is the
+    sum of the parts' differences, and the largest of them named."""
+    quantity = what(c.target_piece, c.versus_piece)
+    gap = c.first.logit - c.second.logit
+    named = ", ".join(f"{part_label(key)[0]} {value:+.2f}" for key, value in largest_differences(c.first, c.second, n))
+    return (f"<b>Bars: direct attribution, first − second</b> (step {c.step}): {quantity}, {c.first.logit:.2f} − "
+            f"{c.second.logit:.2f} = {gap:+.2f}, the sum of the parts' differences. Largest: {named}.")
+

@@ -201,9 +201,13 @@ class FlowPanel(QWidget):
 
     @guarded
     def mousePressEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        pos = event.position().toPoint()
+        if event.button() == Qt.RightButton:  # "why?" on the chosen token: the Why view splits its logit
+            if self.result is not None and (self.flow_layout().box_at(pos.x(), pos.y()) or ("",))[0] == "chosen":
+                self.openRequested.emit(FlowPlace("why"))
+            return
         if event.button() != Qt.LeftButton:
             return
-        pos = event.position().toPoint()
         lay = self.flow_layout()
         hx, hy, hw, hh = lay.parts["heads"]
         if hy <= pos.y() < hy + hh and hx <= pos.x() < hx + hw and self.result is not None:

@@ -17,7 +17,8 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtGui import QFontMetrics
-from PySide6.QtWidgets import QApplication, QGroupBox, QHBoxLayout, QLabel, QScrollBar, QSpinBox, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (QApplication, QGroupBox, QHBoxLayout, QLabel, QPushButton, QScrollBar, QSpinBox, QVBoxLayout,
+                               QWidget)
 
 from engine.tokens import clip
 from engine.trace import N_CANDIDATES
@@ -38,11 +39,12 @@ class _Bars(pg.BarGraphItem):
     """Horizontal bars (one per row, row 0 at the top) that report the row clicked."""
 
     rowClicked = Signal(int)
+    rowAsked = Signal(int)  # a right-click: why that row's token?
 
     @guarded
     def mouseClickEvent(self, ev) -> None:
-        if ev.button() == Qt.LeftButton:
-            self.rowClicked.emit(int(round(ev.pos().y())))
+        if ev.button() in (Qt.LeftButton, Qt.RightButton):
+            (self.rowClicked if ev.button() == Qt.LeftButton else self.rowAsked).emit(int(round(ev.pos().y())))
             ev.accept()
 
 
@@ -50,6 +52,7 @@ class LogitsPanel(QGroupBox):
     """The top N next-token candidates: raw logits and sampling probabilities; click to choose."""
 
     tokenChosen = Signal(int)
+    whyRequested = Signal(int)  # a token id: open the Why view with its logit as the target
 
     def __init__(self, state: AppState, parent: QWidget | None = None):
         super().__init__("4 · Candidates: the logits of the next token", parent)
@@ -71,6 +74,12 @@ class LogitsPanel(QGroupBox):
         foot.addWidget(self.legend, 1)
         foot.addWidget(QLabel("Show top"))
         foot.addWidget(self.n_spin)
+        self.why_button = QPushButton("why?")
+        self.why_button.setToolTip("Why this token? The Why view: what each block and head of the model wrote into the "
+                                   "chosen token's logit (right-click a bar: why that candidate)")
+        self.why_button.setEnabled(False)
+        self.why_button.clicked.connect(self._on_why_clicked)
+        foot.addWidget(self.why_button)
         self.legend.setWordWrap(True)  # projector fonts: wrap rather than widen the window
         self.legend.setToolTip("Click a bar to choose that token instead")
 
@@ -101,6 +110,8 @@ class LogitsPanel(QGroupBox):
         self.prob_plot.addItem(self.prob_bars)
         self.logit_bars.rowClicked.connect(self._on_bars_row_clicked)
         self.prob_bars.rowClicked.connect(self._on_bars_row_clicked)
+        self.logit_bars.rowAsked.connect(self._on_bars_row_asked)
+        self.prob_bars.rowAsked.connect(self._on_bars_row_asked)
         self.labels = [pg.TextItem(anchor=(0, 0.5)) for _ in range(N_CANDIDATES)]
         for label in self.labels:
             self.prob_plot.addItem(label)
@@ -191,12 +202,22 @@ class LogitsPanel(QGroupBox):
         if 0 <= row < len(self._ids):
             self.tokenChosen.emit(int(self._ids[row]))
 
+    def _on_bars_row_asked(self, row: int) -> None:
+        if 0 <= row < len(self._ids):
+            self.whyRequested.emit(int(self._ids[row]))
+
+    def _on_why_clicked(self) -> None:
+        result = self.state.result
+        if result is not None and result.trace is not None:
+            self.whyRequested.emit(int(result.trace.chosen))
+
     # ------------------------------------------------------------ drawing
     def _draw(self) -> None:
         result = self.state.result
         trace = None if result is None else result.trace
         for note in self.empty_notes:
             note.setVisible(trace is None)
+        self.why_button.setEnabled(trace is not None)
         if trace is None:
             self._ids = np.zeros(0, np.int64)
             for bars in (self.logit_bars, self.prob_bars):

@@ -202,6 +202,7 @@ class WhyPanel(QWidget):
             self._step_boxes = here
             self._fill_boxes(result.trace)
         self.refresh()
+        self.patch.refresh_compare()  # a pair steps with the first prompt
 
     def _fill_boxes(self, trace) -> None:
         for box in (self.target_box, self.versus_box):
@@ -222,17 +223,26 @@ class WhyPanel(QWidget):
             box.blockSignals(False)
 
     def choose(self, target: int, versus: int = -1) -> None:
-        """Split ``target``'s logit (minus ``versus``'s: -1 none), two of this step's candidates."""
+        """Split ``target``'s logit (minus ``versus``'s: -1 none), two of this step's candidates (one
+        beyond the ten the boxes offer is added to them)."""
+        trace = None if self.state.result is None else self.state.result.trace
         for box, token in ((self.target_box, target), (self.versus_box, versus)):
+            if token >= 0 and box.findData(int(token)) < 0 and trace is not None and int(token) in trace.candidate_ids:
+                piece = trace.candidate_pieces[int(np.flatnonzero(trace.candidate_ids == int(token))[0])]
+                box.blockSignals(True)
+                box.addItem(f"“{clip(piece, 16)}”", int(token))
+                box.blockSignals(False)
             index = 0 if token < 0 else box.findData(int(token))
             if index >= 0:
                 box.blockSignals(True)  # one request for the pair, not one for each box
                 box.setCurrentIndex(index)
                 box.blockSignals(False)
         self.refresh()
+        self.patch.refresh_compare()
 
     def _on_box_changed(self, _index: int) -> None:
         self.refresh()
+        self.patch.refresh_compare()  # the pair's split is of the target chosen here
 
     def _on_heads_clicked(self, x: float, y: float) -> None:
         if self.answer is None:

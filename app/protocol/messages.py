@@ -188,17 +188,35 @@ class Tokenize(Request):
 
 @dataclass(frozen=True)
 class Patch(Request):
-    """Activation patching of the residual stream (``engine.patching``) at history step ``step``
-    (-1: the latest). The first run reads the tokens that step read (the prompt, then the tokens
-    chosen before it); the second reads ``text``'s tokens followed by the same chosen tokens. For
-    every layer L and position i the second runs again with block L's input at position i taken
-    from the first run, and the logit of ``target`` (-1: the token the step chose) minus that of
+    """Activation patching (``engine.patching``) at history step ``step`` (-1: the latest). The
+    first run reads the tokens that step read (the prompt, then the tokens chosen before it); the
+    second reads ``text``'s tokens followed by the same chosen tokens. For every layer L and
+    position i the second runs again with block L's ``site`` at position i taken from the first
+    run (``engine.patching.SITES``: "resid_pre", the block's input; "attn_out", its attention's
+    output; "mlp_out", its MLP's output), and the logit of ``target`` (-1: the token the step chose) minus that of
     ``versus`` (-1: none) at the last position is read. The two prompts must have as many tokens
     (else ``Failed``, the sentence giving both counts). It is told layer by layer (``Progress``
     "patch"), stops at the next layer once ``cancel_patch`` names it (``PatchCancelled``), changes
     nothing, and is answered with a ``Patched``."""
 
     kind: ClassVar[str] = "patch"
+    text: str = ""
+    step: int = -1
+    target: int = -1
+    versus: int = -1
+    site: str = "resid_pre"
+
+
+@dataclass(frozen=True)
+class Compare(Request):
+    """A prompt pair stepped together, at history step ``step`` (-1: the latest): the first reads the
+    tokens that step read, the second ``text``'s tokens followed by the same chosen tokens (so both
+    texts stay aligned, whatever their lengths). Each is split at its last position into what each
+    part writes into the logit of ``target`` (-1: the token the step chose) minus that of ``versus``
+    (-1: none) (``engine.attribution``), and each's most likely next tokens are named. Answered with
+    a ``Compared``; like Attribute it changes nothing and ends no play loop."""
+
+    kind: ClassVar[str] = "compare"
     text: str = ""
     step: int = -1
     target: int = -1
@@ -271,12 +289,12 @@ class Refresh(Request):
 
 
 REQUESTS = (Load, SetPrompt, SetChat, SetStops, Step, Play, Back, Choose, Resample, Reset, SetCache, Inspect, AttentionMap,
-            Attribute, Tokenize, Patch, Switch, SaveSession, OpenSession, Refresh)
+            Attribute, Tokenize, Patch, Compare, Switch, SaveSession, OpenSession, Refresh)
 RESTARTS = (Load, SetPrompt, SetChat, Reset, OpenSession)  # after one of these, results of older requests are stale
 KEPT_ON_RESTART = (Load, SaveSession, SetStops)  # still run after a restart (a save's result is stale, its message is not; stop sequences are the person's)
 PROMPT_EDITS = (SetPrompt, SetChat)  # the person's text: still run after any restart but a newer edit (a Load may be refused)
-COALESCING = (Step, Resample, Choose, Inspect, AttentionMap, Attribute, Tokenize, Patch, Switch)  # a newer one replaces an older one still waiting
-LOOKS = (Inspect, Attribute, Tokenize)  # ask what the model computed for a view: change nothing, end no play loop (an AttentionMap
+COALESCING = (Step, Resample, Choose, Inspect, AttentionMap, Attribute, Tokenize, Patch, Compare, Switch)  # a newer one replaces an older one still waiting
+LOOKS = (Inspect, Attribute, Tokenize, Compare)  # ask what the model computed for a view: change nothing, end no play loop (an AttentionMap
 # is an Inspect); a Patch changes nothing either but ends a play loop: its map is of the step on screen
 
 CONTROLS = ("play_generation", "latest_barrier", "cancel_load", "cancel_step", "cancel_patch")
@@ -463,12 +481,49 @@ class PatchResult:
     second_top: tuple[tuple[int, str, float], ...] = ()
 
     @property
+    def site(self) -> str:
+        return str(self.patching.site)
+
+    @property
     def target(self) -> int:
         return int(self.patching.target)
 
     @property
     def versus(self) -> int:
         return int(self.patching.versus)
+
+
+@dataclass(frozen=True)
+class CompareResult:
+    """The answer to a Compare request, for the Why view's second page: two ``engine.attribution_trace
+    .Attribution`` of the same target (``first``: the step's own text, ``second``: the second prompt
+    followed by the same chosen tokens), each at its last position.
+
+    step: the history step; text: the second prompt as typed.
+    first_pieces, second_pieces: the readable text of each run's tokens (their lengths may differ).
+    target_piece, versus_piece: the two tokens' text (versus -1: "").
+    first_top, second_top: each run's most likely next tokens, (id, piece, model probability),
+        most likely first (ties: the lower id).
+    """
+
+    first: object
+    second: object
+    step: int
+    text: str
+    first_pieces: tuple[str, ...]
+    second_pieces: tuple[str, ...]
+    target_piece: str
+    versus_piece: str
+    first_top: tuple[tuple[int, str, float], ...] = ()
+    second_top: tuple[tuple[int, str, float], ...] = ()
+
+    @property
+    def target(self) -> int:
+        return int(self.first.target)
+
+    @property
+    def versus(self) -> int:
+        return int(self.first.versus)
 
 
 @dataclass(frozen=True)
@@ -527,6 +582,13 @@ class Patched(Reply):
     """The answer to a Patch request (``PatchResult``)."""
 
     answer: PatchResult | None = None
+
+
+@dataclass(frozen=True)
+class Compared(Reply):
+    """The answer to a Compare request (``CompareResult``)."""
+
+    answer: CompareResult | None = None
 
 
 @dataclass(frozen=True)
@@ -598,5 +660,5 @@ class Progress(Reply):
     what: str = "download"
 
 
-REPLIES = (Finished, Inspected, Attributed, Tokenized, Patched, Failed, PromptTooLong, DownloadCancelled, StepCancelled,
+REPLIES = (Finished, Inspected, Attributed, Tokenized, Patched, Compared, Failed, PromptTooLong, DownloadCancelled, StepCancelled,
            PatchCancelled, Crashed, NotSent, Skipped, Progress)

@@ -60,6 +60,7 @@ class SessionController(QObject):
     tokenizedReady = Signal(object)  # TokensResult, the answer to ``tokenize``, not stale
     patchReady = Signal(object)  # PatchResult, the answer to ``patch``, not stale
     patchProgress = Signal(int, int)  # a Patch: layers done, layers
+    compareReady = Signal(object)  # CompareResult, the answer to ``compare``, not stale
     failed = Signal(object)  # protocol.Failed (a kind of it), not stale
     busyChanged = Signal(bool)
     downloadProgress = Signal("qint64", "qint64")  # bytes done, bytes total (models pass 2 GiB)
@@ -203,11 +204,18 @@ class SessionController(QObject):
         """Ask for the tokens ``text`` would have as a prompt (``tokenizedReady`` answers; nothing changes)."""
         return self._request(p.Tokenize(text=str(text)))
 
-    def patch(self, text: str, step: int = -1, target: int = -1, versus: int = -1) -> int:
+    def patch(self, text: str, step: int = -1, target: int = -1, versus: int = -1, site: str = "resid_pre") -> int:
         """Ask for the activation patching map of the prompt on screen and the second prompt ``text`` at
         history step ``step`` for ``target``'s logit minus ``versus``'s (-1: the chosen token, none, the
-        latest step; ``patchProgress`` tells each layer, ``patchReady`` answers)."""
-        return self._request(p.Patch(text=str(text), step=int(step), target=int(target), versus=int(versus)))
+        latest step), patching each block's ``site`` (``engine.patching.SITES``; ``patchProgress``
+        tells each layer, ``patchReady`` answers)."""
+        return self._request(p.Patch(text=str(text), step=int(step), target=int(target), versus=int(versus), site=str(site)))
+
+    def compare(self, text: str, step: int = -1, target: int = -1, versus: int = -1) -> int:
+        """Ask for the prompt on screen and the second prompt ``text`` stepped together at history step
+        ``step``: both runs' candidates and their split of ``target``'s logit minus ``versus``'s
+        (-1: the chosen token, none, the latest step; ``compareReady`` answers; nothing changes)."""
+        return self._request(p.Compare(text=str(text), step=int(step), target=int(target), versus=int(versus)))
 
     def cancel_patch(self) -> int:
         """Stop the Patch that runs (the person pressed Cancel) before its next layer: it fails with
@@ -308,6 +316,8 @@ class SessionController(QObject):
                 self.tokenizedReady.emit(reply.answer)
             case Verdict.SHOW, p.Patched():
                 self.patchReady.emit(reply.answer)
+            case Verdict.SHOW, p.Compared():
+                self.compareReady.emit(reply.answer)
 
     def _on_result(self, result) -> None:
         request = result.request

@@ -94,8 +94,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--view", choices=tuple(VIEWS), default="flow",
                    help="the view in front: " + "; ".join(f"{name} = {what}" for name, what in VIEWS.items()))
     p.add_argument("--what-if", metavar="PROMPT", default=None,
-                   help="open the Why view's second page with this second prompt and run the pair (activation patching) "
-                        "once the steps ran (with no --steps, one step runs first: a step's chosen token is the target)")
+                   help="open the Why view's second page with this second prompt: the pair's candidates and the "
+                        "difference of their attributions, and its activation patching map (--patch) once the steps ran "
+                        "(with no --steps, one step runs first: a step's chosen token is the target)")
+    from app.logic.why_numbers import SITE_WORDS
+
+    p.add_argument("--patch", choices=tuple(SITE_WORDS), default="resid_pre",
+                   help="with --what-if: what the pair patches at each block and position: " + "; ".join(
+                       f"{site} = {words[1].replace('block L', 'the block')}" for site, words in SITE_WORDS.items()))
     p.add_argument("--focus", choices=PANELS, default=None,
                    help="show the Overview with this panel alone, filling the window (as View → Focus does)")
     p.add_argument("--layer", type=int, default=0, help="the layer selected, counted from 0 as the window shows it")
@@ -143,13 +149,13 @@ class ScriptedRun:
     """
 
     def __init__(self, window, *, steps: int, screenshot: str | None, smoke: bool, started: float, done, opening: bool = False,
-                 tour: int | None = None, about_model: bool = False, what_if: str | None = None):
+                 tour: int | None = None, about_model: bool = False, what_if: str | None = None, patch_site: str = "resid_pre"):
         """``opening``: a session file is being opened (``--open``): wait for it before anything else.
         ``tour``: once the steps ran, start the tour at that stage; ``about_model``: open the Model
         dialog (the screenshot is then of it); ``what_if``: run that second prompt on the Why view's
-        second page (the screenshot waits for its map)."""
+        second page, patching ``patch_site`` (the screenshot waits for its map and the pair's split)."""
         self.window, self.steps_left, self.screenshot, self.smoke = window, steps, screenshot, smoke
-        self.tour, self.about_model, self.what_if = tour, about_model, what_if
+        self.tour, self.about_model, self.what_if, self.patch_site = tour, about_model, what_if, patch_site
         self.opening = opening
         self.steps_done = 0
         self.started, self.done = started, done
@@ -192,6 +198,7 @@ class ScriptedRun:
             why = self.window.why_view
             self.window.show_view("why")
             why.show_page(1)
+            why.patch.site_box.setCurrentIndex(why.patch.site_box.findData(self.patch_site))
             why.patch.set_second_prompt(self.what_if)
             why.patch.run()
         view = self.window.views.currentWidget()
@@ -199,7 +206,7 @@ class ScriptedRun:
             from PySide6.QtCore import QTimer
 
             c = self.window.controller
-            for answered in (c.insideReady, c.attributionReady, c.patchReady):  # drawn: picture it once nothing else is awaited
+            for answered in (c.insideReady, c.attributionReady, c.patchReady, c.compareReady):  # drawn: picture it once nothing else is awaited
                 answered.connect(lambda _answer: QTimer.singleShot(
                     50, lambda: None if getattr(view, "awaiting")() else self._capture(result)))
             c.failed.connect(lambda _reply: QTimer.singleShot(50, lambda: self._capture(result)))  # refused: picture it anyway
@@ -394,10 +401,10 @@ def main(argv: list[str] | None = None) -> int:
     script = None  # kept referenced: its slots must outlive this block
     if scripted:
         script = ScriptedRun(window, steps=steps, screenshot=args.screenshot, smoke=args.smoke_test, started=started, done=done,
-                             opening=bool(args.open), tour=args.tour, about_model=args.about_model, what_if=args.what_if)
+                             opening=bool(args.open), tour=args.tour, about_model=args.about_model, what_if=args.what_if, patch_site=args.patch)
     elif steps or args.tour is not None or args.about_model or args.what_if is not None:
         script = ScriptedRun(window, steps=steps, screenshot=None, smoke=False, started=started, done=lambda code: None,
-                             opening=bool(args.open), tour=args.tour, about_model=args.about_model, what_if=args.what_if)
+                             opening=bool(args.open), tour=args.tour, about_model=args.about_model, what_if=args.what_if, patch_site=args.patch)
     window.show_view("overview" if args.focus else "why" if args.what_if is not None else args.view)
     if args.focus:
         window.focus.toggle(window.panel_named(args.focus))

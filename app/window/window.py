@@ -136,6 +136,7 @@ class MainWindow(QMainWindow):
         self.tokens.chatEdited.connect(self._on_tokens_chat_edited)
         self.tokens.stopsEdited.connect(c.set_stops)
         self.logits.tokenChosen.connect(self._on_logits_token_chosen)
+        self.logits.whyRequested.connect(self._on_logits_why_requested)
         self.inside.inspectRequested.connect(c.inspect)
         self.cache_view.inspectRequested.connect(c.inspect)
         self.flow_view.flow.maths.inspectRequested.connect(c.inspect)
@@ -145,6 +146,8 @@ class MainWindow(QMainWindow):
         patch.tokenizeRequested.connect(c.tokenize)
         patch.patchRequested.connect(self._on_patch_requested)
         patch.cancelRequested.connect(c.cancel_patch)
+        patch.compareRequested.connect(c.compare)
+        c.compareReady.connect(self._on_controller_compare_ready)
         c.tokenizedReady.connect(patch.show_tokens)
         c.patchProgress.connect(patch.show_progress)
         c.patchReady.connect(self._on_controller_patch_ready)
@@ -282,6 +285,9 @@ class MainWindow(QMainWindow):
         self.tour.stop()
         if place.view == "overview" and not place.newest:  # the candidates: their page of the Overview
             self.overview.show_panel(self.logits)
+        if place.view == "why" and self.state.result is not None and self.state.result.trace is not None:
+            self._on_logits_why_requested(self.state.result.trace.chosen)  # "why?" on the chosen token
+            return
         self.show_view(place.view)
 
     def _on_views_current_changed(self, _index: int) -> None:
@@ -344,6 +350,8 @@ class MainWindow(QMainWindow):
         refusal = self.gate.fail(reply)
         if isinstance(reply.request, p.Patch):  # the Why view's second page says why, beside its Run button
             self.why_view.patch.show_failed(refusal.message)
+        if isinstance(reply.request, p.Compare):  # the pair's refusal: said on the page
+            self.why_view.patch.show_compare_failed(refusal.message)
         if isinstance(reply, (p.StepCancelled, p.PatchCancelled)):  # what the person asked for: said calmly, Play stops
             self.player.pause()
             self.status_line.say(refusal.message)
@@ -381,9 +389,13 @@ class MainWindow(QMainWindow):
         if self.why_view.wants(answer):
             self.why_view.show_attribution(answer)
 
-    def _on_patch_requested(self, text: str, step: int, target: int, versus: int) -> None:
+    def _on_patch_requested(self, text: str, step: int, target: int, versus: int, site: str) -> None:
         self.player.pause()  # the map is of the step on screen
-        self.controller.patch(text, step, target, versus)
+        self.controller.patch(text, step, target, versus, site)
+
+    def _on_controller_compare_ready(self, answer) -> None:
+        if self.why_view.patch.wants_compare(answer):
+            self.why_view.patch.show_compare(answer)
 
     def _on_controller_patch_ready(self, answer) -> None:
         if self.why_view.patch.wants(answer):
@@ -398,6 +410,13 @@ class MainWindow(QMainWindow):
         self.commands.show_runtime(info)
         asked = request.source if isinstance(request, p.Load) else None  # as the person named it (a hub id)
         self.preferences.set_last_model("" if info.is_demo else (asked or info.source))
+
+    def _on_logits_why_requested(self, token_id: int) -> None:
+        """"why?" on a candidate: the Why view, its first page, splitting that token's logit."""
+        self.tour.stop()
+        self.show_view("why")
+        self.why_view.show_page(0)
+        self.why_view.choose(token_id)
 
     def _on_logits_token_chosen(self, token_id: int) -> None:
         self.player.pause()

@@ -161,7 +161,7 @@ def test_an_engine_that_loaded_resets_the_quick_death_count(controller):
 
 
 def test_requests_are_typed_and_numbered(controller):
-    assert {cls.kind for cls in p.REQUESTS} == {"load", "prompt", "chat", "stops", "step", "play", "back", "choose", "resample", "reset", "cache", "inspect", "map", "attribute", "tokenize", "patch", "switch", "save", "open", "refresh"}
+    assert {cls.kind for cls in p.REQUESTS} == {"load", "prompt", "chat", "stops", "step", "play", "back", "choose", "resample", "reset", "cache", "inspect", "map", "attribute", "tokenize", "patch", "compare", "switch", "save", "open", "refresh"}
     controller.load("gpt2", prompt="Hi")
     sent = controller.engine.sent[0]
     assert isinstance(sent, p.Load) and sent.source == "gpt2" and sent.prompt == "Hi" and sent.generation == 1

@@ -1,7 +1,9 @@
-"""Prompt pairs: a Patch request gives engine.patching's map exactly, refuses two
-prompts of different lengths with both counts, stops when cancelled and changes nothing; a
-Tokenize answers the second prompt's count first; the Why view's second page runs a pair, draws
-the layer x position map and cancels."""
+"""Prompt pairs: a Patch request gives engine.patching's map exactly (the block's input, its
+attention output or its MLP output), refuses two prompts of different lengths with both counts,
+stops when cancelled and changes nothing; a Tokenize answers the second prompt's count first; a
+Compare runs the second prompt followed by the first's chosen tokens and splits both; the Why
+view's second page runs a pair, draws the layer x position map, steps the pair with the first
+prompt (both candidate lists, each block's difference) and cancels."""
 
 from __future__ import annotations
 
@@ -12,7 +14,9 @@ from app.host.session_host import SessionHost
 from app.logic import wording
 from app.logic.request_policy import RequestPolicy
 from app.protocol import messages as p
-from engine.patching import patch_resid_pre
+from app.logic import why_numbers as wn
+from engine.attribution import attribute_tokens
+from engine.patching import patch, patch_resid_pre
 
 FIRST = "The capital of France is"
 SECOND = "The capital of Germany is"
@@ -70,6 +74,57 @@ def test_patch_with_a_versus_token_and_the_count_first(demo_model):
     expected = patch_resid_pre(demo_model.model, host.session.prompt_ids, demo_model.tokenizer.encode(SECOND), target, versus)
     assert (answer.target, answer.versus) == (target, versus)
     np.testing.assert_array_equal(answer.patching.metric, expected.metric)
+
+
+@pytest.mark.parametrize("site", ["attn_out", "mlp_out"])
+def test_patch_at_an_attention_or_mlp_output(demo_model, site):
+    host, replies = _host(demo_model)
+    host.handle(p.Patch(generation=6, text=SECOND, site=site))
+    answer = replies[-1].answer
+    expected = patch(demo_model.model, host.session.prompt_ids, demo_model.tokenizer.encode(SECOND),
+                     host.session.records[0].chosen, -1, site)
+    assert answer.site == answer.patching.site == site
+    np.testing.assert_array_equal(answer.patching.metric, expected.metric)
+    assert not np.array_equal(answer.patching.metric, patch_resid_pre(demo_model.model, host.session.prompt_ids,
+                              demo_model.tokenizer.encode(SECOND), host.session.records[0].chosen).metric)
+    assert f"block L's {'attention' if site == 'attn_out' else 'MLP'} output at position i" in wn.patch_caption(answer)
+    assert f"hook_{site}" in wn.patch_formula(answer)
+
+
+def test_compare_steps_the_second_prompt_with_the_first(demo_model):
+    """The second prompt (another length: a pair need not patch) is followed by the tokens the first
+    chose, both are split for the same target, and the parts' differences add up to the logits'."""
+    host, replies = _host(demo_model, steps=3)
+    session = host.session
+    other = SECOND + " a"
+    host.handle(p.Compare(generation=9, text=other, step=2))
+    reply = replies[-1]
+    assert isinstance(reply, p.Compared) and reply.generation == 9
+    c = reply.answer
+    first = session.token_ids()[: session.records[2].end]
+    chosen_so_far = first[len(session.prompt_ids):]
+    second = np.concatenate([demo_model.tokenizer.encode(other), chosen_so_far])
+    assert len(chosen_so_far) == 2 and len(second) == len(first) + 1
+    assert c.second_pieces == tuple(demo_model.tokenizer.piece(int(i)) for i in second)
+    target = session.records[2].chosen
+    assert (c.step, c.target, c.versus, c.text) == (2, target, -1, other)
+    expected, logits = attribute_tokens(demo_model.model, second, target)
+    np.testing.assert_allclose(c.second.mlp, expected.mlp)
+    assert c.second.logit == pytest.approx(float(logits[target]))
+    assert c.first.logit == pytest.approx(float(session.records[2].logits[target]), abs=1e-4)
+    assert c.first_top[0][0] == int(np.argmax(session.records[2].logits))
+    assert c.second_top[0][0] == int(np.argmax(logits))
+    attn, mlp = wn.pair_difference(c.first, c.second)
+    rest = sum(v for k, v in c.first.parts() if not k.startswith(("attn", "mlp"))) - \
+        sum(v for k, v in c.second.parts() if not k.startswith(("attn", "mlp")))
+    assert float(attn.sum() + mlp.sum()) + rest == pytest.approx(c.first.logit - c.second.logit, abs=1e-4)
+    named = wn.largest_differences(c.first, c.second, 3)
+    diffs = {k: a - b for (k, a), (_, b) in zip(c.first.parts(), c.second.parts())}
+    assert abs(named[0][1]) == pytest.approx(max(abs(v) for k, v in diffs.items() if k not in ("norm_shift", "head_bias")))
+    assert wn.part_label(named[0][0])[0] in wn.compare_caption(c)
+    assert session.n_steps == 3  # nothing changed
+    host.handle(p.Compare(generation=10, text="  "))
+    assert type(replies[-1]) is p.Failed and "empty" in replies[-1].error
 
 
 def test_prompts_of_different_lengths_are_refused_with_both_counts(demo_model):
@@ -176,7 +231,7 @@ def test_cancel_stops_the_run(window, qtbot, monkeypatch):
 
     why, page = _patch_page(window, qtbot)
     pressed = threading.Event()
-    real = engine.patching.patch_resid_pre
+    real = engine.patching.patch
 
     def waiting(*args, progress, **kw):
         def told_then_wait(done, total):
@@ -185,7 +240,7 @@ def test_cancel_stops_the_run(window, qtbot, monkeypatch):
                 pressed.wait(20)  # the engine's thread: the window presses Cancel meanwhile
         return real(*args, progress=told_then_wait, **kw)
 
-    monkeypatch.setattr(engine.patching, "patch_resid_pre", waiting)
+    monkeypatch.setattr(engine.patching, "patch", waiting)
     page.editor.setText(SECOND)
 
     def press(done, total):
@@ -201,3 +256,49 @@ def test_cancel_stops_the_run(window, qtbot, monkeypatch):
     assert not page.cancel_button.isVisible() and page.answer is None
     assert "cancelled after layer 1 of" in page.status.text()
     assert window.state.result.trace is not None  # the step on screen stays
+
+
+def test_the_page_patches_the_place_chosen(window, qtbot):
+    why, page = _patch_page(window, qtbot)
+    page.site_box.setCurrentIndex(page.site_box.findData("attn_out"))
+    page.set_second_prompt(SECOND)
+    qtbot.waitUntil(page.run_button.isEnabled, timeout=10_000)
+    with qtbot.waitSignal(window.controller.patchReady, timeout=60_000) as got:
+        page.run_button.click()
+    answer = got.args[0]
+    qtbot.waitUntil(lambda: page.answer is answer, timeout=10_000)
+    assert answer.site == "attn_out"
+    assert "block L's attention output at position i is taken from the first prompt" in page.caption.text()
+
+
+def test_the_pair_steps_with_the_first_prompt(window, qtbot):
+    """Once the second prompt differs, the page shows both prompts' next tokens and each block's
+    difference; a Step asks again for the new step, the second prompt followed by the new token."""
+    from .helpers import run
+
+    why, page = _patch_page(window, qtbot)
+    with qtbot.waitSignal(window.controller.compareReady, timeout=30_000) as got:
+        page.set_second_prompt(SECOND)
+    c = got.args[0]
+    qtbot.waitUntil(lambda: page.compare_answer is c, timeout=10_000)
+    assert c.step == window.state.result.trace.step == 0 and c.text == SECOND
+    L = window.state.result.n_layer
+    attn, mlp = wn.pair_difference(c.first, c.second)
+    bars = page.diff_bars.opts
+    values = np.concatenate([attn, mlp])
+    ends = np.where(values < 0, bars["x0"], bars["x0"] + bars["width"])  # each bar runs from 0 to its difference
+    starts = np.where(values < 0, bars["x0"] + bars["width"], bars["x0"])
+    np.testing.assert_allclose(ends, values, atol=1e-6)
+    np.testing.assert_allclose(starts, 0.0, atol=1e-6)
+    np.testing.assert_allclose(bars["y"][:L], np.arange(L) + 0.3)  # attention in the upper half of block L's row
+    assert f"“{c.first_top[0][1]}”" in page.first_list.text() and f"“{c.second_top[0][1]}”" in page.second_list.text()
+    assert "first − second" in page.compare_caption.text() and f"{c.first.logit:.2f}" in page.compare_caption.text()
+    with qtbot.waitSignal(window.controller.compareReady, timeout=30_000) as got:
+        run(qtbot, window, window.step, p.Step)
+    stepped = got.args[0]
+    qtbot.waitUntil(lambda: page.compare_answer is stepped, timeout=10_000)
+    result = window.state.result
+    assert stepped.step == 1 and stepped.target == result.trace.chosen
+    assert stepped.first_pieces[:-1] == c.first_pieces and stepped.second_pieces[:-1] == c.second_pieces
+    assert stepped.second_pieces[-1] == stepped.first_pieces[-1]  # the token the first prompt chose, after both
+    assert len(stepped.second_pieces) == len(c.second_pieces) + 1  # the first prompt's chosen token follows the second

@@ -144,3 +144,52 @@ def test_a_closed_view_adds_nothing_to_a_step(window, qtbot, monkeypatch):
     assert calls == []
     show_why(window, qtbot)
     assert calls == [1]
+
+
+def test_why_on_a_candidate_opens_the_view_with_that_target(window, qtbot):
+    """The Candidates panel's "why?" splits the chosen token's logit; a right-click on a bar, that
+    candidate's (one beyond the ten the boxes offer too)."""
+    window.show_view("overview")
+    result = run(qtbot, window, window.step, p.Step)
+    logits = window.logits
+    assert logits.why_button.isEnabled()
+    with qtbot.waitSignal(window.controller.attributionReady, timeout=30_000) as answer:
+        logits.why_button.click()
+    assert window.views.currentWidget() is window.why_view or window.why_view.isVisible()
+    assert window.why_view.pages.currentIndex() == 0
+    assert answer.args[0].attribution.target == result.trace.chosen
+    window.state.set_top_n(14)
+    row = 12  # beyond the boxes' ten
+    token = int(result.trace.candidate_ids[row])
+    assert window.why_view.target_box.findData(token) < 0
+    window.show_view("overview")
+    from PySide6.QtCore import QPointF, Qt
+
+    class RightClick:  # what pyqtgraph hands the bars on a right-click at that row
+        button = staticmethod(lambda: Qt.RightButton)
+        pos = staticmethod(lambda: QPointF(1.0, row))
+        accept = staticmethod(lambda: None)
+
+    with qtbot.waitSignal(window.controller.attributionReady, timeout=30_000) as answer:
+        logits.prob_bars.mouseClickEvent(RightClick())
+    assert answer.args[0].attribution.target == token
+    assert window.why_view.target_box.currentData() == token
+
+
+def test_a_right_click_on_the_flows_chosen_token_asks_why(window, qtbot):
+    from PySide6.QtCore import QPoint, Qt
+
+    result = run(qtbot, window, window.step, p.Step)
+    window.show_view("flow")
+    window.resize(1366, 768)
+    qtbot.wait(50)
+    panel = window.flow_view.flow
+    x, y, w, h = panel.flow_layout().boxes["chosen"]
+    with qtbot.waitSignal(window.controller.attributionReady, timeout=30_000) as answer:
+        qtbot.mouseClick(panel, Qt.RightButton, pos=QPoint(x + w // 2, y + h // 2))
+    assert window.views.currentWidget() is window.why_view
+    assert answer.args[0].attribution.target == result.trace.chosen
+    window.show_view("flow")
+    x, y, w, h = panel.flow_layout().boxes["sampling"]
+    qtbot.mouseClick(panel, Qt.RightButton, pos=QPoint(x + w // 2, y + h // 2))  # another box: nothing
+    assert window.views.currentWidget() is not window.why_view

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from engine import SamplingSettings, Session, load_model, paths
-from engine.attribution import attribute
+from engine.attribution import attribute, attribute_tokens
 from engine.random_model import TINY, random_loaded, write_random_model
 
 PROMPT = "The capital of France is the city of"
@@ -64,6 +64,27 @@ def test_parts_sum_to_a_candidate_and_to_a_difference(folder_and_session):
     assert_sums(d, float(record.logits[first] - record.logits[second]))
     b = attribute(session, target=int(first))
     assert np.allclose(d.heads, b.heads - a.heads, atol=1e-5)  # linear in the readout: what the two share cancels
+
+
+def test_a_text_the_session_does_not_hold_is_split_the_same_way(folder_and_session):
+    """attribute_tokens (a second prompt's run, no session cache) gives the session's own parts on the
+    session's own tokens, and sums on another text."""
+    _, session = folder_and_session
+    record = session.records[-1]
+    ids = session.token_ids()[: record.end]
+    target, versus = (int(i) for i in np.argsort(-record.logits)[:2])
+    a = attribute(session, target=target, versus=versus)
+    b, logits = attribute_tokens(session.loaded.model, ids, target, versus, step=a.step)
+    assert (b.step, b.position, b.target, b.versus) == (a.step, a.position, target, versus)
+    for (key, mine), (_, theirs) in zip(b.parts(), a.parts()):
+        assert mine == pytest.approx(theirs, abs=1e-4), key
+    np.testing.assert_allclose(b.sources, a.sources, atol=1e-4)
+    np.testing.assert_allclose(logits, record.logits, atol=1e-3)
+    other = ids.copy()
+    other[3] = (other[3] + 17) % 900
+    c, other_logits = attribute_tokens(session.loaded.model, other, target, versus)
+    assert_sums(c, float(other_logits[target] - other_logits[versus]))
+    assert abs(c.logit - a.logit) > 1e-4  # another text: another split
 
 
 def test_every_head_splits_over_its_sources(folder_and_session):
