@@ -150,6 +150,7 @@ def _split(model, rec, logits: torch.Tensor, cache, s: int, p: int, target: int,
             attn_bias[layer] = float(b_o @ direction) * residual
         mlp[layer] = part(at_p(f"blocks.{layer}.hook_mlp_out"))
     has_pos = "hook_pos_embed" in family.points
+    has_shift, has_head_bias = getattr(final_norm(model), "bias", None) is not None, model.lm_head.bias is not None
     logit = float(logits[target] - (logits[versus] if versus >= 0 else 0.0))
     return Attribution(
         step=s, position=p, target=target, versus=int(versus), logit=logit,
@@ -159,7 +160,8 @@ def _split(model, rec, logits: torch.Tensor, cache, s: int, p: int, target: int,
         norm_shift=shift, head_bias=head_bias, sources=sources.astype(np.float32),
         kv_head=kv_head.astype(np.int64), norm_scale=scale, norm_centres=centres,
         logit_scale=float(getattr(model.config, "logits_scaling", 1.0)),
-        has_pos_embed=has_pos, has_attn_bias=has_bias, compute_ms=(perf_counter() - t0) * 1e3,
+        has_pos_embed=has_pos, has_attn_bias=has_bias,
+        has_norm_shift=has_shift, has_head_bias=has_head_bias, compute_ms=(perf_counter() - t0) * 1e3,
     )
 
 

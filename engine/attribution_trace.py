@@ -30,8 +30,10 @@ class Attribution:
         read out; attn_bias: float32 [L], each attention output bias b_O's part (0 without one:
         ``has_attn_bias``); heads[l].sum() + attn_bias[l] is block l's attention part.
     mlp: float32 [L], each block's MLP (a mixture of experts: its chosen experts together) part.
-    norm_shift: the final norm's bias read out through the LM head (0: RMSNorm has none).
-    head_bias: the LM head's bias at the target (minus at versus), divided by logit_scale (0: none).
+    norm_shift: the final norm's bias read out through the LM head (0 where it has none:
+        ``has_norm_shift``, False for RMSNorm).
+    head_bias: the LM head's bias at the target (minus at versus), divided by logit_scale (0 where
+        the LM head has none: ``has_head_bias``).
     sources: float32 [L, H, T], each head's part split over the positions it read:
         pattern[l, h, j] x (value_j of the key/value head ``kv_head[h]``) @ W_O[h], read out; sums
         over T to ``heads``.
@@ -61,6 +63,8 @@ class Attribution:
     logit_scale: float
     has_pos_embed: bool
     has_attn_bias: bool
+    has_norm_shift: bool
+    has_head_bias: bool
     compute_ms: float = 0.0
 
     @property
@@ -70,12 +74,13 @@ class Attribution:
 
     def parts(self) -> tuple[tuple[str, float], ...]:
         """Every part in the order the model adds them, (key, value): "embed", "pos_embed" (when the
-        model has one), "attn {l}" and "mlp {l}" for each block, "norm_shift", "head_bias". They
-        sum to ``logit`` up to float rounding."""
+        model has one), "attn {l}" and "mlp {l}" for each block, "norm_shift" and "head_bias" (where the
+        model has them). They sum to ``logit`` up to float rounding."""
         out = [("embed", self.embed)] + ([("pos_embed", self.pos_embed)] if self.has_pos_embed else [])
         for layer in range(len(self.mlp)):
             out += [(f"attn {layer}", float(self.attn[layer])), (f"mlp {layer}", float(self.mlp[layer]))]
-        return tuple(out + [("norm_shift", self.norm_shift), ("head_bias", self.head_bias)])
+        out += [("norm_shift", self.norm_shift)] if self.has_norm_shift else []
+        return tuple(out + ([("head_bias", self.head_bias)] if self.has_head_bias else []))
 
     @property
     def total(self) -> float:

@@ -105,7 +105,9 @@ def why_rows(answer) -> list[dict]:
         if a.has_attn_bias:
             rows.append(row("attn_bias", a.attn_bias[layer], layer))
         rows.append(row("mlp", a.mlp[layer], layer))
-    return rows + [row("norm_shift", a.norm_shift), row("head_bias", a.head_bias), row("logit", a.logit)]
+    rows += [row("norm_shift", a.norm_shift)] if a.has_norm_shift else []
+    rows += [row("head_bias", a.head_bias)] if a.has_head_bias else []
+    return rows + [row("logit", a.logit)]
 
 
 def history_rows(result) -> list[dict]:

@@ -43,11 +43,9 @@ def part_label(key: str) -> tuple[str, str]:
 
 def waterfall(a) -> list[Bar]:
     """The bars from the embedding through every block to the logit, in the order the model adds them
-    (a part that is 0 by the model's design, the norm's shift of RMSNorm or a missing bias, is left out)."""
+    (``Attribution.parts``: a part the model does not have, RMSNorm's shift or a missing bias, is not one)."""
     bars, running = [], 0.0
     for key, value in a.parts():
-        if key in ("norm_shift", "head_bias") and value == 0.0:
-            continue
         label, short = part_label(key)
         bars.append(Bar(key, label, short, running, float(value)))
         running += float(value)

@@ -22,18 +22,18 @@ def made(**kw) -> Attribution:
                 heads=np.array([[2.0, -1.0], [0.25, 0.0]], np.float32), attn_bias=np.array([0.125, 0.0], np.float32),
                 mlp=np.array([-3.0, 4.0], np.float32), norm_shift=0.0, head_bias=0.0,
                 sources=np.zeros((2, 2, 7), np.float32), kv_head=np.array([0, 0]), norm_scale=2.0, norm_centres=True,
-                logit_scale=1.0, has_pos_embed=True, has_attn_bias=True)
+                logit_scale=1.0, has_pos_embed=True, has_attn_bias=True, has_norm_shift=False, has_head_bias=False)
     return Attribution(**(base | kw))
 
 
 def test_the_waterfall_runs_in_the_models_order_and_ends_at_the_sum():
     a = made()
     bars = wn.waterfall(a)
-    assert [b.short for b in bars] == ["emb", "pos", "A0", "M0", "A1", "M1"]  # no shift, no LM-head bias: both 0
+    assert [b.short for b in bars] == ["emb", "pos", "A0", "M0", "A1", "M1"]  # no shift, no LM-head bias: the model has neither
     assert [b.value for b in bars] == [1.0, 0.5, 1.125, -3.0, 0.25, 4.0]
     assert [b.start for b in bars] == [0.0, 1.0, 1.5, 2.625, -0.375, -0.125]
     assert bars[-1].end == a.total == 3.875
-    with_shift = wn.waterfall(made(norm_shift=0.0625, has_pos_embed=False))
+    with_shift = wn.waterfall(made(norm_shift=0.0625, has_norm_shift=True, has_pos_embed=False))
     assert [b.short for b in with_shift][:2] == ["emb", "A0"] and with_shift[-1].short == "shift"
 
 
@@ -76,9 +76,12 @@ def test_the_why_table_has_every_part_once_in_the_models_order():
     rows = tables.why_rows(answer)
     assert [(r["part"], r["layer"] if r["layer"] == r["layer"] else None) for r in rows] == [
         ("embed", None), ("pos_embed", None), ("head", 0), ("head", 0), ("attn_bias", 0), ("mlp", 0),
-        ("head", 1), ("head", 1), ("attn_bias", 1), ("mlp", 1), ("norm_shift", None), ("head_bias", None), ("logit", None)]
+        ("head", 1), ("head", 1), ("attn_bias", 1), ("mlp", 1), ("logit", None)]  # no shift, no LM-head bias: not rows
     parts = sum(float(r["value"]) for r in rows if r["part"] != "logit")
     assert parts == rows[-1]["value"] == 3.875  # powers of two: a part dropped or counted twice shows
+    shifted = tables.why_rows(p.AttributionResult(made(norm_shift=0.0625, logit=3.9375, has_norm_shift=True), "␣Paris", "", ()))
+    assert [r["part"] for r in shifted][-2:] == ["norm_shift", "logit"]
+    assert sum(float(r["value"]) for r in shifted if r["part"] != "logit") == shifted[-1]["value"]
     assert {(r["step"], r["position"], r["target"], r["versus"]) for r in rows} == {(1, 6, "␣Paris", "")}
 
 

@@ -114,7 +114,8 @@ def test_facts_come_from_the_model(folder_and_session):
     gpt2 = config.model_type == "gpt2"
     assert a.norm_centres == gpt2 and a.has_pos_embed == gpt2 and a.has_attn_bias == gpt2
     assert a.logit_scale == getattr(config, "logits_scaling", 1.0)
-    assert (a.norm_shift != 0) == gpt2 and a.head_bias == 0
+    assert (a.norm_shift != 0) == gpt2 == a.has_norm_shift and a.head_bias == 0 and not a.has_head_bias
+    assert [key for key, _ in a.parts()].count("norm_shift") == gpt2  # RMSNorm has no shift: no such part
     assert a.kv_head.tolist() == [h // (session.info.n_head // session.info.kv_heads) for h in range(session.info.n_head)]
 
 
