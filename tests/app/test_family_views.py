@@ -50,44 +50,50 @@ def test_inside_shows_rmsnorm_rope_grouped_heads_and_the_mlp_or_the_experts(step
     t = show_inside(window, qtbot)
     inside = window.inside
     assert t.family == result.info.family and t.rope
-    assert inside.pos_strip.isHidden() and "No position vector" in inside.embed_text.text()
-    assert not inside.rope_text.isHidden() and not inside.gqa_text.isHidden() and not inside.gate_text.isHidden()
-    box = inside.block_box.layout()
-    at = {name: box.indexOf(getattr(inside, name)) for name in (
+    assert inside.embedding.pos_strip.isHidden() and "No position vector" in inside.embedding.text.text()
+    assert not inside.attention.rope_text.isHidden() and not inside.attention.gqa_text.isHidden() and not inside.mlp.gate_text.isHidden()
+    parts = {name: getattr(inside.attention, name, None) or getattr(inside.mlp, name) for name in (
         "q_strip", "rope_text", "rot_q", "rot_k", "keys_view", "scores", "gqa_text", "attn_out", "ln2_out", "gate_text",
         "router", "mlp_pre", "mlp_out", "resid_post")}
-    assert min(at.values()) >= 0, at  # every part in the block, none in a box of its own after it
-    # the order the model computes: q, then RoPE turns q and k, then the scores from the turned pair; the
-    # gate or the router after the second norm, before the MLP's units and its output
+    at = {name: place(inside, widget) for name, widget in parts.items()}  # (page, place on the page)
+    assert all(page in range(1, 5) for page, _i in at.values()), at  # every part in block's pages (2 to 5)
     assert at["q_strip"] < at["rope_text"] < at["rot_q"] < at["rot_k"] < at["keys_view"] < at["scores"], at
     assert at["gqa_text"] < at["keys_view"] and at["attn_out"] < at["ln2_out"] < at["gate_text"] < at["mlp_pre"], at
     assert at["ln2_out"] < at["router"] < at["mlp_out"] < at["resid_post"], at
-    assert "RMSNorm 1" in inside.ln1_norm.caption.text() and "no mean subtracted" in inside.ln1_norm.caption.text()
-    np.testing.assert_array_equal(inside.q_strip.values, t.q[1, 3])
-    np.testing.assert_array_equal(inside.rot_q.values, t.rot_q[1, 3])
+    assert "RMSNorm 1" in inside.attention.ln1_norm.caption.text() and "no mean subtracted" in inside.attention.ln1_norm.caption.text()
+    np.testing.assert_array_equal(inside.attention.q_strip.values, t.q[1, 3])
+    np.testing.assert_array_equal(inside.attention.rot_q.values, t.rot_q[1, 3])
     kv = t.kv_of(3)
     assert kv == 3 // (result.info.n_head // result.info.kv_heads)
-    np.testing.assert_array_equal(inside.rot_k.values, t.rot_k[1, kv])
-    np.testing.assert_allclose(inside.angles.values, np.mod(t.position * t.inv_freq, 2 * np.pi), rtol=1e-5)
-    assert "depends on how far apart" in inside.rope_text.text()
-    assert f"{result.info.n_head} query heads share {result.info.kv_heads} key/value heads" in inside.gqa_text.text()
-    assert f"Head 3 reads kv head {kv}" in inside.gqa_text.text()
-    np.testing.assert_array_equal(inside.keys_image.image, t.keys[0, kv])  # the keys this head reads
+    np.testing.assert_array_equal(inside.attention.rot_k.values, t.rot_k[1, kv])
+    np.testing.assert_allclose(inside.attention.angles.values, np.mod(t.position * t.inv_freq, 2 * np.pi), rtol=1e-5)
+    assert "depends on how far apart" in inside.attention.rope_text.text()
+    assert f"{result.info.n_head} query heads share {result.info.kv_heads} key/value heads" in inside.attention.gqa_text.text()
+    assert f"Head 3 reads kv head {kv}" in inside.attention.gqa_text.text()
+    np.testing.assert_array_equal(inside.attention.keys_image.image, t.keys[0, kv])  # the keys this head reads
     if t.router_probs is None:
-        assert "Gated MLP" in inside.gate_text.text() and inside.router.isHidden()
-        np.testing.assert_array_equal(inside.mlp_up.values, t.mlp_pre_linear[1])
-        np.testing.assert_array_equal(inside.mlp_pre.values, t.mlp_pre[1])
+        assert "Gated MLP" in inside.mlp.gate_text.text() and inside.mlp.router.isHidden()
+        np.testing.assert_array_equal(inside.mlp.mlp_up.values, t.mlp_pre_linear[1])
+        np.testing.assert_array_equal(inside.mlp.mlp_pre.values, t.mlp_pre[1])
         unit = int(t.top_units(1, 1)[0][0])
-        assert f"unit {unit:,} = SiLU(" in inside.gate_text.text()
-        assert "dense model" in inside.size_text.text()
+        assert f"unit {unit:,} = SiLU(" in inside.mlp.gate_text.text()
+        assert "dense model" in inside.sizes.text.text()
     else:
-        assert inside.mlp_pre.isHidden() and inside.mlp_up.isHidden() and not inside.router.isHidden()
-        np.testing.assert_array_equal(inside.router.values, t.router_probs[1])
-        text = inside.experts_text.text()
+        assert inside.mlp.mlp_pre.isHidden() and inside.mlp.mlp_up.isHidden() and not inside.mlp.router.isHidden()
+        np.testing.assert_array_equal(inside.mlp.router.values, t.router_probs[1])
+        text = inside.mlp.experts_text.text()
         for e, w in zip(t.experts[1], t.expert_weights[1]):
             assert f"expert {int(e)} × {float(w):.3f}" in text
         assert t.router_rule in text and f"{t.active_params:,} of {t.n_params:,}" in text
-        assert f"{t.active_params:,} of them were active" in inside.size_text.text()
+        assert f"{t.active_params:,} of them were active" in inside.sizes.text.text()
+
+
+def place(inside, widget) -> tuple[int, int]:
+    """(page, place in its page's box) of a widget of Inside: the order it is read in."""
+    for page, box in enumerate(inside.pages.boxes):
+        if (i := box.layout().indexOf(widget)) >= 0:
+            return page, i
+    return -1, -1
 
 
 def test_the_kv_views_show_grouped_heads_against_full_heads(stepped, qtbot):
@@ -151,7 +157,7 @@ def test_the_token_strip_is_what_the_residual_stream_starts_at_and_says_so(stepp
     model = loaded.model
     row = model.get_input_embeddings().weight[t.token_id].detach().float().numpy()
     multiplier = float(getattr(model.config, "embedding_multiplier", 1.0))
-    np.testing.assert_allclose(window.inside.token_strip.values, row * multiplier, rtol=1e-6)
+    np.testing.assert_allclose(window.inside.embedding.token_strip.values, row * multiplier, rtol=1e-6)
     np.testing.assert_allclose(t.resid_pre[0], t.token_embed, rtol=1e-6)
-    caption = window.inside.token_strip.caption.text()
+    caption = window.inside.embedding.token_strip.caption.text()
     assert (f", times the model's embedding multiplier {multiplier:g}" in caption) == (multiplier != 1.0)

@@ -25,12 +25,12 @@ def test_the_inside_view_shows_the_newest_position_and_agrees_with_the_attention
     assert trace.step == result.trace.step and trace.position == T - 1
     inside = window.inside
     attention_row = result.records[-1].attn[1, 2, -1].astype(np.float32)  # float16 in the record
-    np.testing.assert_allclose(inside.pattern.values, attention_row[:T], atol=1e-3)
-    np.testing.assert_array_equal(inside.q_strip.values, trace.q[1, 2])
-    np.testing.assert_array_equal(inside.sum_strip.values, trace.token_embed + trace.pos_embed)
-    assert f"position {T - 1}" in inside.header.text() and "Block 1" in inside.block_box.title()
-    assert inside.lens_table.rowCount() == result.n_layer + 1
-    assert f"{result.info.n_params:,}" in inside.size_text.text()
+    np.testing.assert_allclose(inside.attention.pattern.values, attention_row[:T], atol=1e-3)
+    np.testing.assert_array_equal(inside.attention.q_strip.values, trace.q[1, 2])
+    np.testing.assert_array_equal(inside.embedding.sum_strip.values, trace.token_embed + trace.pos_embed)
+    assert f"position {T - 1}" in inside.header.text() and "block 1" in inside.pages.names[1]
+    assert inside.lens.table.rowCount() == result.n_layer + 1
+    assert f"{result.info.n_params:,}" in inside.sizes.text.text()
 
 
 def test_choosing_a_token_or_a_layer_asks_again(window, qtbot):
@@ -44,7 +44,7 @@ def test_choosing_a_token_or_a_layer_asks_again(window, qtbot):
     with qtbot.waitSignal(window.controller.insideReady, timeout=30_000) as answer:
         window.state.set_layer(3)
     assert answer.args[0].trace.kv_layers == (3,)
-    assert window.inside.keys_image.image.shape == (3, answer.args[0].trace.q.shape[-1])  # positions 0-2 x d_head
+    assert window.inside.attention.keys_image.image.shape == (3, answer.args[0].trace.q.shape[-1])  # positions 0-2 x d_head
 
 
 def test_an_earlier_step_of_the_history_can_be_opened(window, qtbot):
