@@ -39,14 +39,15 @@ class AttentionPart:
         self.z_strip = VectorStrip("head output z: the weighted sum of the values")
         self.attn_out = VectorStrip("attention output")
         self.resid_mid = VectorStrip("residual stream after the attention: input + attention output")
-        # three boxes (three pages when Inside is paged), in the order the model computes
+        # four boxes (four pages when Inside is paged), in the order the model computes
         self.query_box: QGroupBox = part_box("2 · Attention: the norm and the query", [
-            self.block_text, self.ln1_in, self.ln1_norm, self.ln1_out, self.q_strip, self.rope_text, self.rot_q, self.angles])
-        self.scores_box: QGroupBox = part_box("3 · Attention: keys, scores and weights", [
-            self.gqa_text, self.rot_k, self.keys_caption, self.keys_view, self.scores, self.pattern])
-        self.values_box: QGroupBox = part_box("4 · Attention: values, W_O and the residual add", [
+            self.block_text, self.ln1_in, self.ln1_norm, self.ln1_out, self.q_strip])
+        self.keys_box: QGroupBox = part_box("3 · Attention: the keys", [
+            self.rope_text, self.rot_q, self.rot_k, self.angles, self.gqa_text, self.keys_caption, self.keys_view])
+        self.scores_box: QGroupBox = part_box("4 · Attention: scores and weights", [self.scores, self.pattern])
+        self.values_box: QGroupBox = part_box("5 · Attention: values, W_O and the residual add", [
             self.values_caption, self.values_view, self.z_strip, self.attn_out, self.resid_mid])
-        self.boxes = (self.query_box, self.scores_box, self.values_box)
+        self.boxes = (self.query_box, self.keys_box, self.scores_box, self.values_box)
 
     def restyle(self, theme: th.Theme) -> None:
         """The heat maps' axis titles in ``theme``'s font."""

@@ -85,7 +85,7 @@ class LensPart:
         self.resid_line = sp.plot([], [], pen=pg.mkPen(th.DARK, width=2), symbol="o", symbolSize=6, name="residual stream length")
         self.n_layer = 0
         sp.vb.sigResized.connect(self._on_stream_resized)
-        self.box: QGroupBox = part_box("7 · Logit lens", [self.text, self.table, self.stream_text, self.stream_view])
+        self.box: QGroupBox = part_box("8 · Logit lens", [self.text, self.table, self.stream_text, self.stream_view])
 
     def restyle(self, theme: th.Theme) -> None:
         """The stream chart's axis title and its room in ``theme``'s font."""

@@ -32,7 +32,7 @@ class MlpPart:
         self.mlp_top = label()
         self.mlp_out = VectorStrip("MLP output")
         self.resid_post = VectorStrip("residual stream after the block: + MLP output")
-        self.box: QGroupBox = part_box("5 · MLP", [  # in the order the model computes
+        self.box: QGroupBox = part_box("6 · MLP", [  # in the order the model computes
             self.ln2_out, self.gate_text, self.router, self.experts_text, self.mlp_pre, self.mlp_up, self.mlp_post,
             self.mlp_top, self.mlp_out, self.resid_post,
         ])  # fmt: skip

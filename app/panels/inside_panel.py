@@ -39,7 +39,7 @@ from app.panels.inside_pages import InsidePages, needs_pages
 from app.panels.inside_plots import CaptionedPlot
 
 BUSY_AFTER_MS = 500  # show "computing…" when an answer takes longer than this
-PAGES = ("page_embedding", "page_query", "page_scores", "page_values", "page_mlp", "page_head", "page_lens",
+PAGES = ("page_embedding", "page_query", "page_keys", "page_scores", "page_values", "page_mlp", "page_head", "page_lens",
          "page_sizes")  # the parts' names, in the order the model computes (resources/help/en.json, "inside")
 
 

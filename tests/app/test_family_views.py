@@ -4,10 +4,12 @@ show for RoPE, RMSNorm, grouped key/value heads, gated MLPs and experts."""
 from __future__ import annotations
 
 import numpy as np
+import pyqtgraph as pg
 import pytest
 
 from app.panels.embeddings_panel import POSITION, SUM
 from app.panels.kv_panel import human_bytes
+from app.window import theme as th
 from engine import load_model
 from engine.random_model import TINY, write_random_model
 
@@ -56,7 +58,7 @@ def test_inside_shows_rmsnorm_rope_grouped_heads_and_the_mlp_or_the_experts(step
         "q_strip", "rope_text", "rot_q", "rot_k", "keys_view", "scores", "gqa_text", "attn_out", "ln2_out", "gate_text",
         "router", "mlp_pre", "mlp_out", "resid_post")}
     at = {name: place(inside, widget) for name, widget in parts.items()}  # (page, place on the page)
-    assert all(page in range(1, 5) for page, _i in at.values()), at  # every part in block's pages (2 to 5)
+    assert all(page in range(1, 6) for page, _i in at.values()), at  # every part in the block's pages (2 to 6)
     assert at["q_strip"] < at["rope_text"] < at["rot_q"] < at["rot_k"] < at["keys_view"] < at["scores"], at
     assert at["gqa_text"] < at["keys_view"] and at["attn_out"] < at["ln2_out"] < at["gate_text"] < at["mlp_pre"], at
     assert at["ln2_out"] < at["router"] < at["mlp_out"] < at["resid_post"], at
@@ -86,6 +88,27 @@ def test_inside_shows_rmsnorm_rope_grouped_heads_and_the_mlp_or_the_experts(step
             assert f"expert {int(e)} × {float(w):.3f}" in text
         assert t.router_rule in text and f"{t.active_params:,} of {t.n_params:,}" in text
         assert f"{t.active_params:,} of them were active" in inside.sizes.text.text()
+
+
+def test_the_router_marks_exactly_the_recorded_chosen_experts_with_their_weights(stepped, qtbot):
+    """The experts the step recorded (blocks.{L}.mlp.hook_expert_indices, kept by the step itself)
+    are the orange bars, each with its weight over it; every other bar is blue."""
+    window, result = stepped
+    if result.info.architecture.mlp != "experts":
+        pytest.skip("a dense model has no router")
+    window.state.set_layer(1)
+    t = show_inside(window, qtbot)
+    router = window.inside.mlp.router
+    recorded = result.records[-1].experts[1]  # the step's own record, at its newest position
+    assert t.position == result.records[-1].end - 1
+    assert router.marked == sorted(int(e) for e in recorded) == sorted(int(e) for e in t.experts[1])
+    colours = [b.color().name() for b in router.bars.opts["brushes"]]
+    assert {i for i, c in enumerate(colours) if c == pg.mkColor(th.ORANGE).name()} == set(router.marked)
+    assert {i for i, c in enumerate(colours) if c == pg.mkColor(th.BLUE).name()} == set(range(len(colours))) - set(router.marked)
+    over = {round(text.pos().x()): text.toPlainText() for text in router.marks}
+    assert over == {int(e): f"×{float(w):.2f}" for e, w in zip(t.experts[1], t.expert_weights[1])}
+    for e in router.marked:  # each weight sits on its own bar
+        assert [text.pos().y() for text in router.marks if round(text.pos().x()) == e] == [float(router.values[e])]
 
 
 def place(inside, widget) -> tuple[int, int]:
