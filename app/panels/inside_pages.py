@@ -130,6 +130,8 @@ class InsidePages(QWidget):
             current = i == self.index
             box.setHidden(self.blank or (self.paged and not current))
             self.column.setStretchFactor(box, 1 if self.paged and current and self.fills[i] else 0)
+        filled = self.paged and bool(self.boxes) and self.fills[self.index]
+        self.column.setStretch(len(self.boxes), 0 if filled else 1)  # the blank below the parts: none under a filled page
         for i, (box, name) in enumerate(zip(self.boxes, self.names)):  # the page bar names a page: its box needs no title
             box.setTitle("" if self.paged else f"{i + 1} · {name}")
         self.title.setText(self.page_text())
