@@ -2,8 +2,8 @@
 every depth: what the model would predict if it stopped there) and the residual stream's length
 through every block, with what each block's attention and MLP add.
 
-The lens table drops its lowest candidates' columns when the view is too narrow for all of them,
-so its last column (the next token's probability and rank) is never cut off; the stream chart
+The lens table drops its lowest candidates' columns, then cuts the pieces shorter, when the view is
+too narrow for all of them, so its last column (the next token's model p and rank) is never cut off; the stream chart
 names its blocks by number, every n-th one as the width allows (``inside_plots.spaced_ticks``).
 """
 
@@ -21,14 +21,15 @@ from app.window.guard import guarded
 from app.panels.inside_plots import fit_rows, label, part_box, spaced_ticks
 
 LENS_SHOWN = 5  # lens candidates per depth in the table, at most
-LENS_KEPT = 2  # ... and at least, when the view is narrow
+FITS = ((5, 10), (4, 10), (3, 10), (3, 8), (2, 8), (2, 6), (2, 4))  # (candidates, characters a piece) tried in turn
 PAGED_ROWS = 6  # rows a paged lens table shows at least (it scrolls the rest itself)
 STREAM_H = 210  # pixels of the stream chart's plot
 
 
 class LensTable(QTableWidget):
-    """The logit lens, one row per depth: its candidate columns, lowest first, leave when the
-    table is too narrow for every column; the first (depth) and the last (the next token) stay."""
+    """The logit lens, one row per depth: when the table is too narrow for every column, its lowest
+    candidates' columns leave first, then the pieces are cut shorter (``FITS``); the first column
+    (the depth) and the last (the next token's model p and rank) always stay whole."""
 
     def __init__(self):
         super().__init__()
@@ -36,18 +37,41 @@ class LensTable(QTableWidget):
         self.verticalHeader().setVisible(False)
         self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeToContents)
         self.paged = False
+        self.fit = FITS[0]  # (candidates, characters of a piece) shown
+        self._rows: tuple | None = None  # (pieces [rows][K], logits [rows, K]) of the lens drawn
+        self._room = -1  # the width the columns were fitted to
+
+    def set_candidates(self, pieces: list[list[str]], logits: np.ndarray) -> None:
+        """Each depth's candidates, best first (their cells are written by ``fit_columns``)."""
+        self._rows = (pieces, logits)
+        self.refit()
+
+    def refit(self) -> None:
+        """Fit the columns again (new rows, or a new font: the same width holds other columns)."""
+        self._room = -1
+        self.fit_columns()
 
     def fit_columns(self) -> None:
-        """Show as many candidate columns as fit the width (at least LENS_KEPT)."""
-        header = self.horizontalHeader()
-        for col in range(1, self.columnCount() - 1):
-            self.setColumnHidden(col, False)
-        room = self.viewport().width() if self.isVisible() else self.width()
-        room -= self.verticalScrollBar().sizeHint().width() if self.paged else 0
-        col = self.columnCount() - 2
-        while col > LENS_KEPT and header.length() > room:
-            self.setColumnHidden(col, True)
-            col -= 1
+        """The most candidates, then the longest pieces, that fit the width (``FITS``, in order)."""
+        room = self.viewport().width()
+        if self._rows is None or room == self._room:
+            return
+        self._room = room
+        for fit in FITS:
+            self._write(fit)
+            self.horizontalHeader().resizeSections(QHeaderView.ResizeToContents)  # now, not at the next layout pass
+            if self.horizontalHeader().length() <= room:
+                return
+
+    def _write(self, fit: tuple[int, int]) -> None:
+        shown, chars = fit
+        self.fit = fit
+        pieces, logits = self._rows
+        for row in range(len(pieces)):
+            for col in range(LENS_SHOWN):
+                self.setItem(row, col + 1, QTableWidgetItem(f"{clip(pieces[row][col], chars)} ({float(logits[row, col]):.1f})"))
+        for col in range(LENS_SHOWN):
+            self.setColumnHidden(col + 1, col >= shown)
 
     def set_paged(self, paged: bool) -> None:
         """On a page of its own the table scrolls its rows (the header stays in view); on the one
@@ -92,7 +116,7 @@ class LensPart:
         th.style_plot(self.stream_view.getPlotItem(), theme, bottom="block")
         th.fix_axis_width(self.stream_view.getPlotItem(), theme, 5)
         self.stream_view.setFixedHeight(STREAM_H + theme.text_px())
-        self.table.fit_columns()
+        self.table.refit()
         self._tick()
 
     def set_paged(self, paged: bool) -> None:
@@ -113,13 +137,10 @@ class LensPart:
         )
         for row, name in enumerate(depths):
             table.setItem(row, 0, QTableWidgetItem(name))
-            for col in range(LENS_SHOWN):
-                i = int(t.lens_ids[row, col])
-                table.setItem(row, col + 1, QTableWidgetItem(f"{clip(piece(i), 10)} ({float(t.lens_logits[row, col]):.1f})"))
             table.setItem(row, LENS_SHOWN + 1, QTableWidgetItem(f"{percent(float(t.lens_next_prob[row]))}, {int(t.lens_next_rank[row]):,}"))
+        table.set_candidates([[piece(int(i)) for i in ids[:LENS_SHOWN]] for ids in t.lens_ids], t.lens_logits)
         table.resizeRowsToContents()
         table.set_paged(table.paged)
-        table.fit_columns()
         decided = next((row for row in range(len(depths)) if int(t.lens_next_rank[row]) == 1), None)
         where = "never ranks first" if decided is None else f"ranks first from “{depths[decided]}” on"
         self.text.setText(says("lens", next=piece(t.next_id), where=where, ms=t.lens_ms))

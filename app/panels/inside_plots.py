@@ -122,6 +122,7 @@ class PositionBars(CaptionedPlot):
         self.marked: list[int] = []
         self.marks: list[pg.TextItem] = []
         self._font = None
+        self._theme = None
         self.plot.vb.sigResized.connect(self._on_view_resized)
 
     def restyle(self, theme: th.Theme) -> None:
@@ -143,10 +144,10 @@ class PositionBars(CaptionedPlot):
         times the tallest bar's."""
         values = np.asarray(values, dtype=np.float32)
         self.values = values
-        if lines != self.lines and getattr(self, "_theme", None) is not None:
+        if lines != self.lines:
             self.lines = lines
-            self.restyle(self._theme)
-        self.lines = lines
+            if self._theme is not None:  # room for that many lines of tick text
+                self.restyle(self._theme)
         self.labels = list(labels)
         x = np.arange(len(values))
         self.bars.setOpts(x=x, height=values, width=0.8, brush=pg.mkBrush(color), brushes=None, pen=None)
