@@ -32,6 +32,7 @@ from app.window.export_actions import ExportActions
 from app.window.flow_view import TourMode
 from app.window.focus import PanelFocus
 from app.window.guard import guarded
+from app.window.inside_keys import InsidePageKeys
 from app.window.paint_scheduler import PaintScheduler
 from app.window.panel_help import PanelHelp
 from app.panels.attention_panel import AttentionPanel
@@ -110,6 +111,7 @@ class MainWindow(QMainWindow):
         self.tour = TourMode(self.flow_view, self.commands.step_action, self.commands.back_action,
                              self.commands.unfocus_action, self._show_flow, self)
         self.tour.toggle_action.setToolTip(self.flow_view.tour_button.toolTip())
+        self.inside_keys = InsidePageKeys(self.inside, self.commands.step_action, self.commands.back_action, self)
         self.flow_back_action = self.commands.add_flow_back(self._show_flow)
         self.flow_view.flow.openRequested.connect(self._on_flow_open_requested)
         self.flow_view.model_button.clicked.connect(self.commands.show_model_dialog)
@@ -293,6 +295,7 @@ class MainWindow(QMainWindow):
     def _on_views_current_changed(self, _index: int) -> None:
         if not self.flow_view.isVisible():
             self.tour.stop()
+        self.inside_keys.sync(self.views.currentWidget() is self.inside)  # its pages' keys, after the tour gave them back
 
     def panel_named(self, name: str):
         """The Overview's panel called ``name`` (one of views.PANELS)."""

@@ -4,10 +4,12 @@ show for RoPE, RMSNorm, grouped key/value heads, gated MLPs and experts."""
 from __future__ import annotations
 
 import numpy as np
+import pyqtgraph as pg
 import pytest
 
 from app.panels.embeddings_panel import POSITION, SUM
 from app.panels.kv_panel import human_bytes
+from app.window import theme as th
 from engine import load_model
 from engine.random_model import TINY, write_random_model
 
@@ -50,44 +52,72 @@ def test_inside_shows_rmsnorm_rope_grouped_heads_and_the_mlp_or_the_experts(step
     t = show_inside(window, qtbot)
     inside = window.inside
     assert t.family == result.info.family and t.rope
-    assert inside.pos_strip.isHidden() and "No position vector" in inside.embed_text.text()
-    assert not inside.rope_text.isHidden() and not inside.gqa_text.isHidden() and not inside.gate_text.isHidden()
-    box = inside.block_box.layout()
-    at = {name: box.indexOf(getattr(inside, name)) for name in (
+    assert inside.embedding.pos_strip.isHidden() and "No position vector" in inside.embedding.text.text()
+    assert not inside.attention.rope_text.isHidden() and not inside.attention.gqa_text.isHidden() and not inside.mlp.gate_text.isHidden()
+    parts = {name: getattr(inside.attention, name, None) or getattr(inside.mlp, name) for name in (
         "q_strip", "rope_text", "rot_q", "rot_k", "keys_view", "scores", "gqa_text", "attn_out", "ln2_out", "gate_text",
         "router", "mlp_pre", "mlp_out", "resid_post")}
-    assert min(at.values()) >= 0, at  # every part in the block, none in a box of its own after it
-    # the order the model computes: q, then RoPE turns q and k, then the scores from the turned pair; the
-    # gate or the router after the second norm, before the MLP's units and its output
+    at = {name: place(inside, widget) for name, widget in parts.items()}  # (page, place on the page)
+    assert all(page in range(1, 6) for page, _i in at.values()), at  # every part in the block's pages (2 to 6)
     assert at["q_strip"] < at["rope_text"] < at["rot_q"] < at["rot_k"] < at["keys_view"] < at["scores"], at
     assert at["gqa_text"] < at["keys_view"] and at["attn_out"] < at["ln2_out"] < at["gate_text"] < at["mlp_pre"], at
     assert at["ln2_out"] < at["router"] < at["mlp_out"] < at["resid_post"], at
-    assert "RMSNorm 1" in inside.ln1_norm.caption.text() and "no mean subtracted" in inside.ln1_norm.caption.text()
-    np.testing.assert_array_equal(inside.q_strip.values, t.q[1, 3])
-    np.testing.assert_array_equal(inside.rot_q.values, t.rot_q[1, 3])
+    assert "RMSNorm 1" in inside.attention.ln1_norm.caption.text() and "no mean subtracted" in inside.attention.ln1_norm.caption.text()
+    np.testing.assert_array_equal(inside.attention.q_strip.values, t.q[1, 3])
+    np.testing.assert_array_equal(inside.attention.rot_q.values, t.rot_q[1, 3])
     kv = t.kv_of(3)
     assert kv == 3 // (result.info.n_head // result.info.kv_heads)
-    np.testing.assert_array_equal(inside.rot_k.values, t.rot_k[1, kv])
-    np.testing.assert_allclose(inside.angles.values, np.mod(t.position * t.inv_freq, 2 * np.pi), rtol=1e-5)
-    assert "depends on how far apart" in inside.rope_text.text()
-    assert f"{result.info.n_head} query heads share {result.info.kv_heads} key/value heads" in inside.gqa_text.text()
-    assert f"Head 3 reads kv head {kv}" in inside.gqa_text.text()
-    np.testing.assert_array_equal(inside.keys_image.image, t.keys[0, kv])  # the keys this head reads
+    np.testing.assert_array_equal(inside.attention.rot_k.values, t.rot_k[1, kv])
+    np.testing.assert_allclose(inside.attention.angles.values, np.mod(t.position * t.inv_freq, 2 * np.pi), rtol=1e-5)
+    assert "depends on how far apart" in inside.attention.rope_text.text()
+    assert f"{result.info.n_head} query heads share {result.info.kv_heads} key/value heads" in inside.attention.gqa_text.text()
+    assert f"Head 3 reads kv head {kv}" in inside.attention.gqa_text.text()
+    np.testing.assert_array_equal(inside.attention.keys_image.image, t.keys[0, kv])  # the keys this head reads
     if t.router_probs is None:
-        assert "Gated MLP" in inside.gate_text.text() and inside.router.isHidden()
-        np.testing.assert_array_equal(inside.mlp_up.values, t.mlp_pre_linear[1])
-        np.testing.assert_array_equal(inside.mlp_pre.values, t.mlp_pre[1])
+        assert "Gated MLP" in inside.mlp.gate_text.text() and inside.mlp.router.isHidden()
+        np.testing.assert_array_equal(inside.mlp.mlp_up.values, t.mlp_pre_linear[1])
+        np.testing.assert_array_equal(inside.mlp.mlp_pre.values, t.mlp_pre[1])
         unit = int(t.top_units(1, 1)[0][0])
-        assert f"unit {unit:,} = SiLU(" in inside.gate_text.text()
-        assert "dense model" in inside.size_text.text()
+        assert f"unit {unit:,} = SiLU(" in inside.mlp.gate_text.text()
+        assert "dense model" in inside.sizes.text.text()
     else:
-        assert inside.mlp_pre.isHidden() and inside.mlp_up.isHidden() and not inside.router.isHidden()
-        np.testing.assert_array_equal(inside.router.values, t.router_probs[1])
-        text = inside.experts_text.text()
+        assert inside.mlp.mlp_pre.isHidden() and inside.mlp.mlp_up.isHidden() and not inside.mlp.router.isHidden()
+        np.testing.assert_array_equal(inside.mlp.router.values, t.router_probs[1])
+        text = inside.mlp.experts_text.text()
         for e, w in zip(t.experts[1], t.expert_weights[1]):
             assert f"expert {int(e)} × {float(w):.3f}" in text
         assert t.router_rule in text and f"{t.active_params:,} of {t.n_params:,}" in text
-        assert f"{t.active_params:,} of them were active" in inside.size_text.text()
+        assert f"{t.active_params:,} of them were active" in inside.sizes.text.text()
+
+
+def test_the_router_marks_exactly_the_recorded_chosen_experts_with_their_weights(stepped, qtbot):
+    """The experts the step recorded (blocks.{L}.mlp.hook_expert_indices, kept by the step itself)
+    are the orange bars, each with its weight over it; every other bar is blue."""
+    window, result = stepped
+    if result.info.architecture.mlp != "experts":
+        pytest.skip("a dense model has no router")
+    window.state.set_layer(1)
+    t = show_inside(window, qtbot)
+    router = window.inside.mlp.router
+    recorded = result.records[-1].experts[1]  # the step's own record, at its newest position
+    assert t.position == result.records[-1].end - 1
+    assert router.marked == sorted(int(e) for e in recorded) == sorted(int(e) for e in t.experts[1])
+    colours = [b.color().name() for b in router.bars.opts["brushes"]]
+    assert {i for i, c in enumerate(colours) if c == pg.mkColor(th.ORANGE).name()} == set(router.marked)
+    assert {i for i, c in enumerate(colours) if c == pg.mkColor(th.BLUE).name()} == set(range(len(colours))) - set(router.marked)
+    drawn = [item for item in router.view.scene().items() if isinstance(item, pg.TextItem) and item.isVisible()]
+    over = {round(text.pos().x()): text.toPlainText() for text in drawn}
+    assert over == {int(e): f"×{float(w):.2f}" for e, w in zip(t.experts[1], t.expert_weights[1])}
+    for e in router.marked:  # each weight sits on its own bar
+        assert [text.pos().y() for text in drawn if round(text.pos().x()) == e] == [float(router.values[e])]
+
+
+def place(inside, widget) -> tuple[int, int]:
+    """(page, place in its page's box) of a widget of Inside: the order it is read in."""
+    for page, box in enumerate(inside.pages.boxes):
+        if (i := box.layout().indexOf(widget)) >= 0:
+            return page, i
+    return -1, -1
 
 
 def test_the_kv_views_show_grouped_heads_against_full_heads(stepped, qtbot):
@@ -151,7 +181,7 @@ def test_the_token_strip_is_what_the_residual_stream_starts_at_and_says_so(stepp
     model = loaded.model
     row = model.get_input_embeddings().weight[t.token_id].detach().float().numpy()
     multiplier = float(getattr(model.config, "embedding_multiplier", 1.0))
-    np.testing.assert_allclose(window.inside.token_strip.values, row * multiplier, rtol=1e-6)
+    np.testing.assert_allclose(window.inside.embedding.token_strip.values, row * multiplier, rtol=1e-6)
     np.testing.assert_allclose(t.resid_pre[0], t.token_embed, rtol=1e-6)
-    caption = window.inside.token_strip.caption.text()
+    caption = window.inside.embedding.token_strip.caption.text()
     assert (f", times the model's embedding multiplier {multiplier:g}" in caption) == (multiplier != 1.0)

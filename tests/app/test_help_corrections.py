@@ -68,6 +68,6 @@ def test_each_corrected_sentence_is_what_the_window_shows(window, qtbot):
     show_inside(window, qtbot)
     inside = window.inside
     arch = result.info.architecture
-    assert inside.block_text.text() == words("inside", "block", arch)
-    assert html.unescape(inside.size_text.text()) == words("inside", "parameters", arch, dict(n_params=inside.trace.n_params))
-    assert "position table only this token's row" in inside.size_text.text()  # the demo adds a position table
+    assert inside.attention.block_text.text() == words("inside", "block", arch)
+    assert html.unescape(inside.sizes.text.text()) == words("inside", "parameters", arch, dict(n_params=inside.trace.n_params))
+    assert "position table only this token's row" in inside.sizes.text.text()  # the demo adds a position table

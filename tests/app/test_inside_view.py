@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
+from PySide6.QtCore import QRectF, Qt
+from PySide6.QtGui import QPainter, QPicture
 
-from .helpers import run
+from .helpers import run, run_outside_a_test
+from app.logic.help import words
+from app.panels.inside_pages import needs_pages
+from app.panels.inside_panel import PAGES
 from app.protocol import messages as p
 
 
 def show_inside(window, qtbot):
-    with qtbot.waitSignal(window.controller.insideReady, timeout=30_000) as answer:
-        window.show_view("inside")
-    qtbot.waitUntil(lambda: not window.inside.awaiting(), timeout=30_000)
-    return answer.args[0].trace
+    """Bring Inside to the front and wait until it has drawn the answer to its question (asked now,
+    or asked before and already drawn); return the InsideTrace drawn."""
+    window.show_view("inside")
+    inside = window.inside
+    qtbot.wait(10)  # the view asks once it is shown (a turn of the event loop later)
+    qtbot.waitUntil(lambda: inside._asked is not None and not inside.awaiting(), timeout=30_000)
+    return inside.trace
 
 
 def test_the_inside_view_shows_the_newest_position_and_agrees_with_the_attention_panel(window, qtbot):
@@ -25,12 +34,12 @@ def test_the_inside_view_shows_the_newest_position_and_agrees_with_the_attention
     assert trace.step == result.trace.step and trace.position == T - 1
     inside = window.inside
     attention_row = result.records[-1].attn[1, 2, -1].astype(np.float32)  # float16 in the record
-    np.testing.assert_allclose(inside.pattern.values, attention_row[:T], atol=1e-3)
-    np.testing.assert_array_equal(inside.q_strip.values, trace.q[1, 2])
-    np.testing.assert_array_equal(inside.sum_strip.values, trace.token_embed + trace.pos_embed)
-    assert f"position {T - 1}" in inside.header.text() and "Block 1" in inside.block_box.title()
-    assert inside.lens_table.rowCount() == result.n_layer + 1
-    assert f"{result.info.n_params:,}" in inside.size_text.text()
+    np.testing.assert_allclose(inside.attention.pattern.values, attention_row[:T], atol=1e-3)
+    np.testing.assert_array_equal(inside.attention.q_strip.values, trace.q[1, 2])
+    np.testing.assert_array_equal(inside.embedding.sum_strip.values, trace.token_embed + trace.pos_embed)
+    assert f"position {T - 1}" in inside.header.text() and "block 1" in inside.pages.names[1]
+    assert inside.lens.table.rowCount() == result.n_layer + 1
+    assert f"{result.info.n_params:,}" in inside.sizes.text.text()
 
 
 def test_choosing_a_token_or_a_layer_asks_again(window, qtbot):
@@ -44,7 +53,7 @@ def test_choosing_a_token_or_a_layer_asks_again(window, qtbot):
     with qtbot.waitSignal(window.controller.insideReady, timeout=30_000) as answer:
         window.state.set_layer(3)
     assert answer.args[0].trace.kv_layers == (3,)
-    assert window.inside.keys_image.image.shape == (3, answer.args[0].trace.q.shape[-1])  # positions 0-2 x d_head
+    assert window.inside.attention.keys_image.image.shape == (3, answer.args[0].trace.q.shape[-1])  # positions 0-2 x d_head
 
 
 def test_an_earlier_step_of_the_history_can_be_opened(window, qtbot):
@@ -56,3 +65,152 @@ def test_an_earlier_step_of_the_history_can_be_opened(window, qtbot):
     trace = answer.args[0].trace
     assert trace.step == 0 and trace.position == 4  # the prompt's last position
     assert window.state.result.trace.step == 1
+
+
+# ------------------------------------------------------------ pages, keys, axes and columns
+SIZES = [((1024, 768), True), ((1280, 720), True), ((1366, 768), False), ((1920, 1080), False)]  # (size, projector)
+
+
+def tick_texts(axis) -> list[tuple[QRectF, str]]:
+    """The tick labels ``axis`` draws and their text rectangles, as its paint() measures them."""
+    picture = QPicture()
+    painter = QPainter(picture)
+    try:
+        if axis.style["tickFont"]:
+            painter.setFont(axis.style["tickFont"])
+        specs = axis.generateDrawSpecs(painter)
+    finally:
+        painter.end()
+    return [(rect, text) for rect, _flags, text in (specs[2] if specs else [])]
+
+
+def overlapping(texts: list[tuple[QRectF, str]]) -> list[str]:
+    return [f"{a!r} overlaps {b!r}" for i, (ra, a) in enumerate(texts) for rb, b in texts[i + 1:] if ra.intersects(rb)]
+
+
+def lens_problems(table) -> list[str]:
+    """The logit lens's last column (the next token's model p and rank) cut off, sideways scrolling,
+    or fewer than the two best candidates shown."""
+    problems = []
+    last = table.columnCount() - 1
+    right = table.horizontalHeader().sectionViewportPosition(last) + table.columnWidth(last)
+    if table.isColumnHidden(last) or right > table.viewport().width():
+        problems.append(f"last column ends at {right} px, the view at {table.viewport().width()} px")
+    if table.horizontalScrollBar().maximum() > 0:
+        problems.append("scrolls sideways")
+    if table.isColumnHidden(1) or table.isColumnHidden(2):
+        problems.append("the two best candidates are not both shown")
+    return problems
+
+
+def inside_at(window, qtbot, size, projector):
+    """Inside in front at ``size`` in projector mode or not, drawn and paged (or not) for that size."""
+    window.state.set_projector(projector)
+    window.resize(*size)
+    inside = window.inside
+    trace = show_inside(window, qtbot)
+    qtbot.waitUntil(lambda: not inside._paging_later.isActive(), timeout=5_000)
+    qtbot.wait(20)
+    return inside, trace
+
+
+def test_pages_are_needed_in_projector_mode_or_past_two_screens_of_scrolling():
+    assert needs_pages(True, 100, 500)  # a projector: pages even when all would fit
+    assert not needs_pages(False, 3 * 500, 500)  # scrolls exactly two screens: one page
+    assert needs_pages(False, 3 * 500 + 1, 500)
+
+
+def test_inside_is_pages_in_the_order_the_model_computes_and_next_back_and_the_keys_turn_them(window, qtbot):
+    run(qtbot, window, window.step, p.Step)
+    inside, _t = inside_at(window, qtbot, (1280, 720), True)
+    assert inside.paged
+    pages = inside.pages
+    a = inside.attention
+    assert pages.boxes == [inside.embedding.box, a.query_box, a.keys_box, a.scores_box, a.values_box, inside.mlp.box,
+                           inside.head.box, inside.lens.box, inside.sizes.box]
+    arch = window.state.result.info.architecture
+    names = [words("inside", key, arch, dict(layer=0, head=0, last=result_layers(window) - 1)) for key in PAGES]
+    assert pages.names == names and all(names)
+    assert pages.nav.isVisible() and pages.title.text() == f"{names[0]} · page 1 of 9"
+
+    def shown() -> list[int]:
+        return [i for i, box in enumerate(pages.boxes) if box.isVisible()]
+
+    assert shown() == [0] and not pages.back_button.isEnabled()
+    qtbot.mouseClick(pages.next_button, Qt.LeftButton)
+    assert pages.index == 1 and shown() == [1] and pages.title.text() == f"{names[1]} · page 2 of 9"
+    step = window.state.result.trace.step
+    qtbot.keyClick(window, Qt.Key_Right)
+    qtbot.keyClick(window, Qt.Key_PageDown)
+    assert pages.index == 3 and shown() == [3]
+    qtbot.keyClick(window, Qt.Key_Left)
+    assert pages.index == 2
+    qtbot.keyClick(window, Qt.Key_PageUp)
+    qtbot.mouseClick(pages.back_button, Qt.LeftButton)
+    assert pages.index == 0 and shown() == [0]
+    for _ in range(len(PAGES) + 2):  # past the last page: it stays there
+        qtbot.keyClick(window, Qt.Key_Right)
+    assert pages.index == len(PAGES) - 1 and not pages.next_button.isEnabled()
+    assert window.state.result.trace.step == step  # the arrows turned the pages, not the text
+    run(qtbot, window, lambda: qtbot.keyClick(window, Qt.Key_Space), p.Step)  # Space still steps
+    assert window.state.result.trace.step == step + 1 and pages.index == len(PAGES) - 1
+    window.show_view("overview")  # anywhere else → steps again
+    run(qtbot, window, lambda: qtbot.keyClick(window, Qt.Key_Right), p.Step)
+    assert window.state.result.trace.step == step + 2 and pages.index == len(PAGES) - 1
+
+
+def result_layers(window) -> int:
+    return int(window.state.result.n_layer)
+
+
+@pytest.fixture(scope="module")
+def deep_window(module_window, tmp_path_factory):
+    """A window on a random 30-layer model (SmolLM2's depth, tiny width) after one step."""
+    from engine import load_model
+    from engine.random_model import TINY, write_random_model
+
+    shape = TINY["llama"] | {"num_hidden_layers": 30}
+    folder = write_random_model(tmp_path_factory.mktemp("deep") / "llama30", "llama", seed=5, **shape)
+    window = module_window()
+    loaded = load_model(str(folder))
+    run_outside_a_test(window, lambda: window.load_model(None, loaded=loaded, prompt="The capital of France is"), p.Load)
+    run_outside_a_test(window, window.step, p.Step)
+    return window
+
+
+@pytest.mark.parametrize(("size", "projector"), SIZES, ids=["1024x768-projector", "1280x720-projector", "1366x768", "1920x1080"])
+def test_every_page_scrolls_at_most_one_screen_and_the_charts_keep_their_ticks(deep_window, qtbot, size, projector):
+    """At every size: each page's content is at most two screens (it scrolls at most one screen);
+    the residual stream chart names blocks by number without two labels touching (their text
+    rectangles measured as the axis paints them), every block or every second one; the
+    other bar charts' labels do not touch either; the logit lens's last column (the next token's
+    model p and rank) lies inside the table's view, with no sideways scrolling."""
+    window = deep_window
+    window.state.set_layer(1)
+    inside, t = inside_at(window, qtbot, size, projector)
+    assert inside.paged  # 30 blocks: the long page scrolls more than two screens at every size
+    pages = inside.pages
+    problems = []
+    for i, name in enumerate(pages.names):
+        pages.go(i)
+        qtbot.wait(30)
+        bar = pages.scroll.verticalScrollBar()
+        if bar.maximum() > pages.screen_height():
+            problems.append(f"page {i + 1} ({name}) scrolls {bar.maximum()} px > one screen, {pages.screen_height()} px")
+        for chart in (inside.attention.scores, inside.attention.pattern, inside.attention.angles, inside.mlp.router):
+            if chart.isVisible():
+                problems += [f"{chart.title}: {o}" for o in overlapping(tick_texts(chart.plot.getAxis("bottom")))]
+        if pages.boxes[i] is inside.lens.box:
+            axis = inside.lens.stream_view.getPlotItem().getAxis("bottom")
+            texts = tick_texts(axis)
+            problems += [f"stream chart: {o}" for o in overlapping(texts)]
+            labels = [text for _rect, text in texts]
+            step = int(labels[1]) - int(labels[0]) if len(labels) > 1 and labels[0].isdigit() and labels[1].isdigit() else 0
+            if labels != [str(n) for n in range(0, t.n_layer, step or 1)] or step not in (1, 2):
+                problems.append(f"stream chart: {labels} are not the block numbers, every block or every second")
+            problems += [f"lens: {p}" for p in lens_problems(inside.lens.table)]
+            inside.show_inside(t, {i: "W" * 10 for i in inside.pieces})  # the widest pieces the table writes
+            qtbot.wait(10)
+            problems += [f"lens with wide pieces: {p}" for p in lens_problems(inside.lens.table)]
+    pages.go(0)
+    assert problems == [], "\n".join(problems)

@@ -34,9 +34,9 @@ def test_inside_says_the_outputs_include_the_residual_multiplier(stepped, qtbot,
     window.state.set_layer(1)
     t = show_inside(window, qtbot)
     inside = window.inside
-    np.testing.assert_array_equal(inside.attn_out.values, t.attn_out[1])
-    np.testing.assert_array_equal(inside.mlp_out.values, t.mlp_out[1])
-    attn, mlp = inside.attn_out.caption.text(), inside.mlp_out.caption.text()
+    np.testing.assert_array_equal(inside.attention.attn_out.values, t.attn_out[1])
+    np.testing.assert_array_equal(inside.mlp.mlp_out.values, t.mlp_out[1])
+    attn, mlp = inside.attention.attn_out.caption.text(), inside.mlp.mlp_out.caption.text()
     multiplier = getattr(loaded.model.config, "residual_multiplier", None)
     if multiplier is None:
         assert t.residual_multiplier == 1.0 and "multiplier" not in attn + mlp

@@ -61,9 +61,9 @@ def test_the_chosen_tokens_probabilities_read_the_same_in_every_view(window, qtb
     assert {"sampling_prob", "model_prob"} <= set(tables.CANDIDATE_COLUMNS)
 
     show_inside(window, qtbot)  # Inside: the model's own, and the sampler's beside it
-    head = window.inside.head_text.text()
+    head = window.inside.head.text.text()
     assert f"model probability {model}" in head and f"sampling probability, after the settings, was {sampling}" in head
-    lens = window.inside.lens_table
+    lens = window.inside.lens.table
     assert "model p" in lens.horizontalHeaderItem(lens.columnCount() - 1).text()
     assert lens.item(lens.rowCount() - 1, lens.columnCount() - 1).text().startswith(model)
 

@@ -1,7 +1,7 @@
 """Readable from the back of the room: no text anywhere in the window (panels, axes, legends, tables,
 the ? and F1 dialogs, tooltips) is smaller than the mode's floor, 18 px in projector mode at
 1280 x 720 and 11 px in normal mode at 1024 x 768; no label or button cuts its text; no two texts of
-a plot overlap. Every view and every page of the Overview is walked."""
+a plot overlap. Every view, every page of the Overview and every page of Inside is walked."""
 
 from __future__ import annotations
 
@@ -143,10 +143,14 @@ def screens(window, qtbot):
             qtbot.waitUntil(lambda: not window.cache_view.awaiting(), timeout=30_000)
         if name == "why":  # its captions change when the parts arrive: measure them as drawn
             qtbot.waitUntil(lambda: window.why_view.answer is not None and not window.why_view.awaiting(), timeout=30_000)
-        pages = range(len(window.overview.pages)) if name == "overview" else [None]
-        for page in pages:
+        if name == "inside":  # Inside as pages: each of them
+            qtbot.waitUntil(lambda: not window.inside._paging_later.isActive(), timeout=5_000)
+        turns = {"overview": (len(window.overview.pages), window.overview.show_page),
+                 "inside": (len(window.inside.pages.boxes) if window.inside.paged else 0, window.inside.pages.go)}
+        count, turn = turns.get(name, (0, None))
+        for page in range(count) if count else [None]:
             if page is not None:
-                window.overview.show_page(page)
+                turn(page)
             qtbot.wait(20)
             settle(window, qtbot)
             yield name if page is None else f"{name} page {page + 1}"
