@@ -86,7 +86,7 @@ class AttentionPart:
         else:
             self.keys_caption.setText("keys: computing for this layer…")
             self.values_caption.setText("values: computing for this layer…")
-        pieces = [f"{clip(piece_at(j), 6)}\n{j}" for j in range(T)]  # the token over its position
+        pieces = [f"{clip(piece_at(j), 12)}\n{j}" for j in range(T)]  # the token over its position (spaced_ticks labels every n-th so they fit)
         self.scores.show_values(t.scores[L, H, :T], pieces, says("scores_note", position=t.position), th.BLUE)
         self.pattern.show_values(
             t.pattern[L, H, :T], pieces,
