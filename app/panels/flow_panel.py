@@ -22,7 +22,7 @@ from app.logic.flow_layout import FlowLayout, block_numbers, layout
 from app.logic.flow_numbers import FlowNumbers, flow_numbers
 from app.logic.flow_picture import (ARROW, BARS, BOX as BOX_ITEM, CELL, FILL, FRAME, TEXT, VECTOR, Painted, flow_picture,
                                     heads_geometry, maths_picture, tour_picture)
-from app.logic.flow_texts import TITLES as TITLE_WORDINGS, flow_lines, flow_texts
+from app.logic.flow_texts import TITLES as TITLE_WORDINGS, flow_lines
 from app.logic.text_fit import Fitter
 from app.panels.flow_attention_strip import HeadMathsSource
 from app.panels.flow_sampling_controls import FlowSamplingControls
@@ -40,6 +40,8 @@ INKS = {  # flow_picture's inks: what each colour means -> the colour
     "keys": th.KEYS, "chosen": th.CHOSEN, "candidate": th.CANDIDATE, "chip": th.GENERATED_CHIP, "stripe": "#F0F0F0",
     "selected": th.SELECTED, "highlight": HIGHLIGHT, "caption": "#FFF4E0",
 }
+ALIGN = {(right, wrap): int((Qt.AlignRight if right else Qt.AlignLeft) | Qt.AlignVCenter | (Qt.TextWordWrap if wrap else 0))
+         for right in (False, True) for wrap in (False, True)}  # a text item's flags: (right, wrap) -> Qt's
 TOUR_CAPTION_LINES = 3
 FONT_DELTAS = (6, 5, 4, 3, 2, 1, 0, -1)  # points from the theme's base size, largest first; -1 is the floor
 WIDEST = {  # a long line of each column, which a larger font must leave unclipped
@@ -81,7 +83,6 @@ class FlowPanel(QWidget):
         self.state = state
         self.result = None  # the SessionResult this panel was given last (None: none yet)
         self.numbers: FlowNumbers | None = None
-        self.texts: dict[str, str] = {}  # flow_texts(numbers): the lines naming the model's parts
         self.lines: dict[str, tuple] = {}  # flow_lines(numbers): every line's wordings, longest first
         self.fitter: Fitter | None = None  # the texts' widths and fitted wordings in the present fonts (_fit_fonts)
         self._pictures: dict[str, tuple] = {}  # part -> (what it was made of, its items): see picture()
@@ -234,7 +235,6 @@ class FlowPanel(QWidget):
         if self._dirty:
             result = self.result
             self.numbers = None if result is None else flow_numbers(result, self.state.layer, self.state.head)
-            self.texts = {} if self.numbers is None else flow_texts(self.numbers)
             self.lines = {} if self.numbers is None else flow_lines(self.numbers)
             self._dirty = False
         return self.numbers
@@ -282,8 +282,7 @@ class FlowPanel(QWidget):
             if kind == TEXT:
                 p.setFont(self.title_font if item.bold else self.body_font)
                 p.setPen(inks[item.ink])
-                flags = (Qt.AlignRight if item.right else Qt.AlignLeft) | Qt.AlignVCenter | (Qt.TextWordWrap if item.wrap else 0)
-                p.drawText(_rect(item.rect), int(flags), item.text)
+                p.drawText(_rect(item.rect), ALIGN[item.right, item.wrap], item.text)
             elif kind == FILL:
                 color = inks[item.ink] if item.alpha == 255 else th.qcolor(INKS[item.ink], item.alpha)
                 p.fillRect(_rect(item.rect), color)
