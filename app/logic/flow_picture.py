@@ -15,8 +15,7 @@ panel maps each to the theme's colour.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -40,14 +39,14 @@ ARROW = "arrow"  # ``values``: the polyline's points, an arrow head of ``pen`` p
 INKS = ("dark", "grey", "white", "attention", "mlp", "stream", "keys", "chosen", "candidate", "chip", "stripe",
         "selected", "highlight", "caption")
 
-@dataclass(frozen=True, eq=False)
-class Painted:
+class Painted(NamedTuple):
     """One thing the Flow paints (see the kinds above). ``role`` names what a text (or bar) is:
     ``title_<box>``, a box line of ``flow_lines`` (``tokens_1``, ``chosen_2``, ...), or one of
     ``block_value``, ``block_number``, ``kv_row`` (``index``: the layer), ``logit_piece``,
     ``logit_numbers`` (``index``: the candidate's rank), ``sampling_row`` (``index``: the stage,
     0 = vocabulary), ``appended_text``, ``appended_token``, ``maths_head``, ``maths_row``
-    (``index``: the row, the keys by weight, then the rest), ``tour``."""
+    (``index``: the row, the keys by weight, then the rest), ``tour``. A named tuple: a step's
+    picture makes a few hundred of them."""
 
     kind: str
     rect: tuple
