@@ -1,8 +1,10 @@
 """The flow: one step as one picture, in the order the model computes (``app.logic.flow_layout`` places
-the boxes; ``app.logic.flow_numbers`` gives each box the step's own numbers).
+the boxes; ``app.logic.flow_numbers`` gives each box the step's own numbers; ``app.logic.flow_picture``
+turns them into the list of texts, bars and frames drawn, which tests read).
 
-Painted with one QPainter pass (about a hundred rects and lines of text): no plot items to lay out,
-so a step costs the window little, and nothing at all while the view is hidden. A click on a box
+Painted with one QPainter pass over that list (about a hundred rects and lines of text), computing
+nothing: no plot items to lay out, so a step costs the window little, and nothing at all while the
+view is hidden. The texts' widths and fitted wordings are remembered per font (``text_fit.Fitter``). A click on a box
 asks to open that place in a detail view (``openRequested``); the tour lights one box up and shows
 its sentence in a band at the bottom (``set_tour``).
 """
@@ -18,7 +20,7 @@ from PySide6.QtGui import QColor, QFontMetrics, QImage, QPainter, QPen, QPolygon
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from app.window import theme as th
-from app.logic.flow_layout import FlowLayout, block_numbers, layout
+from app.logic.flow_layout import FlowLayout, layout
 from app.logic.flow_numbers import FlowNumbers, flow_numbers
 from app.logic.flow_picture import (ARROW, BARS, BOX as BOX_ITEM, CELL, FILL, FRAME, TEXT, VECTOR, Painted, flow_picture,
                                     heads_geometry, maths_picture, tour_picture)
