@@ -112,3 +112,45 @@ def tail_words(text: str, width: float, measure: Measure, max_lines: int = 1, en
     if current or not lines:
         lines.insert(0, current.lstrip())
     return lines
+
+
+class Fitter:
+    """``fit`` and the widths it needs, remembered for one pair of fonts (a body and a bold one):
+    ``measure(text, bold)`` (the painter's font metrics) is asked once per text and font, and a
+    wording's choice once per (wordings, width, lines, font), so a step's paint measures only the
+    texts it has not drawn before. A new font needs a new Fitter. Each table forgets all it holds
+    at ``limit`` entries (a long session's old numbers)."""
+
+    def __init__(self, measure: Callable[[str, bool], float], limit: int = 4096):
+        self._measure = measure
+        self._limit = limit
+        self._widths: tuple[dict[str, float], dict[str, float]] = ({}, {})
+        self._fits: dict[tuple, list[str]] = {}
+        self.measured = 0  # texts measured with the fonts (tests and benchmarks read it)
+
+    def width(self, text: str, bold: bool = False) -> float:
+        """``text``'s drawn width in the body (or bold) font."""
+        widths = self._widths[bool(bold)]
+        found = widths.get(text)
+        if found is None:
+            if len(widths) >= self._limit:
+                widths.clear()
+            found = widths[text] = self._measure(text, bool(bold))
+            self.measured += 1
+        return found
+
+    def measurer(self, bold: bool = False) -> Measure:
+        """``width`` in one font, as ``fit`` and ``tail_words`` take it."""
+        return lambda text: self.width(text, bold)
+
+    def fit(self, wordings: str | Sequence[str], width: float, bold: bool = False, max_lines: int = 1) -> list[str]:
+        """``fit(wordings, width, ..., max_lines)`` in the body (or bold) font; ``wordings`` may be one text."""
+        if isinstance(wordings, str):
+            wordings = (wordings,)
+        key = (tuple(wordings), width, bool(bold), max(1, max_lines))
+        found = self._fits.get(key)
+        if found is None:
+            if len(self._fits) >= self._limit:
+                self._fits.clear()
+            found = self._fits[key] = fit(key[0], width, self.measurer(bold), key[3])
+        return list(found)

@@ -3,24 +3,18 @@
 
 ``HeadMathsSource`` asks the engine for the Inside view's answer (one recompute of the newest
 position, ``Inspect``) while the Flow is on screen and Play is not running, and keeps the
-``HeadMaths`` (``app.logic.flow_attention_numbers``) of the selected layer and head; ``paint_table``
-draws it into the rect the flow's layout gives (``parts["maths"]``).
+``HeadMaths`` (``app.logic.flow_attention_numbers``) of the selected layer and head;
+``app.logic.flow_picture.maths_picture`` lays it out as the table the Flow paints in the rect its
+layout gives (``parts["maths"]``).
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from PySide6.QtCore import QObject, Signal
 
-from PySide6.QtCore import QObject, QRect, Qt, Signal
-from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter
-
-from app.logic.flow_attention_numbers import HeadMaths, head_maths, table
+from app.logic.flow_attention_numbers import HeadMaths, head_maths
 from app.logic.state import AppState
-from app.logic.text_fit import fit
 from app.protocol import messages as p
-from app.window import theme as th
-
-WEIGHT_BAR = th.CANDIDATE  # the softmax weight, as a pale bar behind its row
 
 
 class HeadMathsSource(QObject):
@@ -109,48 +103,3 @@ class HeadMathsSource(QObject):
 
     def _on_state_selection(self, _value: int) -> None:
         self.refresh()
-
-
-def paint_table(p: QPainter, rect, maths: HeadMaths | None, font: QFont, bold: QFont, line: int, waiting: str,
-                measure: Callable[[str, bool], int]) -> None:
-    """The table in ``rect`` (x, y, w, h): a line of column heads, then a row per key while a line
-    is left; ``waiting`` is written instead until ``maths`` is there. ``measure(text, bold)``: a
-    text's drawn width (its ink) in ``font`` or ``bold``, as the Flow measures every text."""
-    x, y, w, h = rect
-    rows = h // line - 1
-    p.fillRect(QRect(x - 2, y, w + 4, h), QColor("white"))  # it runs on under the KV cache's row: one panel of its own
-    p.setPen(QColor(th.GREY))
-    p.drawRect(QRect(x - 2, y, w + 3, h - 1))
-    x, w = x + 2, w - 4
-    p.setPen(QColor(th.DARK))
-    if maths is None or rows < 1:
-        p.setFont(font)
-        short = waiting.split(":")[0]  # "head 3", where the sentence has no room
-        p.drawText(QRect(x, y, w, line), int(Qt.AlignLeft | Qt.AlignVCenter), fit([waiting, short], w, lambda text: measure(text, False))[0])
-        return
-    head, body = table(maths, rows)
-    gap = QFontMetrics(font).horizontalAdvance(" ") + 2
-    plain, heads = (lambda text: measure(text, False)), (lambda text: measure(text, True))
-    widths = [max(heads(head[i]), *(plain(cells[i]) for cells in body)) for i in range(1, 5)]
-    numbers = sum(widths) + gap * len(widths)
-    key_w = max(0, w - numbers)
-    lefts, left = [], x + key_w
-    for width in widths:
-        left += gap
-        lefts.append((left, width))
-        left += width
-    for i, cells in enumerate([head, *body]):
-        top = y + i * line
-        p.setFont(bold if i == 0 else font)
-        if i > 0:
-            weight = maths.rows[i - 1].weight if i - 1 < len(maths.rows) else maths.rest_weight
-            p.fillRect(QRect(x, top + 1, max(1, int(key_w * weight)), line - 2), th.qcolor(WEIGHT_BAR, 70))
-        p.setPen(QColor(th.DARK))
-        position = cells[0].rsplit(" ", 1)[-1]
-        shorter = [position] if i > 0 and position.isdigit() else []  # a key's position alone, where its token has no room
-        if i > 0 and cells[0].endswith(" more"):
-            shorter = ["+" + cells[0].split()[0]]  # "+12": the other keys, summed
-        key = fit([cells[0], *shorter], key_w, heads if i == 0 else plain)[0]
-        p.drawText(QRect(x, top, key_w, line), int(Qt.AlignLeft | Qt.AlignVCenter), key)
-        for (left, width), text in zip(lefts, cells[1:]):
-            p.drawText(QRect(left, top, width, line), int(Qt.AlignRight | Qt.AlignVCenter), text)

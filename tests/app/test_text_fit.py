@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.logic.text_fit import fit, number_forms, tail_words, variants, wrap
+from app.logic.text_fit import Fitter, fit, number_forms, tail_words, variants, wrap
 
 
 def measure(text: str) -> float:
@@ -43,3 +43,29 @@ def test_a_special_token_is_a_word_of_its_own():
     tail = "France?<|im_end|>↵<|im_start|>assistant↵"
     assert tail_words(tail, 12, measure, max_lines=2) == ["<|im_start|>", "assistant↵"]
     assert tail_words(tail, 22, measure) == ["<|im_start|>assistant↵"]
+
+
+def test_a_fitter_measures_each_text_once_per_font_and_remembers_its_choices(monkeypatch):
+    import app.logic.text_fit as text_fit
+
+    asked, chosen = [], []
+    monkeypatch.setattr(text_fit, "fit", lambda *args: chosen.append(args[1]) or fit(*args))  # each choice made
+
+    def measure(text, bold):
+        asked.append((text, bold))
+        return 7 * len(text) + (len(text) if bold else 0)
+
+    fitter = Fitter(measure)
+    wordings = ("temperature 0.8: 49,152", "temp. 0.8: 49,152")
+    first = fitter.fit(wordings, 100)
+    assert first == fit(wordings, 100, lambda text: 7 * len(text))  # the same choice as fit's
+    measured = len(asked)
+    assert fitter.fit(wordings, 100) == first and len(asked) == measured and chosen == [100]  # remembered
+    fitter.fit(wordings, 101)  # another width: chosen again, with the widths known already
+    assert chosen == [100, 101] and len(asked) == measured and fitter.measured == measured
+    assert fitter.width("abc", True) == 24 and fitter.width("abc") == 21  # each font measured apart
+    assert asked[-2:] == [("abc", True), ("abc", False)]
+    small = Fitter(measure, limit=2)
+    for text in ("a", "b", "c", "a"):
+        small.width(text)
+    assert small.measured == 4  # a full table forgets what it held
