@@ -66,6 +66,8 @@ class WhyPanel(QWidget):
         # the waterfall
         self.fall_view = th.plot_widget()
         self.fall_plot = th.fix_plot(self.fall_view.getPlotItem())
+        self._fall_height = 0.0  # the drawing area's height the bars' names were given room in
+        self.fall_plot.getViewBox().sigResized.connect(self._on_fall_resized)
         self.fall_plot.showGrid(y=True, alpha=0.25)
         self.fall_bars = pg.BarGraphItem(x=[], y0=[], height=[], width=0.8)
         self.fall_plot.addItem(self.fall_bars)
@@ -312,7 +314,8 @@ class WhyPanel(QWidget):
         high = max(0.0, float(np.max(np.maximum(y0, y0 + height))))
         # room for the names above and below the largest bars: a line of the plot's height at the least
         line = QFontMetrics(theme.font(-1, bold=True)).height() + 4
-        share = min(0.3, line / max(1.0, self.fall_plot.getViewBox().height() or self.fall_view.height() * 0.7))
+        self._fall_height = self.fall_plot.getViewBox().height()
+        share = min(0.3, line / max(1.0, self._fall_height or self.fall_view.height() * 0.7))
         pad = (high - low or 1.0) * max(0.22, share / (1 - 2 * share))
         self.fall_plot.setRange(xRange=(-0.6, n + 0.6), yRange=(low - pad, high + pad), padding=0)
         th.style_plot(self.fall_plot, theme, left="logit")  # the ticks name the parts, in the order the model adds them
@@ -349,13 +352,11 @@ class WhyPanel(QWidget):
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         self._fit_tabs()
-        if self.answer is not None:
-            QTimer.singleShot(0, self._redraw_for_size)  # once the plots have their new size
 
     @guarded
-    def _redraw_for_size(self) -> None:
-        if self.answer is not None:
-            self._draw_waterfall()  # the names' room above the bars is counted in pixels
+    def _on_fall_resized(self, box) -> None:
+        if self.answer is not None and abs(box.height() - self._fall_height) > 1:
+            self._draw_waterfall()  # the names' room above and below the bars is counted in pixels
 
     def _fit_tabs(self) -> None:
         """The pages' buttons in the longest wordings whose buttons fit the row side by side (on a

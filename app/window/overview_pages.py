@@ -83,7 +83,8 @@ class OverviewPages(QWidget):
             shortcut.activated.connect(lambda turn=turn: self._turn_page(turn))
         self.pages: list[list[list[QWidget]]] = []
         self.focused: QWidget | None = None
-        self._splitters: list[QSplitter] = []
+        self._splitters: list[tuple[QSplitter, list[int]]] = []
+        self._dragged = False  # the person moved a splitter's handle: the sizes are theirs until the next pages
         self._building = False  # in _build: a resize it causes must not lay out the half-built pages...
         self._resized = False  # ...but is laid out for once they are built
 
@@ -151,8 +152,10 @@ class OverviewPages(QWidget):
             if len(pages) > 1:  # the page buttons take a line: plan again for the room under them
                 pages = plan_pages(self.columns, width, height - self._bar_height())
         if pages == self.pages and not force:
-            for splitter in self._splitters:  # a panel that needs more room now (new axis titles) gets it
-                splitter.setSizes(splitter.sizes())
+            for splitter, weights in self._splitters:  # a panel that needs more room now (new axis titles) gets it
+                # until the person drags a handle, the weights split the room at every size: a panel
+                # focused and back is where it was (not where the old size's split, scaled, put it)
+                splitter.setSizes(splitter.sizes() if self._dragged else weights)
             return
         current = self.stack.currentWidget()
         front = next((p for page in self.pages for c in page for p in c if current is not None and current.isAncestorOf(p)), None)
@@ -183,7 +186,8 @@ class OverviewPages(QWidget):
             self.page_buttons.removeButton(button)
             self._page_row.removeWidget(button)
             button.deleteLater()
-        self._splitters = []
+        self._splitters = []  # (splitter, the sizes its weights give)
+        self._dragged = False
         for page in self.pages:
             row = QSplitter(Qt.Horizontal)
             row.setChildrenCollapsible(False)
@@ -198,18 +202,24 @@ class OverviewPages(QWidget):
                     stack.setHandleWidth(SPACING)
                     for panel in column:
                         stack.addWidget(panel)
-                    stack.setSizes([self.weights.get(p, 1) * 100 for p in column])
+                    heights = [self.weights.get(p, 1) * 100 for p in column]
+                    stack.setSizes(heights)
+                    stack.splitterMoved.connect(self._on_splitter_moved)
                     row.addWidget(stack)
-                    self._splitters.append(stack)
+                    self._splitters.append((stack, heights))
                 widths.append(max(self.weights.get(p, 1) for p in column) * 100)
             row.setSizes(widths)
-            self._splitters.append(row)
+            row.splitterMoved.connect(self._on_splitter_moved)
+            self._splitters.append((row, widths))
             index = self.stack.addWidget(row)
             self._add_page_button(index, " · ".join(p.short_title for c in page for p in c))
         for panel in shown:
             panel.show()
         self.page_bar.setVisible(len(self.pages) > 1)
         self.show_page(0)
+
+    def _on_splitter_moved(self, _pos: int, _index: int) -> None:
+        self._dragged = True  # a handle dragged (setSizes does not say so): the person's sizes stay
 
     def _add_page_button(self, index: int, title: str) -> None:
         button = QToolButton()

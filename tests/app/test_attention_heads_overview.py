@@ -1,5 +1,5 @@
 """The Overview's "All heads" tiles: every layer x head of a 30-layer model, each tile drawn at least
-as large as the mode's smallest text (18 px on a projector), so that it can be read and clicked; the
+as large as the projector's smallest text (18 px; 8 px in normal mode), so that it can be read and clicked; the
 layers the column has no room for scroll, and the selected head's tile scrolls into view."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def shown_overview(window, qtbot, size, projector):
 def test_every_tile_is_as_large_as_the_smallest_text_and_a_click_selects_it(smollm_window, qtbot, size, projector):
     window = smollm_window
     panel = shown_overview(window, qtbot, size, projector)
-    floor = 18 if projector else 11
+    floor = 18 if projector else 8
     assert panel.tile_px() == floor
     boxes = panel.tile_boxes()
     assert len(boxes) == 30 * 9

@@ -138,8 +138,6 @@ def test_a_small_map_names_a_subset_always_with_the_newest_row_and_the_strongest
     assert _label_problems(panel) == []
 
 
-@pytest.mark.xfail(reason="known regression since the chips' new rows: back from focus, the Embeddings panel above keeps "
-                          "9 px more and the map comes back 9 px shorter at 1366 x 768 (said in the projector issue's note)")
 def test_the_map_grows_when_its_panel_is_focused(window, qtbot):
     window.resize(1366, 768)
     _prompt(qtbot, window, TWELVE, 2)
