@@ -33,8 +33,10 @@ class CornerButton(QToolButton):
                 needs = getattr(watched, "_corner_needs", {})
                 watched._corner_needs = needs
                 needs[self.slot] = watched.fontMetrics().horizontalAdvance(watched.title()) + 16 + (self.slot + 1) * (self.width() + 2)
-                if watched.minimumWidth() != max(needs.values()):
-                    watched.setMinimumWidth(max(needs.values()))
+                # set only where the title asks more than the panel's own hint: a minimum set replaces the hint
+                least = max(needs.values()) if max(needs.values()) > watched.minimumSizeHint().width() else 0
+                if watched.minimumWidth() != least:
+                    watched.setMinimumWidth(least)
         return False
 
 
