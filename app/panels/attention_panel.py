@@ -287,7 +287,7 @@ class AttentionPanel(QGroupBox):
     def _on_state_theme(self, theme: th.Theme) -> None:
         th.style_plot(self.plot, theme, left="query position", bottom="key position")
         th.style_plot(self.overview, theme)  # the caption says what the rows and columns are: the titles scrolled away
-        th.fix_axis_width(self.plot, theme, 15)  # "▶ token pi… 1023": the mark, 8 characters, a space, the position
+        th.fix_axis_width(self.plot, theme, 15)  # "▶ token pie 1023": the mark, 8 characters, a space, the position
         th.fix_axis_width(self.plot, theme, 10, name="right")  # no title on this side
         self.keys_axis.title_beside = False  # under the labels while the views' needs are measured
         self.keys_axis.set_extent(QFontMetrics(theme.font(-1)).height())  # the least: one line (_label_room)

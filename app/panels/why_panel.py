@@ -67,6 +67,7 @@ class WhyPanel(QWidget):
         self.fall_view = th.plot_widget()
         self.fall_plot = th.fix_plot(self.fall_view.getPlotItem())
         self._fall_height = 0.0  # the drawing area's height the bars' names were given room in
+        self._fall_size = (0.0, 0.0)  # and its width and height
         self.fall_plot.getViewBox().sigResized.connect(self._on_fall_resized)
         self.fall_plot.showGrid(y=True, alpha=0.25)
         self.fall_bars = pg.BarGraphItem(x=[], y0=[], height=[], width=0.8)
@@ -308,7 +309,7 @@ class WhyPanel(QWidget):
             self.fall_labels.append(label)
         shorts = [b.short for b in bars] + ["logit"]
         every = tick_every(n + 1, self.fall_view.width(), theme.text_px(-1) * 3)
-        ticks = [(i, s) for i, s in enumerate(shorts) if i % every == 0 or i == n]
+        ticks = [(i, s) for i, s in enumerate(shorts) if (i % every == 0 and n - i >= every) or i == n]  # none run into "logit"
         self.fall_plot.getAxis("bottom").setTicks([ticks])
         low = min(0.0, float(np.min(np.minimum(y0, y0 + height))))
         high = max(0.0, float(np.max(np.maximum(y0, y0 + height))))
@@ -317,7 +318,12 @@ class WhyPanel(QWidget):
         self._fall_height = self.fall_plot.getViewBox().height()
         share = min(0.3, line / max(1.0, self._fall_height or self.fall_view.height() * 0.7))
         pad = (high - low or 1.0) * max(0.22, share / (1 - 2 * share))
-        self.fall_plot.setRange(xRange=(-0.6, n + 0.6), yRange=(low - pad, high + pad), padding=0)
+        # room at the sides for half the widest name, centred on a bar at the end
+        half = max((QFontMetrics(theme.font(-1, bold=True)).horizontalAdvance(item.toPlainText()) for item in self.fall_labels), default=0) / 2 + 4
+        wide = self.fall_plot.getViewBox().width() or self.fall_view.width() * 0.8
+        edge = max(0.6, half * (n + 1) / (wide - 2 * half)) if wide > 2 * half else 0.6
+        self._fall_size = (self.fall_plot.getViewBox().width(), self._fall_height)
+        self.fall_plot.setRange(xRange=(-edge, n + edge), yRange=(low - pad, high + pad), padding=0)
         th.style_plot(self.fall_plot, theme, left="logit")  # the ticks name the parts, in the order the model adds them
         self.fall_plot.getAxis("bottom").setHeight(theme.text_px(-1) + 10)
         self.fall_caption.setText(
@@ -355,7 +361,7 @@ class WhyPanel(QWidget):
 
     @guarded
     def _on_fall_resized(self, box) -> None:
-        if self.answer is not None and abs(box.height() - self._fall_height) > 1:
+        if self.answer is not None and max(abs(box.width() - self._fall_size[0]), abs(box.height() - self._fall_size[1])) > 1:
             self._draw_waterfall()  # the names' room above and below the bars is counted in pixels
 
     def _fit_tabs(self) -> None:
