@@ -156,6 +156,8 @@ class AttentionPanel(QGroupBox):
         th.fix_plot(self.overview).invertY(True)
         self.overview.showAxis("top")  # the heads' numbers above the tiles, under the caption: the layers scroll below
         self.overview.hideAxis("bottom")
+        for name in ("left", "top"):
+            self.overview.getAxis(name).showLabel(False)  # no titles: the caption names rows and columns
         self.overview.getViewBox().setDefaultPadding(0.0)  # tiles fill the box: usable at 12 x 12
         self.mosaic = ClickableImage()
         self.mosaic.clicked.connect(self._on_mosaic_clicked)
