@@ -23,6 +23,25 @@ from app.window.guard import guarded
 SPACING = 6  # between columns and between panels in a column (splitter handles)
 
 
+class WeightedSplitter(QSplitter):
+    """A splitter whose panels share its room by their weights at every size it is given, until the
+    person drags a handle (``dragged``): a panel focused and back is where it was, not where an older
+    size's split, scaled, put it."""
+
+    def __init__(self, orientation, weights: list[int], owner: "OverviewPages"):
+        super().__init__(orientation)
+        self.weights, self.owner = weights, owner
+        self.setChildrenCollapsible(False)
+        self.setHandleWidth(SPACING)
+        self.splitterMoved.connect(owner._on_splitter_moved)
+
+    @guarded
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        if not self.owner._dragged and self.count() == len(self.weights):
+            self.setSizes(self.weights)
+
+
 def _least(panel: QWidget) -> QSize:
     """The least size ``panel`` can be shown at: its minimum size hint, or its minimum where it set one
     (a titled panel keeps its title's room left of its ? and ⋯ buttons)."""
@@ -83,7 +102,7 @@ class OverviewPages(QWidget):
             shortcut.activated.connect(lambda turn=turn: self._turn_page(turn))
         self.pages: list[list[list[QWidget]]] = []
         self.focused: QWidget | None = None
-        self._splitters: list[tuple[QSplitter, list[int]]] = []
+        self._splitters: list[WeightedSplitter] = []
         self._dragged = False  # the person moved a splitter's handle: the sizes are theirs until the next pages
         self._building = False  # in _build: a resize it causes must not lay out the half-built pages...
         self._resized = False  # ...but is laid out for once they are built
@@ -152,10 +171,8 @@ class OverviewPages(QWidget):
             if len(pages) > 1:  # the page buttons take a line: plan again for the room under them
                 pages = plan_pages(self.columns, width, height - self._bar_height())
         if pages == self.pages and not force:
-            for splitter, weights in self._splitters:  # a panel that needs more room now (new axis titles) gets it
-                # until the person drags a handle, the weights split the room at every size: a panel
-                # focused and back is where it was (not where the old size's split, scaled, put it)
-                splitter.setSizes(splitter.sizes() if self._dragged else weights)
+            for splitter in self._splitters:  # a panel that needs more room now (new axis titles) gets it
+                splitter.setSizes(splitter.sizes() if self._dragged else splitter.weights)
             return
         current = self.stack.currentWidget()
         front = next((p for page in self.pages for c in page for p in c if current is not None and current.isAncestorOf(p)), None)
@@ -186,31 +203,23 @@ class OverviewPages(QWidget):
             self.page_buttons.removeButton(button)
             self._page_row.removeWidget(button)
             button.deleteLater()
-        self._splitters = []  # (splitter, the sizes its weights give)
+        self._splitters = []
         self._dragged = False
         for page in self.pages:
-            row = QSplitter(Qt.Horizontal)
-            row.setChildrenCollapsible(False)
-            row.setHandleWidth(SPACING)
-            widths = []
+            widths = [max(self.weights.get(p, 1) for p in column) * 100 for column in page]
+            row = WeightedSplitter(Qt.Horizontal, widths, self)
             for column in page:
                 if len(column) == 1:
                     row.addWidget(column[0])
                 else:
-                    stack = QSplitter(Qt.Vertical)
-                    stack.setChildrenCollapsible(False)
-                    stack.setHandleWidth(SPACING)
+                    stack = WeightedSplitter(Qt.Vertical, [self.weights.get(p, 1) * 100 for p in column], self)
                     for panel in column:
                         stack.addWidget(panel)
-                    heights = [self.weights.get(p, 1) * 100 for p in column]
-                    stack.setSizes(heights)
-                    stack.splitterMoved.connect(self._on_splitter_moved)
+                    stack.setSizes(stack.weights)
                     row.addWidget(stack)
-                    self._splitters.append((stack, heights))
-                widths.append(max(self.weights.get(p, 1) for p in column) * 100)
+                    self._splitters.append(stack)
             row.setSizes(widths)
-            row.splitterMoved.connect(self._on_splitter_moved)
-            self._splitters.append((row, widths))
+            self._splitters.append(row)
             index = self.stack.addWidget(row)
             self._add_page_button(index, " · ".join(p.short_title for c in page for p in c))
         for panel in shown:
