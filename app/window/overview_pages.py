@@ -23,25 +23,6 @@ from app.window.guard import guarded
 SPACING = 6  # between columns and between panels in a column (splitter handles)
 
 
-class WeightedSplitter(QSplitter):
-    """A splitter whose panels share its room by their weights at every size it is given, until the
-    person drags a handle (``dragged``): a panel focused and back is where it was, not where an older
-    size's split, scaled, put it."""
-
-    def __init__(self, orientation, weights: list[int], owner: "OverviewPages"):
-        super().__init__(orientation)
-        self.weights, self.owner = weights, owner
-        self.setChildrenCollapsible(False)
-        self.setHandleWidth(SPACING)
-        self.splitterMoved.connect(owner._on_splitter_moved)
-
-    @guarded
-    def resizeEvent(self, event) -> None:
-        super().resizeEvent(event)
-        if not self.owner._dragged and self.count() == len(self.weights):
-            self.setSizes(self.weights)
-
-
 def _least(panel: QWidget) -> QSize:
     """The least size ``panel`` can be shown at: its minimum size hint, or its minimum where it set one
     (a titled panel keeps its title's room left of its ? and ⋯ buttons)."""
@@ -102,8 +83,7 @@ class OverviewPages(QWidget):
             shortcut.activated.connect(lambda turn=turn: self._turn_page(turn))
         self.pages: list[list[list[QWidget]]] = []
         self.focused: QWidget | None = None
-        self._splitters: list[WeightedSplitter] = []
-        self._dragged = False  # the person moved a splitter's handle: the sizes are theirs until the next pages
+        self._splitters: list[QSplitter] = []
         self._building = False  # in _build: a resize it causes must not lay out the half-built pages...
         self._resized = False  # ...but is laid out for once they are built
 
@@ -172,7 +152,7 @@ class OverviewPages(QWidget):
                 pages = plan_pages(self.columns, width, height - self._bar_height())
         if pages == self.pages and not force:
             for splitter in self._splitters:  # a panel that needs more room now (new axis titles) gets it
-                splitter.setSizes(splitter.sizes() if self._dragged else splitter.weights)
+                splitter.setSizes(splitter.sizes())
             return
         current = self.stack.currentWidget()
         front = next((p for page in self.pages for c in page for p in c if current is not None and current.isAncestorOf(p)), None)
@@ -204,20 +184,24 @@ class OverviewPages(QWidget):
             self._page_row.removeWidget(button)
             button.deleteLater()
         self._splitters = []
-        self._dragged = False
         for page in self.pages:
-            widths = [max(self.weights.get(p, 1) for p in column) * 100 for column in page]
-            row = WeightedSplitter(Qt.Horizontal, widths, self)
+            row = QSplitter(Qt.Horizontal)
+            row.setChildrenCollapsible(False)
+            row.setHandleWidth(SPACING)
+            widths = []
             for column in page:
                 if len(column) == 1:
                     row.addWidget(column[0])
                 else:
-                    stack = WeightedSplitter(Qt.Vertical, [self.weights.get(p, 1) * 100 for p in column], self)
+                    stack = QSplitter(Qt.Vertical)
+                    stack.setChildrenCollapsible(False)
+                    stack.setHandleWidth(SPACING)
                     for panel in column:
                         stack.addWidget(panel)
-                    stack.setSizes(stack.weights)
+                    stack.setSizes([self.weights.get(p, 1) * 100 for p in column])
                     row.addWidget(stack)
                     self._splitters.append(stack)
+                widths.append(max(self.weights.get(p, 1) for p in column) * 100)
             row.setSizes(widths)
             self._splitters.append(row)
             index = self.stack.addWidget(row)
@@ -226,9 +210,6 @@ class OverviewPages(QWidget):
             panel.show()
         self.page_bar.setVisible(len(self.pages) > 1)
         self.show_page(0)
-
-    def _on_splitter_moved(self, _pos: int, _index: int) -> None:
-        self._dragged = True  # a handle dragged (setSizes does not say so): the person's sizes stay
 
     def _add_page_button(self, index: int, title: str) -> None:
         button = QToolButton()
