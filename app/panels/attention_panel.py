@@ -4,7 +4,9 @@ The selected head's matrix comes from an AttentionHistory that writes only the r
 and the panel colours only those rows into the RGBA image it shows (colouring the whole matrix again
 took 10 ms a step at 1,000 positions). Masked future cells are transparent over a hatched grey
 square, so they never look like zero attention. The overview is one RGBA mosaic image of every
-layer x head, sampled to a small grid, so it costs one image update per step whatever the model size.
+layer x head, sampled to a small grid, so it costs one image update per step whatever the model size;
+each tile is drawn at least as large as the mode's smallest text (18 px on a projector), so it can be
+read and clicked, and the overview scrolls where the column beside the map is too short for every layer.
 The colour bar stands beside the map, or under the overview where that column is tall enough, so
 that the map takes its width (_place_colorbar).
 """
@@ -23,9 +25,12 @@ from PySide6.QtWidgets import (
     QGroupBox,
     QHBoxLayout,
     QLabel,
+    QFrame,
     QPushButton,
+    QScrollArea,
     QSizePolicy,
     QSpinBox,
+    QStyle,
     QVBoxLayout,
     QWidget,
 )
@@ -41,6 +46,7 @@ from app.window.guard import guarded
 THUMB = 24  # overview tile size in samples
 TURNED_CHARS = 7  # key labels are turned when they may be this long ("␣mat 25"), else written level
 GAP = 3
+WIDE_HEADS = 12  # the column beside the map is wide enough for this many heads' tiles; more heads scroll sideways
 CAPTION_BESIDE = 60  # characters of room beside the controls that put the caption there (two lines of it)
 BAR_LINES = 12  # lines of the colour bar's font: its least height under the overview (six numbers, two lines apart)
 TALL_VIEW_PX = 450  # the map's view at least this tall (a map about 400 px tall with its axes) before the bar goes under
@@ -148,6 +154,10 @@ class AttentionPanel(QGroupBox):
         self.overview_view = pg.GraphicsLayoutWidget()
         self.overview: pg.PlotItem = self.overview_view.addPlot()
         th.fix_plot(self.overview).invertY(True)
+        self.overview.showAxis("top")  # the heads' numbers above the tiles, under the caption: the layers scroll below
+        self.overview.hideAxis("bottom")
+        for name in ("left", "top"):
+            self.overview.getAxis(name).showLabel(False)  # no titles: the caption names rows and columns
         self.overview.getViewBox().setDefaultPadding(0.0)  # tiles fill the box: usable at 12 x 12
         self.mosaic = ClickableImage()
         self.mosaic.clicked.connect(self._on_mosaic_clicked)
@@ -159,12 +169,18 @@ class AttentionPanel(QGroupBox):
         self._lut = np.zeros((256, 4), np.uint8)
         self.overview_caption = QLabel("All heads (click one)")
         self.overview_caption.setWordWrap(True)
+        self.overview_caption.setToolTip("Every head's pattern: a row per layer (numbered on the left), a column per head "
+                                         "(numbered above); the layers scroll. Click one to show it large.")
+        self.overview_scroll = QScrollArea()  # every tile at least a line of text tall: the layers scroll
+        self.overview_scroll.setFrameShape(QFrame.NoFrame)
+        self.overview_scroll.setWidgetResizable(True)  # the tiles grow where there is room
+        self.overview_scroll.setWidget(self.overview_view)
 
         self.side = QWidget()  # the overview beside the matrix: the panel fits a 1024 x 720 projector
         side = QVBoxLayout(self.side)
         side.setContentsMargins(0, 0, 0, 0)
         side.addWidget(self.overview_caption)
-        side.addWidget(self.overview_view, 1)
+        side.addWidget(self.overview_scroll, 1)
         side.addWidget(self.bar_view, 1)
         plots = QHBoxLayout()
         plots.addWidget(self.view, 5)
@@ -195,7 +211,7 @@ class AttentionPanel(QGroupBox):
         takes the bar's width, so that a 32-position map at least 400 px tall names every key
         (2560 x 1440). The bar explains the overview's colours as well as the map's."""
         line = QFontMetrics(self.state.theme.font(-1)).height()
-        room = height - self.overview_view.minimumHeight() - self.overview_caption.sizeHint().height()
+        room = height - self.overview_scroll.minimumHeight() - self.overview_caption.sizeHint().height()
         under = not self.side.isHidden() and room >= BAR_LINES * line and height >= TALL_VIEW_PX
         if under == (self.colorbar.scene() is self.bar_view.scene()):
             return
@@ -226,7 +242,10 @@ class AttentionPanel(QGroupBox):
                 spin.setRange(0, count - 1)
                 spin.blockSignals(False)
         self._sync_spins()  # the boxes name what is drawn: another model may have narrowed the selection
+        shape = self.history.shape
         self.history.sync(result.records)
+        if self.history.shape != shape:
+            self._size_overview()  # another model: other tiles to make room for
         self._records, self._can_ask = result.records, result.can_step
         self._ask_for_rows(result.records)
         self._pieces = result.trace.pieces if result.trace is not None else result.prompt_pieces
@@ -269,8 +288,8 @@ class AttentionPanel(QGroupBox):
 
     def _on_state_theme(self, theme: th.Theme) -> None:
         th.style_plot(self.plot, theme, left="query position", bottom="key position")
-        th.style_plot(self.overview, theme, left="layer", bottom="head")
-        th.fix_axis_width(self.plot, theme, 15)  # "▶ token pi… 1023": the mark, 8 characters, a space, the position
+        th.style_plot(self.overview, theme)  # the caption says what the rows and columns are: the titles scrolled away
+        th.fix_axis_width(self.plot, theme, 15)  # "▶ token pie 1023": the mark, 8 characters, a space, the position
         th.fix_axis_width(self.plot, theme, 10, name="right")  # no title on this side
         self.keys_axis.title_beside = False  # under the labels while the views' needs are measured
         self.keys_axis.set_extent(QFontMetrics(theme.font(-1)).height())  # the least: one line (_label_room)
@@ -289,16 +308,42 @@ class AttentionPanel(QGroupBox):
         self.caption.setFont(theme.font())
         px = theme.text_px()
         bar = self._bar_width = 14 + QFontMetrics(theme.font(-1)).horizontalAdvance("0.25") + theme.text_px(-1) + 14 + 16  # the colour bar
-        self._needs = [
-            (self.plot, th.need_area(self.view, self.plot, 6 * px, 6 * px, beside=bar)),
-            (self.overview, th.need_area(self.overview_view, self.overview, 4 * px, 4 * px)),
-        ]
+        self._needs = [(self.plot, th.need_area(self.view, self.plot, 6 * px, 6 * px, beside=bar))]
+        self._size_overview()
         # turned key labels leave the corner under the rows' labels empty: their title goes there
         self.keys_axis.title_beside = self.keys_axis.label.boundingRect().width() + 4 <= self.rows_axis.fixedWidth
         self._place_colorbar(self.view.height())  # other fonts: other room under the overview
         self._fit_labels(self.view.width(), self.view.height())
         self._draw_matrix(ticks=True)
         self._draw_overview()
+
+    def tile_px(self) -> int:
+        """The least size of one head's tile, in pixels: in projector mode the mode's smallest text (18 px),
+        else three quarters of it (8 px: the column beside a 1024 x 768 map keeps its width)."""
+        theme = self.state.theme
+        return theme.min_px if th.is_projector(theme) else round(0.75 * theme.min_px)
+
+    def _size_overview(self) -> None:
+        """Make every tile of the overview at least ``tile_px`` square: the overview's view asks for
+        that, and its scroll area for the room of every head (up to WIDE_HEADS, sideways beyond) and
+        of a few layers (the others scroll)."""
+        L, H = self.history.shape
+        px = self.state.theme.text_px()
+        scale = self.tile_px() / THUMB  # pixels per sample of a tile
+        self._mosaic_rgba = np.zeros((0, 0, 4), np.uint8)  # drawn and labelled anew at the next step
+        if L and H:
+            need = (math.ceil((H * (THUMB + GAP) + GAP) * scale) + 1, math.ceil((L * (THUMB + GAP) + GAP) * scale) + 1)
+        else:
+            need = (4 * px, 4 * px)
+        th.fix_axis_width(self.overview, self.state.theme, len(str(max(L - 1, 0))))  # the layers' numbers: an axis that never widens
+        need = th.need_area(self.overview_view, self.overview, *need)
+        self._needs = [*self._needs[:1], (self.overview, need)]
+        bars = self.overview_scroll.style().pixelMetric(QStyle.PM_ScrollBarExtent) + 2
+        wide = self.overview_view.minimumWidth()
+        if H > WIDE_HEADS:  # more heads than the column has room for: they scroll sideways
+            wide -= math.floor((H - WIDE_HEADS) * (THUMB + GAP) * scale)
+        few = self.overview_view.minimumHeight() - need[1] + min(need[1], 4 * px)  # four lines of tiles, the others scroll
+        self.overview_scroll.setMinimumSize(wide + (bars if need[1] > 4 * px else 0), few + (bars if H > WIDE_HEADS else 0))
 
     def _on_stretch_toggled(self, on: bool) -> None:
         self._gamma = 0.5 if on else 1.0
@@ -479,8 +524,9 @@ class AttentionPanel(QGroupBox):
         cell = THUMB + GAP
         if self._mosaic_rgba.shape[:2] != (L * cell, H * cell):
             self._mosaic_rgba = np.zeros((L * cell, H * cell, 4), np.uint8)  # gaps stay transparent
-            self.overview.getAxis("left").setTicks(_tick_levels(_nice_step(L / 8), L, str, offset=THUMB / 2, scale=cell))
-            self.overview.getAxis("bottom").setTicks(_tick_levels(_nice_step(H / 12), H, str, offset=THUMB / 2, scale=cell))
+            line = QFontMetrics(self.state.theme.font(-1)).height() / (self.tile_px() * cell / THUMB)  # rows a label takes
+            self.overview.getAxis("left").setTicks(_tick_levels(_nice_step(line), L, str, offset=THUMB / 2, scale=cell))
+            self.overview.getAxis("top").setTicks(_tick_levels(_nice_step(H / 12), H, str, offset=THUMB / 2, scale=cell))
             self.overview.setRange(xRange=(-GAP, H * cell), yRange=(-GAP, L * cell), padding=0)  # room for the marker
         self._mosaic_rgba.reshape(L, cell, H, cell, 4)[:, :THUMB, :, :THUMB] = rgba(tiles ** self._gamma, self._lut, masked=(200, 200, 200, 255))
         self.mosaic.setImage(self._mosaic_rgba, autoLevels=False)
@@ -489,7 +535,18 @@ class AttentionPanel(QGroupBox):
     def _draw_overview_marker(self) -> None:
         cell = THUMB + GAP
         if self.history.length:
-            self.tile_marker.setRect(QRectF(self.state.head * cell - 1.5, self.state.layer * cell - 1.5, THUMB + 3, THUMB + 3))
+            tile = QRectF(self.state.head * cell - 1.5, self.state.layer * cell - 1.5, THUMB + 3, THUMB + 3)
+            self.tile_marker.setRect(tile)
+            box = self.overview_view.mapFromScene(self.overview.getViewBox().mapViewToScene(tile)).boundingRect()
+            self.overview_scroll.ensureVisible(box.center().x(), box.center().y(), box.width() // 2 + 4, box.height() // 2 + 4)
+
+    def tile_boxes(self) -> dict[tuple[int, int], QRectF]:
+        """(layer, head): the box each head's tile is drawn in, in the overview view's pixels."""
+        L, H = self.history.shape if self.history.length else (0, 0)
+        box = self.overview.getViewBox()
+        cell = THUMB + GAP
+        return {(layer, head): self.overview_view.mapFromScene(box.mapViewToScene(QRectF(head * cell, layer * cell, THUMB, THUMB))).boundingRect().toRectF()
+                for layer in range(L) for head in range(H)}
 
 
 def rgba(weights: np.ndarray, lut: np.ndarray, *, masked: tuple[int, int, int, int]) -> np.ndarray:

@@ -2,8 +2,8 @@
 
 Each cell (one position) gets the label "piece position" when the labels fit one per cell; where
 they do not, a subset that never collides: the cells that must be named (the newest query, the
-selected one, the strongest key), then every n-th (n = 1, 2, 5, 10, 20, ...) between them. Long
-pieces are cut with "…" to the room the axis has. The bottom axis writes its labels turned 90°,
+selected one, the strongest key), then every n-th (n = 1, 2, 5, 10, 20, ...) between them. A piece
+too long for the room the axis has is left out, never cut: the label is its position alone. The bottom axis writes its labels turned 90°,
 reading upwards and ending at the map, so one label needs only a line's height of width, and its
 title may go beside them, in the corner under the rows' labels; given only a line's height (a small
 map among the other panels), it writes them level, fewer of them, its title under them.
@@ -125,13 +125,13 @@ class TokenAxis(pg.AxisItem):
         return max(0.0, self.width() - TICK - GAP - title)
 
     def label_text(self, cell: int, metrics: QFontMetricsF, room: float) -> str:
-        """"▶ piece 12" ("◀ piece 12" on the right), the piece cut with "…" so that the whole fits ``room`` px."""
+        """"▶ piece 12" ("◀ piece 12" on the right); a piece too long for ``room`` px is left out, never
+        cut: the label is then its position alone ("▶ 12"), the piece in the chips and the caption."""
         prefix = ("◀ " if self.orientation == "right" else "▶ ") if cell == self.marked else ""
         suffix = f" {cell}"
         piece = self.pieces[cell] if cell < len(self.pieces) else ""
-        fixed = metrics.horizontalAdvance(prefix + suffix)
-        if metrics.horizontalAdvance(piece) > room - fixed:
-            piece = metrics.elidedText(piece, Qt.ElideRight, max(0.0, room - fixed))
+        if not piece or metrics.horizontalAdvance(prefix + piece + suffix) > room:
+            return prefix + str(cell)
         return prefix + piece + suffix
 
     def _allowed(self) -> QRectF:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, QTimer, Signal
+from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import (QButtonGroup, QComboBox, QGridLayout, QHBoxLayout, QLabel, QPushButton, QStackedWidget,
                                QVBoxLayout, QWidget)
 
@@ -25,6 +26,11 @@ from app.logic.state import AppState
 from app.panels.attention_panel import ClickableImage
 from app.panels.heatmap import DIVERGING, Frame, tick_every
 from app.panels.patch_panel import TITLE as PATCH_TITLE, PatchPage
+
+TAB_WORDINGS = (  # the two pages' buttons, longest wording first: the longest pair that fits the row is shown
+    ("Direct attribution: what each part writes into the logit", "Direct attribution: each part's logit", "Direct attribution"),
+    (PATCH_TITLE, "What if: a second prompt", "What if"),
+)
 
 CANDIDATES = 10  # candidates offered as targets
 _MAP = pg.colormap.get(DIVERGING)
@@ -60,6 +66,9 @@ class WhyPanel(QWidget):
         # the waterfall
         self.fall_view = th.plot_widget()
         self.fall_plot = th.fix_plot(self.fall_view.getPlotItem())
+        self._fall_height = 0.0  # the drawing area's height the bars' names were given room in
+        self._fall_size = (0.0, 0.0)  # and its width and height
+        self.fall_plot.getViewBox().sigResized.connect(self._on_fall_resized)
         self.fall_plot.showGrid(y=True, alpha=0.25)
         self.fall_bars = pg.BarGraphItem(x=[], y0=[], height=[], width=0.8)
         self.fall_plot.addItem(self.fall_bars)
@@ -115,7 +124,8 @@ class WhyPanel(QWidget):
         self.pages.addWidget(self.patch)
         self.page_buttons = QButtonGroup(self)
         tabs = QHBoxLayout()
-        for index, title in enumerate(("Direct attribution: what each part writes into the logit", PATCH_TITLE)):
+        self._tabs_row = tabs
+        for index, title in enumerate(w[0] for w in TAB_WORDINGS):
             button = QPushButton(title)
             button.setCheckable(True)
             self.page_buttons.addButton(button, index)
@@ -277,6 +287,8 @@ class WhyPanel(QWidget):
         self.heads_plot.getAxis("left").setTicks([[(i + 0.5, str(i)) for i in range(0, L, every_row)]])
         self.heads_plot.getAxis("bottom").setTicks([[(h + 0.5, str(h)) for h in range(0, H, every_column)]])
         th.style_plot(self.heads_plot, theme, left="layer", bottom="head")
+        half = theme.text_px(-1) // 2 + 1  # the first layer's number is centred on its row: half a line above the map
+        self.heads_plot.layout.setContentsMargins(1, half, 1, 7)
         if self._pick_top_head:  # the first answer for this model: the head that writes the most is selected
             self._pick_top_head = False
             layer, head, _ = wn.top_heads(a, 1)[0]
@@ -307,12 +319,21 @@ class WhyPanel(QWidget):
             self.fall_labels.append(label)
         shorts = [b.short for b in bars] + ["logit"]
         every = tick_every(n + 1, self.fall_view.width(), theme.text_px(-1) * 3)
-        ticks = [(i, s) for i, s in enumerate(shorts) if i % every == 0 or i == n]
+        ticks = [(i, s) for i, s in enumerate(shorts) if (i % every == 0 and n - i >= every) or i == n]  # none run into "logit"
         self.fall_plot.getAxis("bottom").setTicks([ticks])
         low = min(0.0, float(np.min(np.minimum(y0, y0 + height))))
         high = max(0.0, float(np.max(np.maximum(y0, y0 + height))))
-        pad = 0.22 * (high - low or 1.0)  # room for the names above and below the largest bars
-        self.fall_plot.setRange(xRange=(-0.6, n + 0.6), yRange=(low - pad, high + pad), padding=0)
+        # room for the names above and below the largest bars: a line of the plot's height at the least
+        line = QFontMetrics(theme.font(-1, bold=True)).height() + 4
+        self._fall_height = self.fall_plot.getViewBox().height()
+        share = min(0.3, line / max(1.0, self._fall_height or self.fall_view.height() * 0.7))
+        pad = (high - low or 1.0) * max(0.22, share / (1 - 2 * share))
+        # room at the sides for half the widest name, centred on a bar at the end
+        half = max((QFontMetrics(theme.font(-1, bold=True)).horizontalAdvance(item.toPlainText()) for item in self.fall_labels), default=0) / 2 + 4
+        wide = self.fall_plot.getViewBox().width() or self.fall_view.width() * 0.8
+        edge = max(0.6, half * (n + 1) / (wide - 2 * half)) if wide > 2 * half else 0.6
+        self._fall_size = (self.fall_plot.getViewBox().width(), self._fall_height)
+        self.fall_plot.setRange(xRange=(-edge, n + edge), yRange=(low - pad, high + pad), padding=0)
         th.style_plot(self.fall_plot, theme, left="logit")  # the ticks name the parts, in the order the model adds them
         self.fall_plot.getAxis("bottom").setHeight(theme.text_px(-1) + 10)
         self.fall_caption.setText(
@@ -343,6 +364,33 @@ class WhyPanel(QWidget):
         self.source_caption.setToolTip("Its attention weight on each position × that position's value × W_O, read out "
                                        "through the final norm and the LM head like every part: the bars add up to the head's part.")
 
+    @guarded
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        self._fit_tabs()
+
+    @guarded
+    def _on_fall_resized(self, box) -> None:
+        if self.answer is not None and max(abs(box.width() - self._fall_size[0]), abs(box.height() - self._fall_size[1])) > 1:
+            self._draw_waterfall()  # the names' room above and below the bars is counted in pixels
+
+    def _fit_tabs(self) -> None:
+        """The pages' buttons in the longest wordings whose buttons fit the row side by side (on a
+        1024 x 768 projector the first was cut)."""
+        buttons = [self.page_buttons.button(i) for i in range(len(TAB_WORDINGS))]
+        fm = buttons[0].fontMetrics()
+        pads = [b.sizeHint().width() - fm.horizontalAdvance(b.text()) for b in buttons]
+        margins = self.layout().contentsMargins()
+        room = self.contentsRect().width() - margins.left() - margins.right() - self._tabs_row.spacing() * len(buttons)
+        for level in range(max(len(w) for w in TAB_WORDINGS)):
+            texts = [w[min(level, len(w) - 1)] for w in TAB_WORDINGS]
+            if sum(fm.horizontalAdvance(t) + pad for t, pad in zip(texts, pads)) <= room:
+                break
+        for button, text in zip(buttons, texts):
+            if button.text() != text:
+                button.setText(text)
+                button.setToolTip(TAB_WORDINGS[buttons.index(button)][0])
+
     def _on_state_theme(self, theme: th.Theme) -> None:
         lines = theme.text_px()
         self.fall_view.setMinimumHeight(7 * lines)  # the bars keep room to read whatever the captions take
@@ -350,6 +398,7 @@ class WhyPanel(QWidget):
         self.source_view.setMinimumHeight(4 * lines)
         self.setFont(theme.font())
         self.header.setFont(theme.font(1, bold=True))
+        self._fit_tabs()
         for view in (self.fall_view, self.heads_view, self.source_view):
             th.style_plot(view.getPlotItem(), theme)
         if self.answer is not None:

@@ -159,6 +159,10 @@ class Commands(QObject):
         help_menu.addSeparator()
         help_menu.addAction(self.about_action)
 
+    def view_button_width(self) -> int:
+        """The width of the widest view button: the room the menu bar keeps for one more view."""
+        return max(button.sizeHint().width() for button in self.view_buttons.buttons())
+
     def end_file_menu(self) -> None:
         """Quit goes last in File, after what other modules added (File → Export)."""
         self.file_menu.addSeparator()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from PySide6.QtCore import QEvent, Qt
-from PySide6.QtWidgets import QDialog, QDialogButtonBox, QTextBrowser, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QDialog, QDialogButtonBox, QGroupBox, QTextBrowser, QToolButton, QVBoxLayout, QWidget
 
 from app.window.guard import guarded
 from app.logic.help import glossary_html
@@ -29,6 +29,14 @@ class CornerButton(QToolButton):
             self.setFixedSize(h + 6, h)
             self.move(watched.width() - (self.slot + 1) * (self.width() + 2), 0)
             self.raise_()
+            if isinstance(watched, QGroupBox) and watched.title():  # the title keeps its room left of the buttons
+                needs = getattr(watched, "_corner_needs", {})
+                watched._corner_needs = needs
+                needs[self.slot] = watched.fontMetrics().horizontalAdvance(watched.title()) + 16 + (self.slot + 1) * (self.width() + 2)
+                # set only where the title asks more than the panel's own hint: a minimum set replaces the hint
+                least = max(needs.values()) if max(needs.values()) > watched.minimumSizeHint().width() else 0
+                if watched.minimumWidth() != least:
+                    watched.setMinimumWidth(least)
         return False
 
 

@@ -23,6 +23,12 @@ from app.window.guard import guarded
 SPACING = 6  # between columns and between panels in a column (splitter handles)
 
 
+def _least(panel: QWidget) -> QSize:
+    """The least size ``panel`` can be shown at: its minimum size hint, or its minimum where it set one
+    (a titled panel keeps its title's room left of its ? and ⋯ buttons)."""
+    return panel.minimumSizeHint().expandedTo(panel.minimumSize())
+
+
 def plan_pages(columns: list[list[QWidget]], width: int, height: int, *, spacing: int = SPACING) -> list[list[list[QWidget]]]:
     """Pages of columns of panels that fit ``width`` x ``height``, in reading order.
 
@@ -30,12 +36,12 @@ def plan_pages(columns: list[list[QWidget]], width: int, height: int, *, spacing
     page takes columns while their minimum widths fit ``width``, and always at least one."""
     fitted: list[list[QWidget]] = []
     for column in columns:
-        need = sum(p.minimumSizeHint().height() for p in column) + spacing * (len(column) - 1)
+        need = sum(_least(p).height() for p in column) + spacing * (len(column) - 1)
         fitted.extend([column] if need <= height or len(column) == 1 else [[p] for p in column])
     pages: list[list[list[QWidget]]] = []
     used = 0
     for column in fitted:
-        w = max(p.minimumSizeHint().width() for p in column)
+        w = max(_least(p).width() for p in column)
         if pages and used + spacing + w <= width:
             pages[-1].append(column)
             used += spacing + w
@@ -119,8 +125,8 @@ class OverviewPages(QWidget):
         """Room for the largest panel alone on a page, under the page buttons: whatever the window's size,
         the panels then fit on some pages (what the current pages need does not count: they change
         with the size)."""
-        w = max(p.minimumSizeHint().width() for p in self.panels())
-        h = max(p.minimumSizeHint().height() for p in self.panels())
+        w = max(_least(p).width() for p in self.panels())
+        h = max(_least(p).height() for p in self.panels())
         return QSize(w, h + self._bar_height())
 
     def _bar_height(self) -> int:

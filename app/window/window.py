@@ -33,6 +33,7 @@ from app.window.flow_view import TourMode
 from app.window.focus import PanelFocus
 from app.window.guard import guarded
 from app.window.inside_keys import InsidePageKeys
+from app.window.menu_fold import MenuFold
 from app.window.paint_scheduler import PaintScheduler
 from app.window.panel_help import PanelHelp
 from app.panels.attention_panel import AttentionPanel
@@ -98,6 +99,7 @@ class MainWindow(QMainWindow):
         self.exporter = ExportActions(self, panels, lambda text, error=False: self.status_line.say(text, error=error))
         self.exporter.add_to(self.menuBar())  # File → Export, Edit → Copy, each titled panel's "⋯"
         self.commands.end_file_menu()
+        self.menu_fold = MenuFold(self.menuBar(), self.commands.view_switcher, self.commands.view_button_width)
         for view in self.findChildren(pg.GraphicsView):  # pyqtgraph's own right-click Export… fails on SVG
             view.scene().contextMenu = []  # here (pyqtgraph #3485): File → Export and each panel's ⋯ do it
         self.toolbar = self.commands.build_toolbar()

@@ -155,3 +155,13 @@ def forward_calls(monkeypatch):
 
     monkeypatch.setattr(hf_compat, "forward", counting)
     return calls
+
+
+@pytest.fixture(scope="session")
+def smollm_loaded(tmp_path_factory):
+    """A Llama with random weights at SmolLM2-135M's shape (30 layers, 9 heads / 3 kv, d = 576, 49,152
+    tokens), loaded once for the whole run (read-only: do not mutate it)."""
+    from engine.random_model import SHAPES, random_loaded
+
+    model_type, config = SHAPES["SmolLM2-135M"]
+    return random_loaded(tmp_path_factory.mktemp("smollm") / "SmolLM2-135M-random", model_type, seed=1, **config)

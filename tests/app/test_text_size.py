@@ -9,7 +9,8 @@ import re
 
 import pyqtgraph as pg
 import pytest
-from PySide6.QtGui import QFont, QFontInfo
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QFont, QFontInfo, QFontMetrics
 from PySide6.QtWidgets import (
     QAbstractButton,
     QAbstractSpinBox,
@@ -18,6 +19,9 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QPlainTextEdit,
+    QStyle,
+    QStyleOptionComboBox,
+    QStyleOptionGroupBox,
     QTableView,
     QTextEdit,
     QToolTip,
@@ -29,9 +33,9 @@ from app.logic.views import VIEWS
 
 from app.protocol import messages as p
 
-from .helpers import run
+from .helpers import run, run_outside_a_test
 from .test_inside_view import show_inside
-from .test_screens import _ink_box, label_problems, settle
+from .test_screens import _ink_box, label_problems, plot_problems, settle
 
 CASES = [((1280, 720), True), ((1024, 768), False)]  # (size, projector)
 
@@ -193,3 +197,236 @@ def test_the_floors_are_the_issues():
     """18 px on a projector, 11 px otherwise; even the smallest font a panel asks for."""
     assert th.PROJECTOR.px(-5) == 18 and th.NORMAL.px(-5) == 11
     assert font_px(th.PROJECTOR.font(-2)) >= 18 and font_px(th.NORMAL.font(-2)) >= 11
+
+
+# ---------------------------------------------------------------------------------------------
+# No cut text: every text the Overview's panels and the Sampling, KV cache, Why and Branches views
+# paint or lay out fits its box whole, at 1024 x 768 and 1280 x 720 in projector mode and 1024 x 768
+# in normal mode, for the demo model (GPT-2's shape, 12 layers) and a 30-layer Llama at SmolLM2-135M's
+# shape. A text with "…" or "..." in it (an elided label or number), one wider or taller than the box
+# it is drawn in, one drawn outside its view, a table cell narrower than its text, a combo box's text
+# cut, a panel's title run over by its ? and ⋯ buttons: each is a failure.
+
+CUT_CASES = [((1024, 768), True), ((1280, 720), True), ((1024, 768), False)]
+CUT_IDS = ["1024x768-projector", "1280x720-projector", "1024x768-normal"]
+CUT_VIEWS = ("overview", "sampling", "cache", "why", "branches")
+ELLIPSES = ("…", "...")
+
+
+def painted_texts(widget) -> list[tuple]:
+    """(item, text, box, flags, font, device transform) of every text ``widget`` paints through Python
+    (pyqtgraph's axes, the token axes, the chips): ``item`` is the axis that drew it (in its own
+    coordinates), else None (in ``widget``'s pixels)."""
+    from PySide6.QtCore import QRectF
+    from PySide6.QtGui import QPainter
+
+    drawn, current = [], [None]
+    real_text, real_picture = QPainter.drawText, pg.AxisItem.drawPicture
+
+    def recording(painter, *args):
+        if len(args) == 3 and not isinstance(args[0], (int, float)):
+            box = QRectF(args[0])
+            drawn.append((current[0], str(args[2]), box, int(args[1]), QFont(painter.font()), painter.deviceTransform()))
+        else:  # a text drawn at a point: no box to fit
+            drawn.append((current[0], str(args[-1]), None, 0, QFont(painter.font()), painter.deviceTransform()))
+        return real_text(painter, *args)
+
+    def drawing(axis, *args, **kw):
+        current[0] = axis
+        try:
+            return real_picture(axis, *args, **kw)
+        finally:
+            current[0] = None
+
+    QPainter.drawText, pg.AxisItem.drawPicture = recording, drawing
+    try:
+        for view in [widget] if isinstance(widget, pg.GraphicsView) else []:
+            for item in view.scene().items():
+                if isinstance(item, pg.AxisItem):
+                    item.picture = None  # drawn again, through drawText
+        widget.grab()
+    finally:
+        QPainter.drawText, pg.AxisItem.drawPicture = real_text, real_picture
+    return drawn
+
+
+def painted_problems(widget) -> list[str]:
+    from PySide6.QtCore import QRectF
+    from PySide6.QtGui import QFontMetricsF
+
+    problems = []
+    if isinstance(widget, pg.GraphicsView):
+        edge = QRectF(widget.viewport().rect()).adjusted(-1, -1, 1, 1)
+    else:
+        edge = QRectF(widget.rect()).adjusted(-1, -1, 1, 1)
+    for item, text, box, flags, font, transform in painted_texts(widget):
+        if not text.strip():
+            continue
+        if any(e in text for e in ELLIPSES):
+            problems.append(f"elided: {text!r}")
+        if box is None:
+            continue
+        fm = QFontMetricsF(font)
+        ink = fm.boundingRect(box, flags, text)
+        lines = max(1, round(ink.height() / fm.lineSpacing()))
+        if flags & Qt.TextDontClip:  # drawn whole past its box (pyqtgraph's ticks): only the view's edge cuts it
+            cut = ink.width() > box.width() + 1
+        elif lines > 1:
+            cut = ink.width() > box.width() + 1 or ink.height() > box.height() + 1
+        else:  # the glyphs where Qt puts them, not the line's leading (pyqtgraph's tick boxes are 0.8 of a line)
+            glyphs = fm.tightBoundingRect(text).translated(ink.left(), ink.top() + fm.ascent())
+            cut = ink.width() > box.width() + 1 or not box.adjusted(-1, -1, 1, 1).contains(glyphs)
+        if cut:
+            problems.append(f"{text!r} needs {ink.width():.1f} x {ink.height():.0f} px, its box is {box.getRect()}, flags {flags:#x}")
+        ink = QRectF(ink.x(), max(ink.y(), box.y()), ink.width(), min(ink.height(), box.height()))
+        if item is not None:  # an axis's text, in the axis's coordinates
+            if not item.isVisible():
+                continue
+            where = widget.mapFromScene(item.mapRectToScene(ink)).boundingRect()
+        else:
+            where = transform.mapRect(ink)
+        if not edge.contains(QRectF(where)):
+            problems.append(f"{text!r} drawn outside its view at {QRectF(where).getRect()}")
+    return problems
+
+
+def table_problems(table) -> list[str]:
+    """Cells of ``table`` (shown) narrower than their text, or elided."""
+    problems = []
+    model = table.model()
+    margin = 2 * (table.style().pixelMetric(QStyle.PM_FocusFrameHMargin, None, table) + 1)
+    for row in range(model.rowCount()):
+        for column in range(model.columnCount()):
+            if table.isColumnHidden(column) or table.isRowHidden(row):
+                continue
+            index = model.index(row, column)
+            text = str(index.data() or "")
+            if not text:
+                continue
+            font = index.data(Qt.FontRole)
+            fm = QFontMetrics(font if font is not None else table.font())
+            box = table.visualRect(index)
+            need = max(fm.horizontalAdvance(line) for line in text.split("\n")) + margin
+            if any(text.endswith(e) for e in ELLIPSES):
+                problems.append(f"table cell elided: {text!r}")
+            if box.width() < need:
+                problems.append(f"table cell {text!r}: {box.width()} px < {need} px")
+    return problems
+
+
+def combo_problems(combo) -> list[str]:
+    option = QStyleOptionComboBox()
+    option.initFrom(combo)
+    field = combo.style().subControlRect(QStyle.CC_ComboBox, option, QStyle.SC_ComboBoxEditField, combo)
+    need = combo.fontMetrics().horizontalAdvance(combo.currentText())
+    return [f"combo box {combo.currentText()!r}: {field.width()} px < {need} px"] if field.width() < need else []
+
+
+def title_problems(box) -> list[str]:
+    """A panel's title run over by the buttons in its title row (its ? and ⋯)."""
+    from app.window.help_dialog import CornerButton
+
+    option = QStyleOptionGroupBox()
+    box.initStyleOption(option)
+    title = box.style().subControlRect(QStyle.CC_GroupBox, option, QStyle.SC_GroupBoxLabel, box)
+    need = box.fontMetrics().horizontalAdvance(box.title().replace("&", ""))
+    problems = [f"title {box.title()!r}: {title.width()} px < {need} px"] if title.width() < need else []
+    for button in box.findChildren(CornerButton):
+        if button.isVisible() and button.parent() is box and button.geometry().intersects(title):
+            problems.append(f"title {box.title()!r} runs under its {button.text()!r} button")
+    return problems
+
+
+def cut_text_problems(window, view: str) -> list[str]:
+    """Every cut text of the view in front (and the window's bars)."""
+    root = window.centralWidget()
+    problems = cut_buttons(window)
+    shown = [w for w in [root, *root.findChildren(QWidget)] if w.isVisible()]
+    for widget in shown:
+        if isinstance(widget, QLabel):
+            problems += label_problems(widget)
+            if widget.text().rstrip().endswith(ELLIPSES[1]):
+                problems.append(f"label elided: {widget.text()!r}")
+        elif isinstance(widget, pg.GraphicsView):
+            problems += painted_problems(widget)
+            for item in widget.scene().items():
+                if isinstance(item, pg.TextItem) and item.isVisible() and item.toPlainText():
+                    if any(e in item.toPlainText() for e in ELLIPSES):
+                        problems.append(f"elided: {item.toPlainText()!r}")
+                    item.updateTransform(force=True)
+                    box = widget.mapFromScene(_ink_box(item)).boundingRect()
+                    if not widget.viewport().rect().adjusted(-1, -1, 1, 1).contains(box):
+                        problems.append(f"{item.toPlainText()!r} cut by the edge of its view: {box.getRect()} in {widget.viewport().rect().getRect()}")
+        elif isinstance(widget, QTableView):
+            problems += table_problems(widget)
+        elif isinstance(widget, QComboBox):
+            problems += combo_problems(widget)
+        elif isinstance(widget, QGroupBox) and widget.title():
+            problems += title_problems(widget)
+        elif type(widget).__name__ == "TokenStrip":
+            problems += painted_problems(widget)
+    for panel in shown:
+        if hasattr(panel, "plot_needs") and hasattr(panel, "short_title"):
+            problems += plot_problems(panel)
+    return [f"{view}: {p}" for p in problems]
+
+
+def cut_texts_everywhere(window, qtbot, size, projector) -> list[str]:
+    window.commands.projector_action.setChecked(projector)
+    window.state.set_projector(projector)
+    window.resize(*size)
+    problems = []
+    for name in CUT_VIEWS:
+        window.show_view(name)
+        if name == "cache":
+            qtbot.waitUntil(lambda: not window.cache_view.awaiting(), timeout=30_000)
+        if name == "why":
+            qtbot.waitUntil(lambda: window.why_view.answer is not None and not window.why_view.awaiting(), timeout=30_000)
+        pages = range(len(window.overview.pages)) if name == "overview" else [None]
+        for page in pages:
+            if page is not None:
+                window.overview.show_page(page)
+            qtbot.wait(20)
+            settle(window, qtbot)
+            problems += cut_text_problems(window, name if page is None else f"{name} page {page + 1}")
+    return list(dict.fromkeys(problems))
+
+
+def _stepped(window):
+    window.sampling.top_k.setValue(20)
+    window.sampling.top_p.setValue(0.9)
+    window.sampling.sample.setChecked(True)
+    for _ in range(3):
+        run_outside_a_test(window, window.step, p.Step)
+    run_outside_a_test(window, window.back, p.Back)  # a second branch for the Branches view
+    ids = window.logits.bar_ids()
+    chosen = window.state.result.trace.chosen if window.state.result.trace is not None else None
+    other = next(int(i) for i in ids if int(i) != chosen)
+    run_outside_a_test(window, lambda: window.controller.choose(other), p.Choose)
+    return window
+
+
+@pytest.fixture(scope="module")
+def demo_window(module_window, demo_model):
+    window = module_window()
+    run_outside_a_test(window, lambda: window.load_model(None, loaded=demo_model, prompt="The cat sat on the"), p.Load)
+    return _stepped(window)
+
+
+@pytest.fixture(scope="module")
+def smollm_window(module_window, smollm_loaded):
+    window = module_window()
+    run_outside_a_test(window, lambda: window.load_model(None, loaded=smollm_loaded, prompt="The capital of France is"), p.Load, 60_000)
+    return _stepped(window)
+
+
+@pytest.mark.parametrize(("size", "projector"), CUT_CASES, ids=CUT_IDS)
+def test_no_text_is_cut_for_the_demo_model(demo_window, qtbot, size, projector):
+    problems = cut_texts_everywhere(demo_window, qtbot, size, projector)
+    assert problems == [], "\n".join(problems)
+
+
+@pytest.mark.parametrize(("size", "projector"), CUT_CASES, ids=CUT_IDS)
+def test_no_text_is_cut_for_a_30_layer_llama(smollm_window, qtbot, size, projector):
+    problems = cut_texts_everywhere(smollm_window, qtbot, size, projector)
+    assert problems == [], "\n".join(problems)
