@@ -44,9 +44,10 @@ INSTALLER_FILES = ("packaging/deb.py", "packaging/linux", "packaging/nexttoken.i
 PACKAGES = ("torch", "transformers", "tokenizers", "PySide6-Essentials", "pyqtgraph", "numpy", "pyinstaller",
             "pyinstaller-hooks-contrib", "huggingface_hub", "safetensors", "platformdirs")
 STAMP_NAME = "nexttoken-build-stamp.json"
-# One build.py at a time per checkout (the slow tests run on two pytest workers, and two of them may ask
-# for the same build): a second one waits here, then finds the first one's build current.
-LOCK = ROOT / "build" / "build.lock"
+# One build.py at a time per work folder (the slow tests run on two pytest workers, and two of them may
+# ask for the same build): a second one waits on <work>/build.lock, then finds the first one's build
+# current. Builds with their own --dist and --work (the classroom variant's) run beside it.
+LOCK_NAME = "build.lock"
 HDIUTIL_TRIES = 5
 
 sys.path.insert(0, str(ROOT))
@@ -254,7 +255,7 @@ def mb(n: int) -> str:
 
 
 @contextlib.contextmanager
-def build_lock(path: Path = LOCK):
+def build_lock(path: Path):
     """Hold ``path`` locked (fcntl, where there is one) while the block runs; wait while another holds it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as f:
@@ -280,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     if wrong_system:
         print(wrong_system, file=sys.stderr)
         return 2
-    with build_lock():
+    with build_lock(args.work / LOCK_NAME):
         return locked_main(args, spec_args)
 
 

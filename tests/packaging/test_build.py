@@ -62,3 +62,17 @@ def test_if_changed_makes_the_tarball_only_when_the_folder_is_newer(tmp_path, mo
     args.if_changed = False  # without --if-changed: always made
     build.make_installers(args, args.dist / "nexttoken")
     assert len(made) == 3
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="fcntl: the lock is POSIX only")
+def test_main_builds_holding_its_work_folders_lock(tmp_path, monkeypatch):
+    held = []
+
+    def locked_main(args, spec_args):
+        lock = args.work / build.LOCK_NAME
+        held.append(subprocess.run([sys.executable, "-c", TRY_LOCK, str(lock)], capture_output=True).returncode != 0)
+        return 0
+
+    monkeypatch.setattr(build, "locked_main", locked_main)
+    assert build.main(["--work", str(tmp_path / "work"), "--dist", str(tmp_path / "dist")]) == 0
+    assert held == [True]
