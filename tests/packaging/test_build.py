@@ -74,5 +74,6 @@ def test_main_builds_holding_its_work_folders_lock(tmp_path, monkeypatch):
         return 0
 
     monkeypatch.setattr(build, "locked_main", locked_main)
+    (tmp_path / "work").mkdir()  # so that the other process could take the lock if main() did not hold it
     assert build.main(["--work", str(tmp_path / "work"), "--dist", str(tmp_path / "dist")]) == 0
     assert held == [True]
