@@ -17,6 +17,8 @@
 #      no X server libraries enter the root), a new user's first window, apt-get remove, then purge;
 #      the first windows' pictures are kept as $NEXTTOKEN_SHOTS/<release>-first-window.png (default:
 #      the roots' folder).
+#   NEXTTOKEN_FIRST_MODEL names the model a new user's first window must open (default
+#   SmolLM2-135M-Instruct; the classroom variant's: gpt2).
 #   3'. for a tarball (*.tar.gz), packaging/linux/tarball_check.sh instead: the named libraries, a user
 #      "pupil" who unpacks it, ldd, pupil's smoke test of SmolLM2 without network and first window
 #      (kept as <release>-tarball-first-window.png), the folder deleted.
@@ -99,6 +101,7 @@ for release in "${releases[@]}"; do
     echo "clean_root_test: $release: $(du -sh --apparent-size "$base" | cut -f1) minbase root, $(chroot "$root" dpkg -l | grep -c '^ii') packages"
     chroot "$root" apt-get update -q > /dev/null
     if chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DISPLAY="$display" LANG=C.UTF-8 \
+            NEXTTOKEN_FIRST_MODEL="${NEXTTOKEN_FIRST_MODEL:-SmolLM2-135M-Instruct}" \
             sh "/tmp/$check" "/tmp/$(basename "$deb")"; then
         echo "clean_root_test: $release: PASS in $(($(date +%s) - start)) s"
     else
