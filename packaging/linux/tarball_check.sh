@@ -16,7 +16,8 @@
 # 6. deleting the folder removes the app: nothing of it is left outside pupil's home.
 # Prints one "tarball_check: ..." line per stage; exits non-zero on the first failure.
 set -eu
-# the model a new user's first window must open: the bundle's default (the classroom variant's: gpt2)
+# the model a new user's first window must open (remembered as its name, or its folder): the bundle's default
+# (the classroom variant's: gpt2)
 first_model=${NEXTTOKEN_FIRST_MODEL:-SmolLM2-135M-Instruct}
 tarball=$1
 LIBRARIES="libegl1 libgl1 libfontconfig1 libfreetype6 libxcb1 libxcb-icccm4 libxcb-keysyms1 libwayland-client0 libwayland-cursor0 libwayland-egl1"
@@ -67,7 +68,7 @@ as_pupil timeout 300 "$app/nexttoken" --prompt "The capital of France is" --step
     { tail -n 40 /tmp/tarball_check-first.log; fail "nexttoken --screenshot"; }
 cp "$home/first-window.png" /tmp/nexttoken-tarball-first-window.png
 remembered=$(sed -n 's/^last=//p' "$home/.config/nexttoken/nexttoken.conf" 2>/dev/null | head -n 1)
-case "$remembered" in */"$first_model") ;; *) fail "pupil's first window opened '$remembered', not $first_model";; esac
+case "$remembered" in "$first_model" | */"$first_model") ;; *) fail "pupil's first window opened '$remembered', not $first_model";; esac
 say "pupil's first window opened $first_model in $(( $(date +%s) - start )) s ($remembered)"
 
 written=$(find "$app" -newer /tmp/nexttoken.tar.gz -type f | head -n 5)
