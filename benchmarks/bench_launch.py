@@ -9,6 +9,11 @@ interpreter's own start and every import are included.
 
     python benchmarks/bench_launch.py                 # this checkout, 5 launches
     python benchmarks/bench_launch.py --before a94316a --runs 5
+    python benchmarks/bench_launch.py --model gpt2-tiny-demo --model SmolLM2-135M-Instruct --steps 1
+                                                      # bundled models side by side, interleaved
+
+``--model`` (repeatable) launches each named model in turn (``--smoke-test --model NAME``); ``--steps``
+sets the smoke test's steps (default 3), and "first step drawn" is when the first step's result is.
 """
 
 from __future__ import annotations
@@ -61,25 +66,30 @@ class Watch(QObject):
     def on_result(self, result):
         from app.protocol.messages import Load
 
+        from app.protocol.messages import Step
+
         if isinstance(result.request, Load) and "ready_s" not in marks:
             marks["ready_s"], marks["ready_rss"] = since_start(), rss_mib()
             marks["torch"] = "torch" in sys.modules
+        if isinstance(result.request, Step) and "stepped_s" not in marks:
+            marks["stepped_s"] = since_start()
 
 watch = Watch()
 qt.installEventFilter(watch)
 from app.window.main import main
-code = main(["--smoke-test"])
+code = main(["--smoke-test", *sys.argv[1:]])
 marks.pop("window", None)
 print("LAUNCH " + json.dumps(marks), flush=True)
 sys.exit(code)
 """
 
 
-def launch(checkout: Path) -> dict:
+def launch(checkout: Path, options: tuple[str, ...] = ()) -> dict:
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen", PYTHONPATH=str(checkout), HF_HUB_OFFLINE="1")
-    with tempfile.TemporaryDirectory() as home:  # no remembered model: the demo loads
+    with tempfile.TemporaryDirectory() as home:  # no remembered model: the demo loads (or --model's)
         env.update(HOME=home, XDG_CONFIG_HOME=home, XDG_STATE_HOME=home)
-        out = subprocess.run([sys.executable, "-c", DRIVER], cwd=checkout, env=env, capture_output=True, text=True, timeout=300)
+        out = subprocess.run([sys.executable, "-c", DRIVER, *options], cwd=checkout, env=env, capture_output=True,
+                             text=True, timeout=300)
     line = [x for x in out.stdout.splitlines() if x.startswith("LAUNCH ")]
     if out.returncode != 0 or not line:
         raise RuntimeError(f"launch failed in {checkout}: {out.stderr[-1500:]}")
@@ -101,26 +111,33 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--before", metavar="REV", help="also launch this commit, interleaved with this checkout")
+    p.add_argument("--model", action="append", default=[], metavar="NAME",
+                   help="launch with --model NAME (repeatable: the models take turns)")
+    p.add_argument("--steps", type=int, default=None, help="the smoke test's steps (default 3)")
     args = p.parse_args(argv)
     checkouts = {"this checkout": ROOT}
     if args.before:
         checkouts = {f"before ({args.before})": worktree(args.before), **checkouts}
-    results: dict[str, list[dict]] = {name: [] for name in checkouts}
+    steps = () if args.steps is None else ("--steps", str(args.steps))
+    cases = {(f"{name}, {model}" if model else name, folder): ((("--model", model) if model else ()) + steps)
+             for name, folder in checkouts.items() for model in (args.model or [None])}
+    results: dict[str, list[dict]] = {label: [] for label, _ in cases}
     try:
         for _ in range(args.runs):
-            for name, folder in checkouts.items():
-                results[name].append(launch(folder))
+            for (label, folder), options in cases.items():
+                results[label].append(launch(folder, options))
+                print(f"{label}: {json.dumps(results[label][-1])}", file=sys.stderr, flush=True)
     finally:
         for name, folder in checkouts.items():
             if folder != ROOT:
                 subprocess.run(["git", "worktree", "remove", "--force", str(folder)], cwd=ROOT, capture_output=True)
     print(f"| launch ({args.runs} runs, median (min-max)) | splash painted, s | main window painted, s | model ready, s | "
-          "window process RSS at ready, MiB | torch in the window's process |")
-    print("|---|---|---|---|---|---|")
+          "first step drawn, s | window process RSS at ready, MiB | torch in the window's process |")
+    print("|---|---|---|---|---|---|---|")
     for name, runs in results.items():
         torch = {r.get("torch") for r in runs}
         print(f"| {name} | {summary(runs, 'splash_s')} | {summary(runs, 'paint_s')} | {summary(runs, 'ready_s')} | "
-              f"{summary(runs, 'ready_rss')} | {', '.join(map(str, torch))} |")
+              f"{summary(runs, 'stepped_s')} | {summary(runs, 'ready_rss')} | {', '.join(map(str, torch))} |")
     return 0
 
 

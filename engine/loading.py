@@ -143,11 +143,12 @@ def load_folder(folder: Path, *, name: str | None = None, is_demo: bool = False,
 
 
 def all_finite(tensors) -> bool:
-    """No NaN or infinity in any of ``tensors``: one float64 sum each (a NaN or an infinity makes it
-    non-finite; float32's largest values times a billion elements stay far below float64's limit).
-    torch.isfinite(...).all() gives the same answer and took 6-15 s for SmolLM2's 135M parameters on
-    2 cores, every start; the sums take about half a second."""
-    return all(bool(torch.isfinite(t.sum(dtype=torch.float64))) for t in tensors)
+    """No NaN or infinity in any of ``tensors``. A NaN or an infinity makes a tensor's sum non-finite,
+    so one sum in the tensor's own dtype answers for almost every tensor; only a non-finite sum is
+    looked at element by element, since finite values whose sum overflows (float32's largest, twice)
+    are no fault. torch.isfinite(...).all() on every tensor took 6-15 s for SmolLM2's 135M parameters
+    on 2 cores, every start; sums in float64 about 1.5-2.7 s on 2 loaded cores, these 0.6 s."""
+    return all(bool(torch.isfinite(t.sum())) or bool(torch.isfinite(t).all()) for t in tensors)
 
 
 def wrap_model(model, folder: Path, *, name: str, is_demo: bool = False, backend: str = "hooks") -> LoadedModel:

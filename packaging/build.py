@@ -19,6 +19,7 @@ cross-compile: run this on each operating system you ship to.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import platform
@@ -43,6 +44,10 @@ INSTALLER_FILES = ("packaging/deb.py", "packaging/linux", "packaging/nexttoken.i
 PACKAGES = ("torch", "transformers", "tokenizers", "PySide6-Essentials", "pyqtgraph", "numpy", "pyinstaller",
             "pyinstaller-hooks-contrib", "huggingface_hub", "safetensors", "platformdirs")
 STAMP_NAME = "nexttoken-build-stamp.json"
+# One build.py at a time per work folder (the slow tests run on two pytest workers, and two of them may
+# ask for the same build): a second one waits on <work>/build.lock, then finds the first one's build
+# current. Builds with their own --dist and --work (the classroom variant's) run beside it.
+LOCK_NAME = "build.lock"
 HDIUTIL_TRIES = 5
 
 sys.path.insert(0, str(ROOT))
@@ -212,8 +217,12 @@ def file_stem(args: argparse.Namespace) -> str:
     return APP_NAME + ("-classroom" if args.classroom is not None else "")
 
 
+def tarball_path(dist: Path, stem: str = APP_NAME) -> Path:
+    return dist / f"{stem}-{project_version()}-linux-{platform.machine()}.tar.gz"
+
+
 def make_tarball(app_dir: Path, dist: Path, stem: str = APP_NAME) -> Path:
-    target = dist / f"{stem}-{project_version()}-linux-{platform.machine()}.tar.gz"
+    target = tarball_path(dist, stem)
     with tarfile.open(target, "w:gz", compresslevel=6) as tar:
         tar.add(app_dir, arcname=APP_NAME)
     return target
@@ -245,17 +254,40 @@ def mb(n: int) -> str:
     return f"{n / 2**20:,.0f} MB"
 
 
+@contextlib.contextmanager
+def build_lock(path: Path):
+    """Hold ``path`` locked (fcntl, where there is one) while the block runs; wait while another holds it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        try:
+            import fcntl
+        except ImportError:  # Windows: one build at a time is left to whoever starts them
+            yield
+            return
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def main(argv: list[str] | None = None) -> int:
     args, spec_args = parse_args(argv)
     if args.print_version:  # the one version source, for the Inno Setup step
         print(project_version())
         return 0
     args.dist, args.work = args.dist.resolve(), args.work.resolve()
-    app_dir = args.dist / APP_NAME
     wrong_system = installer_problem(args)
     if wrong_system:
         print(wrong_system, file=sys.stderr)
         return 2
+    with build_lock(args.work / LOCK_NAME):
+        return locked_main(args, spec_args)
+
+
+def locked_main(args: argparse.Namespace, spec_args: list[str]) -> int:
+    """main() once it holds the build lock: fetch SmolLM2, build unless current, make the installers."""
+    app_dir = args.dist / APP_NAME
     if not args.without_smollm2:
         problem = fetch_smollm2(args.smollm2)
         if problem:
@@ -320,12 +352,17 @@ def installer_problem(args: argparse.Namespace) -> str | None:
 
 
 def make_installers(args: argparse.Namespace, app_dir: Path) -> int:
-    """The --tarball, --deb and --dmg outputs, made from the built folder."""
+    """The --tarball, --deb and --dmg outputs, made from the built folder (with --if-changed, the tarball
+    and the .deb only when older than the folder)."""
     made = []
     t0 = time.perf_counter()
     stem = file_stem(args)
     if args.tarball:
-        made.append(make_tarball(app_dir, args.dist, stem))
+        target = tarball_path(args.dist, stem)
+        if args.if_changed and is_newer(target, [stamp_path(args.work)]):
+            print(f"up to date: {target} (newer than the folder)")
+        else:
+            made.append(make_tarball(app_dir, args.dist, stem))
     if args.deb:
         from deb import deb_path, make_deb
 

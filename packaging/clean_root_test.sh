@@ -1,8 +1,10 @@
 #!/bin/bash
 # Install the .deb into minimal Debian roots (debootstrap) and run it there: the proof that its Depends
-# are complete, which the build machine (whose own libraries hide a missing one) cannot give.
+# are complete, which the build machine (whose own libraries hide a missing one) cannot give. Given the
+# tarball instead, unpack it there as an ordinary user after only the libraries packaging/README.md names.
 #
 #   sudo packaging/clean_root_test.sh dist/nexttoken_0.1.0_amd64.deb [bookworm trixie]
+#   sudo packaging/clean_root_test.sh dist/nexttoken-0.1.0-linux-x86_64.tar.gz [bookworm trixie]
 #
 # Needs root, debootstrap, Xvfb (apt-get install debootstrap xvfb) and Debian's archive. For each
 # release (default: bookworm = Debian 12, trixie = Debian 13, whose t64 renames the Depends must survive):
@@ -15,6 +17,11 @@
 #      no X server libraries enter the root), a new user's first window, apt-get remove, then purge;
 #      the first windows' pictures are kept as $NEXTTOKEN_SHOTS/<release>-first-window.png (default:
 #      the roots' folder).
+#   NEXTTOKEN_FIRST_MODEL names the model a new user's first window must open (default
+#   SmolLM2-135M-Instruct; the classroom variant's: gpt2).
+#   3'. for a tarball (*.tar.gz), packaging/linux/tarball_check.sh instead: the named libraries, a user
+#      "pupil" who unpacks it, ldd, pupil's smoke test of SmolLM2 without network and first window
+#      (kept as <release>-tarball-first-window.png), the folder deleted.
 # Time here (2 shared cores): debootstrap about 3 min per release the first time; then about
 # 1-3 min per release (apt, the 870 MB unpack, the smoke test).
 set -euo pipefail
@@ -26,6 +33,11 @@ roots=${NEXTTOKEN_ROOTS:-/var/cache/nexttoken-roots}
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 shots=${NEXTTOKEN_SHOTS:-$roots}
 here=$(cd "$(dirname "$0")" && pwd)
+case "$deb" in
+    *.tar.gz) check=tarball_check.sh ;;
+    *.deb) check=install_check.sh ;;
+    *) echo "clean_root_test: $deb is neither a .deb nor a .tar.gz" >&2; exit 2 ;;
+esac
 [ "$(id -u)" = 0 ] || { echo "clean_root_test: run as root (debootstrap, chroot, mount)" >&2; exit 2; }
 for tool in debootstrap Xvfb xvfb-run; do
     command -v "$tool" > /dev/null || { echo "clean_root_test: $tool missing: apt-get install debootstrap xvfb" >&2; exit 2; }
@@ -85,11 +97,12 @@ for release in "${releases[@]}"; do
     done
     mount_on --bind "$roots/$release-apt" "$root/var/cache/apt/archives"
     cp /etc/resolv.conf "$root/etc/resolv.conf"
-    cp "$deb" "$here/linux/install_check.sh" "$root/tmp/"
+    cp "$deb" "$here/linux/$check" "$root/tmp/"
     echo "clean_root_test: $release: $(du -sh --apparent-size "$base" | cut -f1) minbase root, $(chroot "$root" dpkg -l | grep -c '^ii') packages"
     chroot "$root" apt-get update -q > /dev/null
     if chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin DISPLAY="$display" LANG=C.UTF-8 \
-            sh /tmp/install_check.sh "/tmp/$(basename "$deb")"; then
+            NEXTTOKEN_FIRST_MODEL="${NEXTTOKEN_FIRST_MODEL:-SmolLM2-135M-Instruct}" \
+            sh "/tmp/$check" "/tmp/$(basename "$deb")"; then
         echo "clean_root_test: $release: PASS in $(($(date +%s) - start)) s"
     else
         echo "clean_root_test: $release: FAIL after $(($(date +%s) - start)) s"

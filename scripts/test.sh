@@ -2,7 +2,10 @@
 # Run the tests offscreen after checking the import contracts:
 #     ./scripts/test.sh               the fast tests (all but those marked slow), on two workers
 #                                     (pytest-xdist; a module's tests stay on one worker, so they share its window)
-#     ./scripts/test.sh --all         every test (.ci/run; the packaging tests want the packaging extra)
+#     ./scripts/test.sh --all         every test (.ci/run; the packaging tests want the packaging extra), also on
+#                                     two workers: the slow packaging builds (single-threaded for the most part:
+#                                     PyInstaller's analysis, gzip, lintian) overlap the other tests; two that
+#                                     ask for the same build wait for each other (packaging/build.py's lock)
 #     ./scripts/test.sh -k attention  more arguments go to pytest
 # .venv is set up (scripts/setup.sh) only when it is missing or pyproject.toml changed since its last
 # setup (setup.sh writes pyproject.toml's hash to .venv/nexttoken-setup.sha256): nothing is installed here
@@ -11,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 select=(-m "not slow" -n 2 --dist loadfile)
 if [ "${1:-}" = "--all" ]; then
-    select=()
+    select=(-n 2 --dist loadfile)
     shift
 fi
 if [ ! -x .venv/bin/python ] || [ "$(cat .venv/nexttoken-setup.sha256 2>/dev/null)" != "$(./scripts/setup.sh --hash)" ]; then

@@ -57,7 +57,7 @@ def test_fast_by_default_everything_with_all_and_setup_only_when_pyproject_chang
 
     again = run(checkout, "-x")  # .venv is current: nothing is installed
     assert again == ["lint-imports ", "python -m pytest -m not slow -n 2 --dist loadfile -x"]
-    assert run(checkout, "--all", "-x") == ["lint-imports ", "python -m pytest -x"]
+    assert run(checkout, "--all", "-x") == ["lint-imports ", "python -m pytest -n 2 --dist loadfile -x"]
 
     pyproject = checkout / "pyproject.toml"
     pyproject.write_text(pyproject.read_text() + "\n# changed\n")
