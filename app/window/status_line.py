@@ -8,6 +8,7 @@ import logging
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy
 
+from app.panels.fitted_text import FittedLabel
 from app.window import theme as th
 
 log = logging.getLogger(__name__)
@@ -22,7 +23,7 @@ class StatusLine(QObject):
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
         self.status_label = QLabel("Starting…")
-        self.model_label = QLabel("no model loaded")
+        self.model_label = FittedLabel(("no model loaded",))  # the first of its wordings that fits, on one line
         self.truncate_button = QPushButton("Keep only the last tokens that fit")
         self.truncate_button.setToolTip("The prompt is longer than the model reads: use only its end")
         self.truncate_button.hide()
@@ -31,14 +32,13 @@ class StatusLine(QObject):
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.setToolTip("Stop reading the prompt: no step is taken, the prompt stays")
         self.cancel_button.hide()
-        for label in (self.status_label, self.model_label):
-            label.setTextFormat(Qt.PlainText)  # token text such as <|endoftext|> is text, not a tag
-            label.setWordWrap(True)
-            label.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
+        self.status_label.setTextFormat(Qt.PlainText)  # token text such as <|endoftext|> is text, not a tag
+        self.status_label.setWordWrap(True)
+        self.status_label.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
         self.model_label.setAlignment(Qt.AlignRight | Qt.AlignVCenter)
         self.layout = bar = QHBoxLayout()
         bar.setContentsMargins(8, 0, 8, 0)
-        bar.addWidget(self.status_label, 2)  # a step's line fits on one line at 1280 px, projector
+        bar.addWidget(self.status_label, 3)  # a step's line fits on one line at 1280 px, projector
         bar.addWidget(self.truncate_button)
         bar.addWidget(self.restart_button)
         bar.addWidget(self.cancel_button)
@@ -53,7 +53,7 @@ class StatusLine(QObject):
     def show_model(self, info) -> None:
         """``info`` (a ModelInfo) is the model in use: one calm line, the details in its tooltip."""
         if info.is_demo:  # what this model is for, and how to get a real one
-            self.model_label.setText("Tiny demo model (Model → GPT-2 small)")
+            self.model_label.set_wordings(("Tiny demo model (Model → GPT-2 small)", "Tiny demo model"))
             self.model_label.setToolTip(
                 f"{info.label}. It writes word salad; for real text: Model → GPT-2 small. GPT-2 small (124M) downloads once (about 550 MB) from the Model menu; for a "
                 "classroom without a network, build the installer with packaging/build.py --model-dir to bundle it. "
@@ -62,12 +62,13 @@ class StatusLine(QObject):
         else:
             local_cpu = not info.remote_host and info.device == "cpu"
             where = "" if local_cpu else (" on " + (info.remote_host if info.remote_host else info.device))
-            self.model_label.setText(f"Model: {info.name}{where}")
+            self.model_label.set_wordings((f"Model: {info.name}{where}", f"{info.name}{where}", info.name))
             self.model_label.setToolTip(f"{info.label}; runs on {info.runs_on}")
 
     def show_viewing(self, result) -> None:
         """A session opened from a file without its model is on screen."""
-        self.model_label.setText(f"Viewing a session made with {result.info.name} (not loaded)")
+        self.model_label.set_wordings((f"Viewing a session made with {result.info.name} (not loaded)",
+                                       f"Viewing {result.info.name} (not loaded)", f"{result.info.name} (not loaded)"))
         self.model_label.setToolTip(result.why_not)
 
     def set_theme(self, theme: th.Theme) -> None:
