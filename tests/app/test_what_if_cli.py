@@ -5,7 +5,6 @@ and the picture is taken once both came back."""
 
 from __future__ import annotations
 
-import pytest
 
 from .helpers import run_main_in_child
 
@@ -25,7 +24,6 @@ seen.update(
 """
 
 
-@pytest.mark.slow  # over 5 s (a whole app run)
 def test_what_if_draws_the_map_and_the_pair(tmp_path):
     shot = tmp_path / "shot.png"
     argv = ["--prompt", "The capital of France is", "--what-if", "The capital of Germany is", "--patch", "mlp_out",
