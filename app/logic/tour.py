@@ -11,6 +11,7 @@ import math
 
 from app.logic.flow_numbers import FlowNumbers
 from app.logic.help import words
+from app.logic.why_numbers import largest, waterfall
 
 # (stage, the flow box it lights up), in the order the model computes
 STAGES: tuple[tuple[str, str], ...] = (
@@ -27,6 +28,7 @@ STAGES: tuple[tuple[str, str], ...] = (
     ("sampling", "sampling"),
     ("draw", "chosen"),
     ("appended", "appended"),
+    ("why", "chosen"),  # the chosen token's logit split into its parts (engine.attribution, asked for on this stage)
 )
 
 
@@ -67,6 +69,16 @@ def values(n: FlowNumbers) -> dict:
     )
 
 
+def why_values(a) -> dict:
+    """The why stage's fields from ``a`` (an engine.attribution_trace.Attribution of the chosen
+    token): its logit, how many parts it splits into, the two largest pushes and the largest pull,
+    each named as the Why view names it with its part ("block 23's attention (+2.82)")."""
+    pushes, pulls = largest(a, 2)
+    named = lambda bars, i: f"{bars[i].label} ({bars[i].value:+.2f})" if i < len(bars) else "none"  # noqa: E731
+    return dict(why_logit=a.logit, why_parts=len(waterfall(a)), push_1=named(pushes, 0), push_2=named(pushes, 1),
+                pull_1=named(pulls, 0))
+
+
 def template_key(stage: str, n: FlowNumbers) -> str:
     """The template a stage uses for this step (the draw reads differently when greedy or chosen by
     hand); what the model is made of chooses within the template (``app.logic.model_words``)."""
@@ -80,8 +92,12 @@ def template_key(stage: str, n: FlowNumbers) -> str:
     return stage
 
 
-def sentence(stage: str, n: FlowNumbers, language: str = "en") -> str:
-    """The tour's sentence for ``stage`` with this step's numbers, in its variant for the model."""
+def sentence(stage: str, n: FlowNumbers, language: str = "en", why=None) -> str:
+    """The tour's sentence for ``stage`` with this step's numbers, in its variant for the model;
+    the why stage reads ``why``, the Attribution of this step's chosen token (None: on its way)."""
+    if stage == "why":
+        key, extra = ("why", why_values(why)) if why is not None else ("why_wait", {})
+        return words("tour", key, n.arch, values(n) | extra, language)
     return words("tour", template_key(stage, n), n.arch, values(n), language)
 
 

@@ -3,7 +3,9 @@
 ``FlowView`` is the page and ``TourMode`` the tour; the window joins them to the rest (a box's
 click to its detail view, the toolbar's "◀ Flow" button, the tour's keys). While the tour runs, → and Page Down move its
 highlight forward and ← and Page Up back (outside it those keys step, as always; Space steps in
-both); Esc or the Tour button leaves it. The tour's stages and sentences are ``app.logic.tour``.
+both); Esc or the Tour button leaves it. The tour's stages and sentences are ``app.logic.tour``; its
+last stage, why, asks the engine to split the chosen token's logit (the Why view's Attribute request)
+only while it is lit.
 """
 
 from __future__ import annotations
@@ -102,7 +104,11 @@ HINTS = ("The step in the order the model computes. Click a box to open it; Alt+
 
 class TourMode(QObject):
     """The tour's keys and state. While it runs, the window's step and back actions keep only
-    Space (step) and lose ← → Page Up Page Down to the tour; "show every panel" gives up Esc."""
+    Space (step) and lose ← → Page Up Page Down to the tour; "show every panel" gives up Esc.
+    ``attributeRequested`` (step, position, target, versus) asks for the why stage's split of the
+    step on screen; ``wants`` / ``show_attribution`` take the answer back."""
+
+    attributeRequested = Signal(int, int, int, int)
 
     def __init__(self, view: FlowView, step_action: QAction, back_action: QAction, unfocus_action: QAction,
                  show_flow, parent: QObject | None = None):
@@ -113,6 +119,8 @@ class TourMode(QObject):
         self._show_flow = show_flow
         self.tour = Tour()
         self.running = False
+        self.why = None  # the Attribution of the chosen token of the step the why stage asked for
+        self._asked: tuple[int, int] | None = None  # (step, position) asked for
         window = view.window()
         self.toggle_action = self._action("Tour of the step (presenter mode)", self.toggle, [Qt.Key_T], window)
         self.forward_action = self._action("Tour: next stage", self.forward, [], window)
@@ -173,13 +181,42 @@ class TourMode(QObject):
         if n is None:
             return "Step once: the tour reads out that step's numbers."
         index = self.tour.index
-        return f"{index + 1}/{len(STAGES)} · " + sentence(self.tour.stage, n)
+        return f"{index + 1}/{len(STAGES)} · " + sentence(self.tour.stage, n, why=self._why_for(n))
+
+    def awaiting(self) -> bool:
+        """The why stage's split was asked for and has not come (a screenshot waits for it)."""
+        return self.running and self.tour.stage == "why" and self._asked is not None and self.why is None
+
+    def wants(self, answer) -> bool:
+        a = answer.attribution
+        return self._asked is not None and (a.step, a.position, a.versus) == (*self._asked, -1)
+
+    def show_attribution(self, answer) -> None:
+        self.why = answer.attribution
+        if self.running:
+            self._sync()
+
+    def _why_for(self, n):
+        """The split held, if it is of the step on screen (its newest position)."""
+        a = self.why
+        return a if a is not None and (a.step, a.position) == (n.step, n.position) else None
+
+    def _ask_why(self) -> None:
+        """On the why stage, ask once for the split of the step on screen's chosen token."""
+        result, n = self.state.result, self.view.flow.current()
+        if self.tour.stage != "why" or n is None or result is None or not result.can_step:
+            return
+        wanted = (n.step, n.position)
+        if wanted != self._asked and self._why_for(n) is None:
+            self._asked, self.why = wanted, None
+            self.attributeRequested.emit(n.step, n.position, -1, -1)
 
     def _sync(self) -> None:
         self.view.tour_button.blockSignals(True)
         self.view.tour_button.setChecked(self.running)
         self.view.tour_button.blockSignals(False)
         if self.running:
+            self._ask_why()
             self.view.flow.set_tour(self.tour.box, self.text())
         else:
             self.view.flow.set_tour(None)

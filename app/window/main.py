@@ -201,14 +201,18 @@ class ScriptedRun:
             why.patch.site_box.setCurrentIndex(why.patch.site_box.findData(self.patch_site))
             why.patch.set_second_prompt(self.what_if)
             why.patch.run()
-        view = self.window.views.currentWidget()
-        if getattr(view, "awaiting", lambda: False)():  # a view's answer from the engine is on its way
+        view, tour = self.window.views.currentWidget(), self.window.tour
+
+        def awaiting() -> bool:  # a view's answer from the engine is on its way (or the tour's why stage's)
+            return getattr(view, "awaiting", lambda: False)() or tour.awaiting()
+
+        if awaiting():
             from PySide6.QtCore import QTimer
 
             c = self.window.controller
             for answered in (c.insideReady, c.attributionReady, c.patchReady, c.compareReady):  # drawn: picture it once nothing else is awaited
                 answered.connect(lambda _answer: QTimer.singleShot(
-                    50, lambda: None if getattr(view, "awaiting")() else self._capture(result)))
+                    50, lambda: None if awaiting() else self._capture(result)))
             c.failed.connect(lambda _reply: QTimer.singleShot(50, lambda: self._capture(result)))  # refused: picture it anyway
             return
         if self.window.attention.awaiting():  # the selected head's rows of a long prefill are on their way

@@ -146,6 +146,7 @@ class MainWindow(QMainWindow):
         self.flow_view.flow.maths.inspectRequested.connect(c.inspect)
         self.player.playingChanged.connect(self.flow_view.flow.maths.set_playing)
         self.why_view.attributeRequested.connect(c.attribute)
+        self.tour.attributeRequested.connect(c.attribute)
         patch = self.why_view.patch
         patch.tokenizeRequested.connect(c.tokenize)
         patch.patchRequested.connect(self._on_patch_requested)
@@ -393,6 +394,8 @@ class MainWindow(QMainWindow):
     def _on_controller_attribution_ready(self, answer) -> None:
         if self.why_view.wants(answer):
             self.why_view.show_attribution(answer)
+        if self.tour.wants(answer):
+            self.tour.show_attribution(answer)
 
     def _on_patch_requested(self, text: str, step: int, target: int, versus: int, site: str) -> None:
         self.player.pause()  # the map is of the step on screen

@@ -215,3 +215,22 @@ def test_collapsed_blocks_carry_their_layer_numbers_a_line_apart(n_layer):
     for layer, (x, y, w, h) in numbers:  # each on its own block's row
         bx, by, bw, bh = lay.block_rows[layer]
         assert y <= by + bh // 2 <= y + h
+
+
+def test_the_tour_asks_for_the_split_only_on_its_why_stage_and_reads_it_out(window, qtbot):
+    run(qtbot, window, window.step, p.Step)
+    tour, asked = window.tour, []
+    tour.attributeRequested.connect(lambda *args: asked.append(args))
+    tour.start(len(TOUR_STAGES) - 2)  # appended: nothing is asked
+    assert not asked and not tour.awaiting()
+    with qtbot.waitSignal(window.controller.attributionReady, timeout=30_000):
+        qtbot.keyClick(window, Qt.Key_Right)  # why
+    trace = window.state.result.trace
+    assert asked == [(trace.step, trace.record.end - 1, -1, -1)]
+    qtbot.waitUntil(lambda: "Largest pushes" in window.flow_view.flow.tour_text, timeout=10_000)
+    rec = trace.record
+    assert f"Its logit {float(rec.logits[rec.chosen]):.2f} " in window.flow_view.flow.tour_text
+    qtbot.keyClick(window, Qt.Key_Left)
+    qtbot.keyClick(window, Qt.Key_Right)  # back on why, same step: the split held is read again, not asked
+    assert len(asked) == 1 and "Largest pushes" in window.flow_view.flow.tour_text
+    tour.stop()

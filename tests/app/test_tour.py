@@ -49,12 +49,12 @@ def test_every_stage_has_a_template_and_the_tour_walks_them_in_order():
     while tour.forward():
         seen.append(tour.stage)
     assert seen == [s for s, _box in STAGES]
-    assert not tour.forward() and tour.stage == "appended"
+    assert not tour.forward() and tour.stage == "why"
     while tour.back():
         pass
     assert tour.index == 0 and not tour.back()
     templates = texts("en")["tour"]
-    for key in [s for s, _ in STAGES] + ["tokens_prefill", "draw_greedy", "draw_user"]:
+    for key in [s for s, _ in STAGES] + ["tokens_prefill", "draw_greedy", "draw_user", "why_wait"]:
         assert key in templates and "{" in json.dumps(templates[key])  # a text or a choice by the model's facts
 
 
@@ -132,3 +132,31 @@ def test_greedy_and_chosen_steps_say_how_the_token_was_picked(results):
     chosen = flow_numbers(results["chosen"])
     assert chosen.chosen_by == "user" and template_key("draw", chosen) == "draw_user"
     assert f"rank {chosen.chosen_rank} " in sentence("draw", chosen)
+
+
+def test_the_why_stage_names_the_two_largest_pushes_of_the_engines_split(demo_model):
+    """The why sentence says the chosen token's logit as the record holds it and names the two largest
+    positive parts and the most negative one of the engine's split, each with its value."""
+    from engine.attribution import attribute
+
+    session = Session(demo_model, SAMPLED)
+    session.set_prompt("The capital of France is")
+    session.step()
+    session.step()
+    result = make_result(session)
+    n = flow_numbers(result)
+    rec = result.trace.record
+    assert "being worked out" in sentence("why", n) and "{" not in sentence("why", n)  # no split yet: it says so
+    a = attribute(session)
+    said = sentence("why", n, why=a)
+    assert f"Its logit {float(rec.logits[rec.chosen]):.2f} " in said and f"sum of {len(a.parts())} parts" in said
+    parts = [(value, key) for key, value in a.parts()]
+    words = lambda key: (f"block {key.split()[1]}'s attention" if key.startswith("attn") else  # noqa: E731
+                         f"block {key.split()[1]}'s MLP" if key.startswith("mlp") else
+                         {"embed": "the token embedding", "pos_embed": "the position embedding",
+                          "norm_shift": "the final norm's shift", "head_bias": "the LM head's bias"}[key])
+    pushes = sorted((p for p in parts if p[0] > 0), reverse=True)[:2]
+    pull = min(parts)
+    assert f"Largest pushes: {words(pushes[0][1])} ({pushes[0][0]:+.2f}), {words(pushes[1][1])} ({pushes[1][0]:+.2f});" in said
+    assert f"largest pull: {words(pull[1])} ({pull[0]:+.2f})" in said
+    assert "{" not in said
