@@ -92,7 +92,13 @@ class Architecture:
 
     @property
     def rotary(self) -> bool:
+        """q and k are turned by position (RoPE)."""
         return self.position == ROTARY
+
+    @property
+    def position_table(self) -> bool:
+        """A learned table of positions is added to the token's row (GPT-2's hook_pos_embed)."""
+        return self.position == LEARNED
 
     @property
     def qk_norm(self) -> bool:

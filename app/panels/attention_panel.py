@@ -342,7 +342,7 @@ class AttentionPanel(QGroupBox):
         wide = self.overview_view.minimumWidth()
         if H > WIDE_HEADS:  # more heads than the column has room for: they scroll sideways
             wide -= math.floor((H - WIDE_HEADS) * (THUMB + GAP) * scale)
-        few = self.overview_view.minimumHeight() - need[1] + min(need[1], 4 * px)  # four lines of tiles, the others scroll
+        few = self.overview_view.minimumHeight() - need[1] + min(need[1], 3 * px)  # three lines of tiles, the others scroll
         self.overview_scroll.setMinimumSize(wide + (bars if need[1] > 4 * px else 0), few + (bars if H > WIDE_HEADS else 0))
 
     def _on_stretch_toggled(self, on: bool) -> None:
@@ -428,13 +428,13 @@ class AttentionPanel(QGroupBox):
         if not self._zoomed:
             self.plot.setRange(xRange=(0, T), yRange=(0, T), padding=0)
         piece = self._pieces[row] if row < len(self._pieces) else ""
-        newest = " (the newest query, predicting the next token)" if row == T - 1 else ""
+        newest = " (the newest, predicting the next token)" if row == T - 1 else ""
         waiting = self.history.missing(layer, head) is not None
         rest = (" Only sampled rows of the prompt are kept; the engine is computing this head's others." if self._can_ask
                 else " Only sampled rows of the prompt were saved; open the model to see the others.") if waiting else ""
         self.caption.setText(
             f"Layer {layer}, head {head}: row {row} “{piece}”{newest} is marked ▶; "
-            f"hatched cells are masked future positions.{rest}"
+            f"hatched cells: masked future positions.{rest}"
         )
         if ticks:
             self._set_ticks(T)

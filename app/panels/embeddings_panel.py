@@ -270,7 +270,7 @@ class EmbeddingsPanel(QGroupBox):
         depth = min(depth, pts.shape[0] - 1)
         part = self.part.currentIndex() if depth == 0 else SUM
         arch = result.info.architecture
-        no_table = arch is not None and arch.rotary  # it turns q and k instead (RoPE): no position vector
+        no_table = arch is not None and not arch.position_table  # no position vector is added to the token's row
         if no_table and part == POSITION:  # its position "embeddings" are zeros: never draw them as if they were a vector
             self._set_points(np.zeros((0, 2), np.float32), 0)
             for item in (self.path, self.path_points, self.selected):
