@@ -342,7 +342,7 @@ class AttentionPanel(QGroupBox):
         wide = self.overview_view.minimumWidth()
         if H > WIDE_HEADS:  # more heads than the column has room for: they scroll sideways
             wide -= math.floor((H - WIDE_HEADS) * (THUMB + GAP) * scale)
-        few = self.overview_view.minimumHeight() - need[1] + min(need[1], 3 * px)  # three lines of tiles, the others scroll
+        few = self.overview_view.minimumHeight() - need[1] + min(need[1], 4 * px)  # four lines of tiles, the others scroll
         self.overview_scroll.setMinimumSize(wide + (bars if need[1] > 4 * px else 0), few + (bars if H > WIDE_HEADS else 0))
 
     def _on_stretch_toggled(self, on: bool) -> None:
