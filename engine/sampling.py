@@ -325,8 +325,9 @@ def softmax(logits: np.ndarray) -> np.ndarray:
 
 
 def entropy_bits(probs: np.ndarray) -> float:
+    """-Σ p log2 p over the tokens with p > 0, in bits: never below 0 (one certain token: 0.0, not -0.0)."""
     p = probs[probs > 0].astype(np.float64)
-    return float(-(p * np.log2(p)).sum())
+    return max(0.0, float(-(p * np.log2(p)).sum()))
 
 
 def apply_repetition_penalty(logits: np.ndarray, context_ids: np.ndarray, penalty: float) -> np.ndarray:

@@ -271,7 +271,7 @@ class LogitsPanel(QGroupBox):
             f"“{trace.chosen_piece}”, {by}. Sampling probability: after the penalty, temperature, top-k and top-p, "
             f"what the draw used. Model probability: the softmax of the raw logits. Sampling entropy "
             f"{trace.sampling_entropy_bits:.2f} bits, at most {trace.sampling_entropy_ceiling_bits:.2f} (log2 of the "
-            f"{trace.tokens_left:,} tokens left); model entropy {trace.model_entropy_bits:.2f} bits, at most "
+            f"{trace.tokens_left:,} token{'' if trace.tokens_left == 1 else 's'} left); model entropy {trace.model_entropy_bits:.2f} bits, at most "
             f"{trace.model_entropy_ceiling_bits:.1f} (log2 of the vocabulary).{outside}"
         )
 

@@ -186,7 +186,7 @@ class SamplingStagesPanel(QWidget):
             f"{st.rest_prob:.2%} of the sampling probability. Shown + rest = {total:.4f}. Softmax turns logits into "
             "probabilities: each is e^logit divided by the sum over every token. Entropy: sampling "
             f"{trace.sampling_entropy_bits:.2f} of at most {trace.sampling_entropy_ceiling_bits:.2f} bits (the "
-            f"{trace.tokens_left:,} tokens left), model {trace.model_entropy_bits:.2f} of at most "
+            f"{trace.tokens_left:,} token{'' if trace.tokens_left == 1 else 's'} left), model {trace.model_entropy_bits:.2f} of at most "
             f"{trace.model_entropy_ceiling_bits:.1f} bits (the whole vocabulary)."
         )
         self._chosen_row = chosen_row

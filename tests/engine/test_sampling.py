@@ -481,3 +481,12 @@ def test_a_distribution_has_its_documented_types_whatever_it_is_given(settings):
             np.testing.assert_array_equal(stage, dist.after_penalty)
     greedy = distribution(LOGITS, [3, 1, 3], SamplingSettings(greedy=True, repetition_penalty=2.0))
     assert greedy.in_context.tolist() == [1, 3]
+
+
+def test_the_entropy_of_one_certain_token_is_zero_not_minus_zero():
+    """A distribution with one token left prints as 0.00 bits, never -0.00 (the Sampling view said so)."""
+    from engine.sampling import entropy_bits
+
+    certain = entropy_bits(np.array([0.0, 1.0, 0.0], np.float32))
+    assert certain == 0.0 and math.copysign(1.0, certain) == 1.0 and f"{certain:.2f}" == "0.00"
+    assert entropy_bits(np.array([0.5, 0.5])) == 1.0
