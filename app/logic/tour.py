@@ -92,11 +92,12 @@ def template_key(stage: str, n: FlowNumbers) -> str:
     return stage
 
 
-def sentence(stage: str, n: FlowNumbers, language: str = "en", why=None) -> str:
+def sentence(stage: str, n: FlowNumbers, language: str = "en", why=None, loaded: bool = True) -> str:
     """The tour's sentence for ``stage`` with this step's numbers, in its variant for the model;
-    the why stage reads ``why``, the Attribution of this step's chosen token (None: on its way)."""
+    the why stage reads ``why``, the Attribution of this step's chosen token (None: on its way, or
+    not to be had when the model is not ``loaded``: a saved session viewed without it)."""
     if stage == "why":
-        key, extra = ("why", why_values(why)) if why is not None else ("why_wait", {})
+        key, extra = ("why", why_values(why)) if why is not None else ("why_wait" if loaded else "why_no_model", {})
         return words("tour", key, n.arch, values(n) | extra, language)
     return words("tour", template_key(stage, n), n.arch, values(n), language)
 

@@ -20,6 +20,7 @@ from app.panels.fitted_text import FittedLabel
 from app.panels.flow_panel import FlowPanel
 from app.logic.state import AppState
 from app.logic.tour import STAGES, Tour, sentence
+from app.protocol import messages as p
 
 
 class FlowView(QWidget):
@@ -180,8 +181,9 @@ class TourMode(QObject):
         n = self.view.flow.current()  # the step the flow was given: the tour reads what it shows
         if n is None:
             return "Step once: the tour reads out that step's numbers."
-        index = self.tour.index
-        return f"{index + 1}/{len(STAGES)} · " + sentence(self.tour.stage, n, why=self._why_for(n))
+        index, result = self.tour.index, self.state.result
+        loaded = result is not None and result.can_step
+        return f"{index + 1}/{len(STAGES)} · " + sentence(self.tour.stage, n, why=self._why_for(n), loaded=loaded)
 
     def awaiting(self) -> bool:
         """The why stage's split was asked for and has not come (a screenshot waits for it)."""
@@ -224,7 +226,9 @@ class TourMode(QObject):
     def _on_tour_button_toggled(self, on: bool) -> None:
         self.start() if on else self.stop()
 
-    def _on_state_result(self, _result) -> None:
+    def _on_state_result(self, result) -> None:
+        if isinstance(result.request, p.RESTARTS):  # another model or text: a split held is of neither
+            self._asked, self.why = None, None
         if self.running:  # the same stage, this step's numbers
             self._sync()
 

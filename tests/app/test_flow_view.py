@@ -233,4 +233,9 @@ def test_the_tour_asks_for_the_split_only_on_its_why_stage_and_reads_it_out(wind
     qtbot.keyClick(window, Qt.Key_Left)
     qtbot.keyClick(window, Qt.Key_Right)  # back on why, same step: the split held is read again, not asked
     assert len(asked) == 1 and "Largest pushes" in window.flow_view.flow.tour_text
+    run(qtbot, window, window.controller.reset, p.Reset)  # the text starts over: the split held is of none of it
+    assert tour.why is None and "Largest pushes" not in window.flow_view.flow.tour_text
+    with qtbot.waitSignal(window.controller.attributionReady, timeout=30_000):
+        run(qtbot, window, window.step, p.Step)  # the same step and position again: asked again
+    assert len(asked) == 2
     tour.stop()

@@ -54,7 +54,7 @@ def test_every_stage_has_a_template_and_the_tour_walks_them_in_order():
         pass
     assert tour.index == 0 and not tour.back()
     templates = texts("en")["tour"]
-    for key in [s for s, _ in STAGES] + ["tokens_prefill", "draw_greedy", "draw_user", "why_wait"]:
+    for key in [s for s, _ in STAGES] + ["tokens_prefill", "draw_greedy", "draw_user", "why_wait", "why_no_model"]:
         assert key in templates and "{" in json.dumps(templates[key])  # a text or a choice by the model's facts
 
 
@@ -147,6 +147,7 @@ def test_the_why_stage_names_the_two_largest_pushes_of_the_engines_split(demo_mo
     n = flow_numbers(result)
     rec = result.trace.record
     assert "being worked out" in sentence("why", n) and "{" not in sentence("why", n)  # no split yet: it says so
+    assert "needs the model" in sentence("why", n, loaded=False)  # a saved session viewed without its model
     a = attribute(session)
     said = sentence("why", n, why=a)
     assert f"Its logit {float(rec.logits[rec.chosen]):.2f} " in said and f"sum of {len(a.parts())} parts" in said
