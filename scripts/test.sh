@@ -22,5 +22,8 @@ if [ ! -x .venv/bin/python ] || [ "$(cat .venv/nexttoken-setup.sha256 2>/dev/nul
 fi
 . .venv/bin/activate
 export QT_QPA_PLATFORM=offscreen HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+# compiled modules and pytest's rewritten tests are kept (__pycache__, ignored by git): without them
+# every worker and every app or engine process a test starts compiles them again
+unset PYTHONDONTWRITEBYTECODE
 lint-imports
 python -m pytest "${select[@]}" "$@"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 from pathlib import Path
@@ -21,6 +22,23 @@ from engine import paths
 
 DEMO_DIR = paths.demo_model_dir()
 SLOW_BUDGET = 50  # tests marked slow (left out of ./scripts/test.sh): make tests cheaper rather than mark more
+
+
+# Garbage is collected between tests only. A window a test closed is cyclic garbage full of Qt
+# objects; collected whenever Python chose, once inside PySide's disconnect (which holds Qt's signal
+# lock) a QAction's destructor waited for that same lock for ever (seen: a worker hung), and in a test
+# whose engine is a thread, Python may choose that thread. Between tests nothing else runs.
+gc.disable()
+_frozen = [False]
+
+
+@pytest.fixture(autouse=True)
+def collect_garbage_after_the_test():
+    yield
+    gc.collect()
+    if not _frozen[0]:  # what the first test kept (modules, session fixtures) is never walked again
+        gc.freeze()
+        _frozen[0] = True
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects them

@@ -25,6 +25,7 @@ from app.logic.state import AppState
 
 FRAME_MS = 16  # draw at most one result per frame
 MAX_SPEED_FRAME_MS = 500  # at max speed, draw at most 2 steps a second (see RESULTS_GUI.md)
+TURN_MS = 1  # from the end of one turn to the start of the next (tests set it and FRAME_MS to 0)
 
 
 class PaintScheduler(QObject):
@@ -49,7 +50,7 @@ class PaintScheduler(QObject):
         # one panel or plot per event-loop turn, each started 1 ms after the last one ended: a
         # repeating timer is due again before its turn ends, and ran turns back to back ahead of
         # other due timers (stalls of 50 ms and more)
-        self._turn_timer = QTimer(self, interval=1, singleShot=True)
+        self._turn_timer = QTimer(self, interval=TURN_MS, singleShot=True)
         self._turn_timer.timeout.connect(self._on_turn_timer_timeout)
         self._turns: tuple[p.SessionResult | None, list] | None = None  # the result being drawn, its turns left
         self.turn_ms: list[float] = []

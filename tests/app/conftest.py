@@ -11,7 +11,14 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import pytest
 from PySide6.QtCore import QSettings, QThread
 
+from app.window import paint_scheduler
 from engine import hf_compat
+
+# A result is drawn as soon as it arrives, its turns back to back: the window's 16 ms frame and the
+# 1 ms between turns are waits, and a run draws thousands of steps (three window test files took
+# about a fifth less time without them, side by side). What they are for (a result per frame, other
+# timers between turns) is measured in benchmarks/bench_gui.py, which keeps them.
+paint_scheduler.FRAME_MS = paint_scheduler.TURN_MS = 0
 
 
 _started: list[QThread] = []  # every QThread started from Python since the last test's check
