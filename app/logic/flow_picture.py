@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from app.logic.flow_attention_numbers import HeadMaths, table
-from app.logic.flow_layout import FlowLayout, block_numbers
+from app.logic.flow_layout import FlowLayout, block_numbers, table_margin
 from app.logic.flow_numbers import FlowNumbers
 from app.logic.flow_texts import TITLES, logit_numbers
 from app.logic.text_fit import Fitter, tail_words
@@ -342,20 +342,22 @@ def _expanded(c: _Canvas, lay: FlowLayout, n: FlowNumbers, t: dict[str, tuple]) 
         c.fit((mx, my, mw, line), t.get("mlp", ""), "mlp")  # 8 experts: their shorter wordings
 
 
-def maths_picture(rect, maths: HeadMaths | None, waiting: str, line: int, fitter: Fitter, gap: int) -> list[Painted]:
-    """The head's maths table in ``rect`` (x, y, w, h): a line of column heads, then a row per key
-    while a line is left; ``waiting`` is written instead until ``maths`` is there. ``gap``: the
-    space between columns (a space's advance and 2 px)."""
+def maths_picture(rect, maths: HeadMaths | None, waiting: str, line: int, fitter: Fitter, gap: int,
+                  pad: int = 0) -> list[Painted]:
+    """The head's maths table in its box ``rect`` (x, y, w, h; ``pad``: the box's inner margin): a
+    line of column heads, then a row per key while a line is left; ``waiting`` is written instead
+    until ``maths`` is there. ``gap``: the space between columns (a space's advance and 2 px)."""
     x, y, w, h = rect
+    out: list[Painted] = [Painted(BOX, (x + 0.5, y + 0.5, w - 1.0, h - 1.0), rounded=True, ink="grey", role="maths_box")]
+    m = table_margin(pad)
+    x, y, w, h = x + pad + 2, y + m, w - 2 * pad - 4, h - 2 * m
     rows = h // line - 1
-    out: list[Painted] = [Painted(FILL, (x - 2, y, w + 4, h), ink="white"),  # it runs on under the KV cache's row
-                          Painted(FRAME, (x - 2, y, w + 3, h - 1), ink="grey")]
-    x, w = x + 2, w - 4
     if maths is None or rows < 1:
         short = waiting.split(":")[0]  # "head 3", where the sentence has no room
         out.append(Painted(TEXT, (x, y, w, line), fitter.fit([waiting, short], w)[0], role="maths_waiting"))
         return out
     head, body = table(maths, rows)
+    head = (f"head {maths.head} · {head[0]}", *head[1:])  # which head's keys: the block above names its layer
     widths = [max(fitter.width(head[i], True), *(fitter.width(cells[i]) for cells in body)) for i in range(1, 5)]
     numbers = sum(widths) + gap * len(widths)
     key_w = max(0, w - numbers)
@@ -373,7 +375,10 @@ def maths_picture(rect, maths: HeadMaths | None, waiting: str, line: int, fitter
             out.append(Painted(FILL, (x, top + 1, max(1, int(key_w * weight)), line - 2), ink="candidate", alpha=70,
                                role="maths_bar", index=i - 1))
         position = cells[0].rsplit(" ", 1)[-1]
-        shorter = [position] if i > 0 and position.isdigit() else []  # a key's position alone, where its token has no room
+        token = cells[0].rsplit(" ", 1)[0]
+        shorter = [token, position] if i > 0 and token and position.isdigit() else [position]  # its token alone, then its position
+        if i == 0:
+            shorter = [cells[0].split(" · ")[-1]]  # "key"
         if i > 0 and cells[0].endswith(" more"):
             shorter = ["+" + cells[0].split()[0]]  # "+12": the other keys, summed
         key = fitter.fit([cells[0], *shorter], key_w, bold)[0]

@@ -202,6 +202,7 @@ class FlowPanel(QWidget):
             "sampling": FlowPlace("sampling"),
             "chosen": FlowPlace("sampling"),
             "appended": FlowPlace("overview"),
+            "maths": FlowPlace("inside", self.state.layer, self.state.head, newest=True),
         }[box]
 
     @guarded
@@ -265,7 +266,7 @@ class FlowPanel(QWidget):
             key = (m, note, lay, self.fitter)
             if not _same(self._pictures.get("maths", ((),))[0], key):
                 gap = self._metrics[False].horizontalAdvance(" ") + 2
-                self._pictures["maths"] = (key, maths_picture(lay.parts["maths"], m, note, self.line, self.fitter, gap))
+                self._pictures["maths"] = (key, maths_picture(lay.parts["maths"], m, note, self.line, self.fitter, gap, lay.pad))
             parts.append(self._pictures["maths"][1])
         parts.append(tour_picture(lay, self.tour_box, self.tour_text, self.pen_width))
         return [item for part in parts for item in part]

@@ -53,15 +53,18 @@ def test_the_strip_asks_once_per_step_and_layer_and_shows_the_recorded_weights(w
 @pytest.mark.parametrize("size, line, n_layer", [((1270, 420), 22, 30), ((1010, 450), 20, 30), ((1350, 470), 17, 12),
                                                   ((1010, 420), 24, 12)])
 def test_the_expanded_block_has_room_for_the_maths(size, line, n_layer):
-    """At least the column heads and two keys, inside the expanded block's height, across the
-    blocks and the KV cache columns, below the lines the block already had; the block numbers as
-    often as without it (every 5th at worst)."""
+    """At least the column heads and two keys, in a box of its own under the blocks and the KV
+    cache columns, as wide as both, which end above it (nothing drawn over the KV cache); the
+    expanded block keeps its lines; the block numbers as often as without it (every 5th at worst)."""
     lay = layout(*size, n_layer, line, 7)
     x, y, w, h = lay.parts["maths"]
     ex, ey, ew, eh = lay.block_rows[7]
     kx, ky, kw, kh = lay.kv_rows[7]
-    assert h >= 3 * line and y >= lay.parts["mlp"][1] + line and y + h <= ey + eh
-    assert x >= ex and x + w <= kx + kw
+    assert h >= 3 * line and lay.parts["mlp"][1] + line <= ey + eh
+    assert x == ex and x + w == kx + kw and y + h <= lay.height
+    for name in ("blocks", "kv"):
+        bx, by, bw, bh = lay.boxes[name]
+        assert by + bh < y and max(r[1] + r[3] for r in lay.block_rows) <= by + bh
     numbers = block_numbers(lay.block_rows, lay.expanded, line)
     layers = [layer for layer, _ in numbers]
     assert min(b - a for a, b in zip(layers, layers[1:])) in (1, 2, 5)
@@ -110,3 +113,38 @@ def test_the_controls_sit_in_the_sampling_box_s_title_line(window, qtbot, size, 
     for spin in (panel.sampling_controls.temperature, panel.sampling_controls.top_k):  # every digit shows
         text_w = QFontMetrics(spin.font()).horizontalAdvance(spin.text())
         assert spin.lineEdit().width() >= text_w, spin.text()
+
+
+def test_the_maths_table_names_its_keys_on_a_1024_x_768_projector(qapp):
+    """The key column names each key's token (its position after it where there is room), never
+    a bare position, in the projector font at 1024 x 768 with 30 blocks: the numbers' columns
+    keep to one format and leave the keys their room."""
+    from PySide6.QtGui import QFontMetrics
+
+    from app.logic.flow_attention_numbers import HeadMaths, KeyRow
+    from app.logic.flow_picture import maths_picture
+    from app.logic.text_fit import Fitter
+    from app.window.theme import PROJECTOR
+
+    metrics = {bold: QFontMetrics(PROJECTOR.font(-1, bold)) for bold in (False, True)}
+    fitter = Fitter(lambda text, bold: metrics[bold].horizontalAdvance(text))
+    line = max(m.height() for m in metrics.values())
+    lay = layout(1010, 470, 30, line, 0)
+    pieces = ["The", "␣capital", "␣of", "␣France", "␣is", "␣Paris"]
+    numbers = [(29.8, 0.32, 0.0673), (25.9, 0.2, 0.0756), (20.2, 0.097, 0.0225), (28.6, 0.28, 0.08), (16.6, 0.062, 0.0151)]
+    rows = tuple(KeyRow(j, pieces[j], dot, dot / 8, w, taken) for j, (dot, w, taken) in enumerate(numbers))
+    m = HeadMaths(step=2, layer=0, head=0, kv_head=0, position=6, piece="↵", n_keys=7, scale=0.125, scale_text="÷ √64",
+                  rule="", rotated=True, rows=rows, rest=2, rest_weight=0.04, rest_taken=0.01, z_norm=1.0)
+    items = maths_picture(lay.parts["maths"], m, "", line, fitter, metrics[False].horizontalAdvance(" ") + 2, lay.pad)
+    keys = [item.text for item in items if item.role == "maths_row" and item.kind == "text" and not item.right]
+    assert keys and all(not key.isdigit() for key in keys), keys
+    assert keys[:2] == ["The 0", "␣capital 1"] or keys[1] == "␣capital", keys
+
+
+def test_a_chat_turn_s_shorter_flow_still_has_the_maths():
+    """A chat turn's chips take two rows, leaving the Flow about 370 px at 1280 x 720 projector:
+    the table still gets its box (the collapsed blocks then numbered every 10th)."""
+    lay = layout(1268, 372, 30, 22, 0)
+    assert lay.parts["maths"][3] >= 3 * 22
+    layers = [layer for layer, _ in block_numbers(lay.block_rows, lay.expanded, 22)]
+    assert layers and min(b - a for a, b in zip(layers, layers[1:])) <= 10
