@@ -30,8 +30,8 @@ COLUMNS: tuple[tuple[float, tuple[str, ...]], ...] = (
 # content lines (without the title): (the least a box needs, the most it uses)
 LINES = {
     "tokens": (1, 3), "embedding": (2, 4), "ln_final": (1, 3), "lm_head": (1, 2), "logits": (2, 6),
-    "sampling": (3, 5), "chosen": (2, 4), "appended": (1, 2),
-}
+    "sampling": (3, 6), "chosen": (2, 4), "appended": (1, 2),
+}  # the sampling box's first line holds its temperature and top-k controls (app.panels.flow_sampling_controls)
 EXPANDED_LINES = 5  # the selected block's content: its norms, its heads, its head's attention (two lines), its MLP
 MATHS_LINES = (2, 6)  # under them, the head's maths (app.panels.flow_attention_strip): the least lines it adds, the most
 # (with the expanded block's last line, which it takes too: a line of column heads and a row per key)

@@ -90,22 +90,24 @@ class _Canvas:
             self.add(TEXT, (x, y + i * self.line, w, self.line), text=text, role=role, index=index, bold=bold, right=right, ink=ink)
         return chosen
 
-    def line_at(self, box, index: int, wordings, role: str, *, bold: bool = False, lines: int = 1, idx: int = -1) -> list[str]:
-        """Content line ``index`` (0: the title line) of ``box``."""
+    def line_at(self, box, index: int, wordings, role: str, *, bold: bool = False, lines: int = 1, idx: int = -1,
+                shift: int = 0) -> list[str]:
+        """Content line ``index`` (0: the title line) of ``box``, ``shift`` pixels lower."""
         x, y, w, _h = box
-        rect = (x + self.pad + 2, y + self.pad + index * self.line, w - 2 * self.pad - 4, self.line)
+        rect = (x + self.pad + 2, y + self.pad + index * self.line + shift, w - 2 * self.pad - 4, self.line)
         return self.fit(rect, wordings, role, bold=bold, lines=lines, index=idx)
 
     def room(self, box, index: int) -> int:
         """How many lines ``box`` has from content line ``index`` down."""
         return max(0, (box[3] - self.pad) // self.line - index)
 
-    def text(self, box, index: int, wordings, role: str, *, bold: bool = False, lines: int = 1, idx: int = -1) -> list[str]:
-        """Content line ``index`` of ``box`` when the box has room for it."""
-        room = self.room(box, index)
+    def text(self, box, index: int, wordings, role: str, *, bold: bool = False, lines: int = 1, idx: int = -1,
+             shift: int = 0) -> list[str]:
+        """Content line ``index`` of ``box`` (``shift`` pixels lower) when the box has room for it."""
+        room = self.room((*box[:3], box[3] - shift), index)
         if room < 1:
             return []
-        return self.line_at(box, index, wordings, role, bold=bold, lines=min(lines, room), idx=idx)
+        return self.line_at(box, index, wordings, role, bold=bold, lines=min(lines, room), idx=idx, shift=shift)
 
     def strip(self, box, index: int, vector: np.ndarray) -> None:
         """A vector as one line of coloured cells (symmetric about 0)."""
@@ -178,10 +180,10 @@ def _numbers(c: _Canvas, lay: FlowLayout, n: FlowNumbers, t: dict[str, tuple]) -
     _logits(c, b["logits"], n)
     # 7 · 8 · 9
     rows = t["sampling_rows"]
-    room = lay.lines.get("sampling", 0)
-    first = max(0, len(rows) - room) if room else 0  # short of room: the last stages
-    for i, wordings in enumerate(rows[first:], start=1):
-        c.text(b["sampling"], i, wordings, "sampling_row", idx=first + i - 1)
+    room = lay.lines.get("sampling", 0) - 1  # under the line of the temperature and top-k controls
+    first = max(0, len(rows) - room) if room > 0 else 0  # short of room: the last stages
+    for i, wordings in enumerate(rows[first:], start=2):
+        c.text(b["sampling"], i, wordings, "sampling_row", idx=first + i - 2, shift=lay.pad)  # the controls: a line and a pad
     ch = b["chosen"]
     _chip(c, ch, 1, t["chosen_1"])
     c.text(ch, 2, t["chosen_2"], "chosen_2")

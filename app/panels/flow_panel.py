@@ -95,7 +95,7 @@ class FlowPanel(QWidget):
         self._dirty = True  # the numbers wait for the view to be shown
         self.maths = HeadMathsSource(state, self)  # the selected head's maths, asked of the engine
         self.maths.changed.connect(self._on_maths_changed)
-        self.sampling_controls = FlowSamplingControls(self)  # temperature and top-k, in the sampling box's title line
+        self.sampling_controls = FlowSamplingControls(self)  # temperature and top-k, on the sampling box's first line
         self.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Expanding)
         self.setMouseTracking(True)
         self.setToolTip("Click a box to open it in its detail view (Alt+1 or F comes back here)")
@@ -167,8 +167,7 @@ class FlowPanel(QWidget):
 
     def _place_controls(self) -> None:
         lay = self.flow_layout()
-        title = QFontMetrics(self.title_font).horizontalAdvance(TITLES["sampling"]) + 2 * lay.pad + 6
-        self.sampling_controls.place(lay.boxes["sampling"], self.line, lay.pad, self.body_font, title)
+        self.sampling_controls.place(lay.boxes["sampling"], self.line, lay.pad, self.body_font)
 
     # ------------------------------------------------------------ geometry
     def flow_layout(self) -> FlowLayout:

@@ -95,7 +95,10 @@ def test_the_flow_s_temperature_and_top_k_resample_and_stay_in_step_with_the_sam
 
 
 @pytest.mark.parametrize("size, projector", [((1280, 720), True), ((1024, 768), True), ((1366, 768), False)])
-def test_the_controls_sit_in_the_sampling_box_s_title_line(window, qtbot, size, projector):
+def test_the_controls_are_labelled_on_a_line_of_their_own_in_the_sampling_box(window, qtbot, size, projector):
+    """Temperature and top-k each carry a word a class reads ("temperature" or "temp", "top-k"),
+    not a bare number, on the sampling box's first line under its title; the stages' rows are
+    painted under them, none behind a control; every digit shows."""
     window.show_view("flow")
     run(qtbot, window, window.step, p.Step)
     window.state.set_projector(projector)
@@ -103,14 +106,20 @@ def test_the_controls_sit_in_the_sampling_box_s_title_line(window, qtbot, size, 
     qtbot.wait(50)
     panel = window.flow_view.flow
     lay = panel.flow_layout()
-    g = panel.sampling_controls.geometry()
+    controls = panel.sampling_controls
+    g = controls.geometry()
     x, y, w, h = lay.boxes["sampling"]
+    assert controls.temperature.prefix().strip() in ("temperature", "temp")
+    assert controls.top_k.prefix().strip() == "top-k"
+    assert g.left() >= x and g.right() < x + w and g.top() >= y + lay.pad + lay.line - 2 and g.bottom() < y + h
+    from PySide6.QtCore import QRect
     from PySide6.QtGui import QFontMetrics
-    from app.panels.flow_panel import TITLES
 
-    title_end = x + lay.pad + 2 + QFontMetrics(panel.title_font).horizontalAdvance(TITLES["sampling"])
-    assert g.left() > title_end and g.right() < x + w and g.top() >= y and g.bottom() < y + lay.line + 3 * lay.pad
-    for spin in (panel.sampling_controls.temperature, panel.sampling_controls.top_k):  # every digit shows
+    from app.logic.flow_picture import texts_of
+
+    rows = [item for item in texts_of(panel.picture()) if item.role == "sampling_row"]
+    assert rows and not any(g.intersects(QRect(*item.rect)) for item in rows)
+    for spin in (controls.temperature, controls.top_k):  # every digit shows
         text_w = QFontMetrics(spin.font()).horizontalAdvance(spin.text())
         assert spin.lineEdit().width() >= text_w, spin.text()
 
