@@ -226,27 +226,37 @@ def _appended(c: _Canvas, lay: FlowLayout, n: FlowNumbers, t: dict[str, tuple]) 
 
 def _logits(c: _Canvas, box, n: FlowNumbers) -> None:
     """The candidates, best first: each piece (or its id) and its logit and model probability, on a
-    pale bar as long as that probability."""
+    pale bar as long as that probability. Every row's numbers in one form (a row without its
+    logit beside one with it reads as another kind of number): the longest with which each row
+    keeps its piece whole, else its piece or its id."""
     x, y, w, _h = box
     pad, line = c.pad, c.line
     shown = min(len(n.top_ids), c.lay.lines.get("logits", 0))
     inner = w - 2 * pad - 4
     gap = c.fitter.width("  ")
-    for i in range(shown):
+    rows = [(n.top_ids[i] == n.chosen_id, (n.top_pieces[i], f"id {n.top_ids[i]}"), logit_numbers(n.top_logits[i], n.top_model_probs[i]))
+            for i in range(shown)]
+
+    def piece_room(numbers: str) -> int:
+        return inner - 2 - c.fitter.width(numbers) - gap
+
+    def fits(piece: str, chosen: bool, numbers: str) -> bool:
+        return c.fitter.width(piece, chosen) <= piece_room(numbers)
+
+    n_forms = min((len(forms) for _c, _p, forms in rows), default=1)
+    form = next((k for k in range(n_forms) if all(fits(pieces[0], chosen, forms[k]) for chosen, pieces, forms in rows)),
+                next((k for k in range(n_forms) if all(any(fits(p, chosen, forms[k]) for p in pieces) for chosen, pieces, forms in rows)),
+                     n_forms - 1))
+    for i, (chosen, pieces, forms) in enumerate(rows):
         top = y + pad + (i + 1) * line
-        chosen = n.top_ids[i] == n.chosen_id
         prob = n.top_model_probs[i]
         c.add(FILL, (x + pad + 2, top + 1, max(1, int(inner * prob)), line - 2), ink="chosen" if chosen else "candidate",
               alpha=150 if chosen else 90, role="logit_bar", index=i)
-        pieces = (n.top_pieces[i], f"id {n.top_ids[i]}")
-        forms = [(piece, numbers) for piece in pieces for numbers in logit_numbers(n.top_logits[i], prob)]
-        for piece, numbers in forms:  # the piece itself before its id, the numbers shorter where the piece needs the room
-            numbers_w = c.fitter.width(numbers) + gap
-            piece_room = inner - 2 - numbers_w
-            if c.fitter.width(piece, chosen) <= piece_room:
-                break
-        c.fit((x + pad + 4, top, max(1, piece_room), line), piece, "logit_piece", bold=chosen, index=i)
-        c.fit((x + w - pad - 2 - (numbers_w - gap), top, numbers_w - gap, line), numbers, "logit_numbers", right=True, index=i)
+        numbers = forms[form]
+        piece = next((p for p in pieces if fits(p, chosen, numbers)), pieces[-1])  # the piece itself before its id
+        numbers_w = c.fitter.width(numbers)
+        c.fit((x + pad + 4, top, max(1, piece_room(numbers)), line), piece, "logit_piece", bold=chosen, index=i)
+        c.fit((x + w - pad - 2 - numbers_w, top, numbers_w, line), numbers, "logit_numbers", right=True, index=i)
 
 
 def _blocks(c: _Canvas, lay: FlowLayout, n: FlowNumbers, t: dict[str, tuple]) -> None:

@@ -5,7 +5,8 @@ recorded with its box and font: a text wider or taller than its box, one drawn o
 two drawn over each other, or one with "…" in it (an elided number or label) is a failure; so is a
 cut line of the two above the picture (the hint and the model's line), and two painted boxes or
 frames (a stage's box, the expanded block's frame, the head's maths table) that cross: each lies
-inside the other or apart from it."""
+inside the other or apart from it; and the logits' rows in two formats (some with their logit,
+some without)."""
 
 from __future__ import annotations
 
@@ -91,6 +92,14 @@ def box_problems(panel) -> list[str]:
     return [f"{a} {ra} crosses {b} {rb}" for i, (a, ra) in enumerate(frames) for b, rb in frames[i + 1:] if _crossing(ra, rb)]
 
 
+def logit_problems(panel) -> list[str]:
+    """The logits box's rows in more than one format (one with its logit, one without)."""
+    from app.logic.flow_picture import texts_of
+
+    numbers = [item.text for item in texts_of(panel.picture()) if item.role == "logit_numbers"]
+    return [f"logits in two formats: {numbers}"] if len({"·" in text for text in numbers}) > 1 else []
+
+
 def flow_problems(window, qtbot, monkeypatch, size, projector) -> list[str]:
     """Every cut text of the Flow at ``size``, with the first, a middle and the last block expanded,
     its first and last head selected."""
@@ -109,6 +118,7 @@ def flow_problems(window, qtbot, monkeypatch, size, projector) -> list[str]:
             qtbot.waitUntil(lambda: not panel.maths.awaiting())  # the head's maths table drawn, not its waiting line
             problems += [f"block {layer} head {head}: {x}" for x in text_problems(panel, painted_texts(panel, monkeypatch))]
             problems += [f"block {layer} head {head}: {x}" for x in box_problems(panel)]
+    problems += logit_problems(panel)
     for label in (window.flow_view.hint, window.flow_view.model_line):  # the lines above the picture
         need = label.fontMetrics().horizontalAdvance(label.text())
         if not label.text() or need > label.contentsRect().width():

@@ -214,3 +214,22 @@ def test_every_page_scrolls_at_most_one_screen_and_the_charts_keep_their_ticks(d
             problems += [f"lens with wide pieces: {p}" for p in lens_problems(inside.lens.table)]
     pages.go(0)
     assert problems == [], "\n".join(problems)
+
+
+def test_the_logit_lens_shows_whole_tokens_dropping_columns_rather_than_cutting_them(qtbot):
+    """A narrow table shows fewer candidates, each token whole: never "␣internati…" (a token cut
+    reads as another word)."""
+    from app.panels.inside_lens import LENS_SHOWN, LensTable
+
+    table = LensTable()
+    qtbot.addWidget(table)
+    table.setColumnCount(LENS_SHOWN + 2)
+    table.setRowCount(3)
+    table.resize(520, 300)
+    table.show()
+    pieces = [["␣international", "␣institutional", "␣the", "␣a", "␣of"]] * 3
+    table.set_candidates(pieces, np.arange(15, dtype=np.float32).reshape(3, 5))
+    shown = [table.item(row, col).text() for row in range(3) for col in range(1, LENS_SHOWN + 1)
+             if not table.isColumnHidden(col)]
+    assert shown and not any("…" in text for text in shown), shown
+    assert all(text.split(" (")[0] in pieces[0] for text in shown)
