@@ -130,7 +130,7 @@ class LensPart:
         table.setRowCount(len(depths))
         table.setColumnCount(LENS_SHOWN + 2)
         table.setHorizontalHeaderLabels(
-            ["after"] + [f"#{i + 1} (logit)" for i in range(LENS_SHOWN)] + [f"“{piece(t.next_id)}”: model p, rank"]
+            ["after"] + [f"#{i + 1} (logit)" for i in range(LENS_SHOWN)] + [f"“{piece(t.next_id)}”:\nmodel p, rank"]
         )
         for row, name in enumerate(depths):
             table.setItem(row, 0, QTableWidgetItem(name))

@@ -233,3 +233,34 @@ def test_the_logit_lens_shows_whole_tokens_dropping_columns_rather_than_cutting_
              if not table.isColumnHidden(col)]
     assert shown and not any("…" in text for text in shown), shown
     assert all(text.split(" (")[0] in pieces[0] for text in shown)
+
+
+def test_the_gated_mlp_page_lists_its_strongest_units_once(deep_window, qtbot):
+    """A gated MLP's sentence lists its strongest units with their gate and up factors: the plain
+    list under the strips ("Strongest units: unit 1,194 = +8.50, ...") said it a second time."""
+    from PySide6.QtWidgets import QLabel
+
+    inside, _t = inside_at(deep_window, qtbot, (1280, 720), True)
+    said = [label.text() for label in inside.mlp.box.findChildren(QLabel) if label.isVisibleTo(inside.mlp.box)]
+    assert sum(text.count("Strongest units") for text in said) == 1, said
+
+
+def test_a_long_page_title_wraps_rather_than_being_cut(deep_window, qtbot):
+    """The page bar's title ("Attention in block 0 (of 0-29), head 0: the norm and the query ·
+    page 2 of 9") is wider than a 1024 x 768 projector's bar: it takes a second line, every word shown."""
+    from PySide6.QtCore import QRect
+
+    inside, _t = inside_at(deep_window, qtbot, (1024, 768), True)
+    pages, problems = inside.pages, []
+    for i in range(len(pages.boxes)):
+        pages.go(i)
+        qtbot.wait(20)
+        title = pages.title
+        fm = title.fontMetrics()
+        w = title.contentsRect().width()
+        one_line = fm.horizontalAdvance(title.text()) <= w
+        wrapped = fm.boundingRect(QRect(0, 0, w, 10_000), int(Qt.TextWordWrap), title.text()).height()
+        if not one_line and not (title.wordWrap() and wrapped <= title.contentsRect().height()):
+            problems.append(f"{title.text()!r} cut: {fm.horizontalAdvance(title.text())} px in {w} px")
+    pages.go(0)
+    assert problems == [], problems
