@@ -228,7 +228,7 @@ def _logits(c: _Canvas, box, n: FlowNumbers) -> None:
     """The candidates, best first: each piece (or its id) and its logit and model probability, on a
     pale bar as long as that probability. Every row's numbers in one form (a row without its
     logit beside one with it reads as another kind of number): the longest with which each row
-    keeps its piece whole, else its piece or its id."""
+    keeps its piece, or else its id, whole (a box titled Logits keeps its logits where it can)."""
     x, y, w, _h = box
     pad, line = c.pad, c.line
     shown = min(len(n.top_ids), c.lay.lines.get("logits", 0))
@@ -244,9 +244,8 @@ def _logits(c: _Canvas, box, n: FlowNumbers) -> None:
         return c.fitter.width(piece, chosen) <= piece_room(numbers)
 
     n_forms = min((len(forms) for _c, _p, forms in rows), default=1)
-    form = next((k for k in range(n_forms) if all(fits(pieces[0], chosen, forms[k]) for chosen, pieces, forms in rows)),
-                next((k for k in range(n_forms) if all(any(fits(p, chosen, forms[k]) for p in pieces) for chosen, pieces, forms in rows)),
-                     n_forms - 1))
+    form = next((k for k in range(n_forms) if all(any(fits(p, chosen, forms[k]) for p in pieces) for chosen, pieces, forms in rows)),
+                n_forms - 1)
     for i, (chosen, pieces, forms) in enumerate(rows):
         top = y + pad + (i + 1) * line
         prob = n.top_model_probs[i]

@@ -342,7 +342,7 @@ class WhyPanel(QWidget):
     def _name_bars(self, bars, named, x_range, y_range, metrics: QFontMetrics) -> None:
         """Name the ``named`` bars over (a push) or under (a pull) their ends, the largest first;
         a name that would run into one placed already moves a line further out, and is left out
-        (the sentence above names it) where no place in the plot is clear."""
+        (the sentence above names it) where that is not clear either or leaves the plot."""
         theme = self.state.theme
         vb = self.fall_plot.getViewBox()
         W = vb.width() or self.fall_view.width() * 0.8
@@ -360,7 +360,7 @@ class WhyPanel(QWidget):
             w = metrics.horizontalAdvance(text) + 10
             up = b.value > 0
             cx, cy = px(index[b.key], max(b.start, b.end) if up else min(b.start, b.end))
-            for k in range(3):
+            for k in range(2):  # by its bar, or a line further out: further, it would read as another bar's
                 top = cy - h * (k + 1) if up else cy + h * k
                 box = QRectF(cx - w / 2, top, w, h)
                 if box.top() >= 0 and box.bottom() <= H and not any(box.intersects(r) for r in placed):
