@@ -353,6 +353,9 @@ def _expanded(c: _Canvas, lay: FlowLayout, n: FlowNumbers, t: dict[str, tuple]) 
         c.fit((mx, my, mw, line), t.get("mlp", ""), "mlp")  # 8 experts: their shorter wordings
 
 
+WEIGHT_HEADS = (("softmax", False), ("weight", True))  # the maths table's softmax column head, and the scale's without its space
+
+
 def maths_picture(rect, maths: HeadMaths | None, waiting: str, line: int, fitter: Fitter, gap: int,
                   pad: int = 0) -> list[Painted]:
     """The head's maths table in its box ``rect`` (x, y, w, h; ``pad``: the box's inner margin): a
@@ -369,9 +372,15 @@ def maths_picture(rect, maths: HeadMaths | None, waiting: str, line: int, fitter
         return out
     head, body = table(maths, rows)
     head = (f"head {maths.head} · {head[0]}", *head[1:])  # which head's keys: the block above names its layer
-    widths = [max(fitter.width(head[i], True), *(fitter.width(cells[i]) for cells in body)) for i in range(1, 5)]
-    numbers = sum(widths) + gap * len(widths)
-    key_w = max(0, w - numbers)
+    tokens = max((fitter.width(cells[0].rsplit(" ", 1)[0]) for cells in body), default=0)  # each key's token, whole
+    scale = head[2]
+    for weight, tight in WEIGHT_HEADS:  # "softmax", else "weight" and "÷√64" where the keys' tokens need the room
+        head = (*head[:2], scale.replace(" ", "") if tight else scale, weight, head[4])
+        widths = [max(fitter.width(head[i], True), *(fitter.width(cells[i]) for cells in body)) for i in range(1, 5)]
+        numbers = sum(widths) + gap * len(widths)
+        key_w = max(0, w - numbers)
+        if key_w >= tokens:
+            break
     lefts, left = [], x + key_w
     for width in widths:
         left += gap

@@ -157,3 +157,27 @@ def test_a_chat_turn_s_shorter_flow_still_has_the_maths():
     assert lay.parts["maths"][3] >= 3 * 22
     layers = [layer for layer, _ in block_numbers(lay.block_rows, lay.expanded, 22)]
     assert layers and min(b - a for a, b in zip(layers, layers[1:])) <= 10
+
+
+def test_the_demo_models_negative_scores_leave_the_keys_their_tokens(qapp):
+    """GPT-2's scores are negative and three decimals wide: the softmax column is headed "weight"
+    where "softmax" would leave a key its position alone ("1" for "␣capital")."""
+    from PySide6.QtGui import QFontMetrics
+
+    from app.logic.flow_attention_numbers import HeadMaths, KeyRow
+    from app.logic.flow_picture import maths_picture
+    from app.logic.text_fit import Fitter
+    from app.window.theme import PROJECTOR
+
+    metrics = {bold: QFontMetrics(PROJECTOR.font(0, bold)) for bold in (False, True)}  # 4 blocks: the Flow's font a point larger
+    fitter = Fitter(lambda text, bold: metrics[bold].horizontalAdvance(text))
+    line = max(m.height() for m in metrics.values())
+    lay = layout(1010, 470, 4, line, 0)
+    pieces = ["The", "␣capital", "␣of", "␣France", "␣is", "␣of", "␣for"]
+    numbers = [(1, -11.8, 0.18, 0.181), (3, -12.4, 0.17, 0.162), (6, -13.3, 0.15, 0.166), (5, -13.9, 0.14, 0.126)]
+    rows = tuple(KeyRow(j, pieces[j], dot, dot / 8, w, taken) for j, dot, w, taken in numbers)
+    m = HeadMaths(step=2, layer=0, head=0, kv_head=0, position=6, piece="␣for", n_keys=7, scale=0.125, scale_text="÷ √64",
+                  rule="", rotated=False, rows=rows, rest=3, rest_weight=0.36, rest_taken=0.3, z_norm=1.0)
+    items = maths_picture(lay.parts["maths"], m, "", line, fitter, metrics[False].horizontalAdvance(" ") + 2, lay.pad)
+    keys = [item.text for item in items if item.role == "maths_row" and item.kind == "text" and not item.right]
+    assert keys[:4] and all(not key.isdigit() for key in keys[:4]), keys
