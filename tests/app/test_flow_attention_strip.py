@@ -181,3 +181,21 @@ def test_the_demo_models_negative_scores_leave_the_keys_their_tokens(qapp):
     items = maths_picture(lay.parts["maths"], m, "", line, fitter, metrics[False].horizontalAdvance(" ") + 2, lay.pad)
     keys = [item.text for item in items if item.role == "maths_row" and item.kind == "text" and not item.right]
     assert keys[:4] and all(not key.isdigit() for key in keys[:4]), keys
+
+
+def test_a_click_on_the_maths_table_opens_that_head_inside(window, qtbot):
+    from PySide6.QtCore import QPoint, Qt
+
+    window.show_view("flow")
+    run(qtbot, window, window.step, p.Step)
+    window.state.set_projector(True)
+    window.resize(1280, 720)
+    qtbot.wait(50)
+    panel = window.flow_view.flow
+    window.state.set_layer(1)
+    window.state.set_head(2)
+    x, y, w, h = panel.flow_layout().parts["maths"]
+    with qtbot.waitSignal(panel.openRequested, timeout=2_000) as opened:
+        qtbot.mouseClick(panel, Qt.LeftButton, pos=QPoint(x + w // 2, y + h // 2))
+    place = opened.args[0]
+    assert (place.view, place.layer, place.head, place.newest) == ("inside", 1, 2, True)
