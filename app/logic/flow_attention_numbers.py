@@ -112,6 +112,18 @@ def compact(x: float) -> str:
     return text if len(text) <= 6 else f"{x:.1e}"
 
 
+def column(values) -> list[str]:
+    """A column of numbers in one format, so that they line up: the same decimals for all, the
+    largest with 3 significant figures (at most 3 decimals where it is 0.01 or more: 0.080, 0.067);
+    each ``compact`` where the largest needs more than six characters."""
+    top = max((abs(v) for v in values), default=0.0)
+    if top >= 99_999.5:
+        return [compact(v) for v in values]
+    exponent = math.floor(math.log10(top)) if top > 0 else 0
+    decimals = min(max(0, 2 - exponent), max(3, 1 - exponent))
+    return [f"{v:.{decimals}f}" for v in values]
+
+
 def percent(x: float) -> str:
     """A weight as the strip writes it: 62%, 3.1%, 0.04%."""
     if x >= 0.0995:
@@ -123,8 +135,11 @@ def table(m: HeadMaths, rows: int) -> tuple[tuple[str, ...], list[tuple[str, ...
     """The strip's text: its column heads and up to ``rows`` rows (the keys by weight, then the
     rest summed when a row is left for it), each (key, q · k, × scale, weight, |weight × v|)."""
     head = ("key", "q·k", m.scale_text, "softmax", "|w·v|")
-    body = [(f"{r.piece} {r.position}", compact(r.dot), compact(r.score), percent(r.weight), compact(r.taken))
-            for r in m.rows[:rows]]
-    if m.rest and len(body) < rows:  # every key listed had room: the others, summed
-        body.append((f"{m.rest} more", "", "", percent(m.rest_weight), compact(m.rest_taken)))
+    shown = m.rows[:rows]
+    rest = bool(m.rest) and len(shown) < rows  # every key listed had room: the others, summed
+    dots, scores = column([r.dot for r in shown]), column([r.score for r in shown])
+    taken = column([r.taken for r in shown] + ([m.rest_taken] if rest else []))
+    body = [(f"{r.piece} {r.position}", dots[i], scores[i], percent(r.weight), taken[i]) for i, r in enumerate(shown)]
+    if rest:
+        body.append((f"{m.rest} more", "", "", percent(m.rest_weight), taken[-1]))
     return head, body

@@ -30,8 +30,8 @@ COLUMNS: tuple[tuple[float, tuple[str, ...]], ...] = (
 # content lines (without the title): (the least a box needs, the most it uses)
 LINES = {
     "tokens": (1, 3), "embedding": (2, 4), "ln_final": (1, 3), "lm_head": (1, 2), "logits": (2, 6),
-    "sampling": (3, 5), "chosen": (2, 4), "appended": (1, 2),
-}
+    "sampling": (3, 6), "chosen": (2, 4), "appended": (1, 2),
+}  # the sampling box's first line holds its temperature and top-k controls (app.panels.flow_sampling_controls)
 EXPANDED_LINES = 5  # the selected block's content: its norms, its heads, its head's attention (two lines), its MLP
 MATHS_LINES = (2, 6)  # under them, the head's maths (app.panels.flow_attention_strip): the least lines it adds, the most
 # (with the expanded block's last line, which it takes too: a line of column heads and a row per key)
@@ -43,7 +43,9 @@ class FlowLayout:
     """Every rect of the flow at one size. ``boxes``: stage -> rect; ``block_rows`` and ``kv_rows``:
     one rect per layer (same heights, side by side); ``expanded``: the selected layer, whose rows are
     tall; ``row_text``: whether a collapsed row has a line's height (else it shows bars only);
-    ``parts``: the expanded block's "heads", "attention" and "mlp" rects (and "maths", the head's maths, when there is room: it runs on under the KV cache's row); ``lines``: content lines each box
+    ``parts``: the expanded block's "heads", "attention" and "mlp" rects (and "maths", the head's
+maths table, when there is room: a box of its own under the blocks and their KV cache, as wide as
+both, which end above it); ``lines``: content lines each box
     has room for; ``caption``: the tour's sentence band, or None; ``line`` and ``pad``: the text
     line height and a box's inner margin the rects were made for."""
 
@@ -68,7 +70,8 @@ class FlowLayout:
             for layer, r in enumerate(rows):
                 if _inside(r, x, y):
                     return name, layer
-        for name, r in self.boxes.items():
+        tables = {"maths": self.parts["maths"]} if "maths" in self.parts else {}  # the head's maths: a box of its own
+        for name, r in (self.boxes | tables).items():
             if _inside(r, x, y):
                 return name, -1
         return None
@@ -111,10 +114,11 @@ def layout(width: int, height: int, n_layer: int, line: int, selected: int = 0, 
         x += w + (small if names == ("blocks",) else gap)
     bx, bw = column_rects[1]
     kx, kw = column_rects[2]
-    boxes["blocks"] = (bx, 0, bw, height)
-    boxes["kv"] = (kx, 0, kw, height)
     block_rows, kv_rows, row_text, parts, legend = _rows(bx, bw, kx, kw, height, n_layer, line, pad, selected,
                                                          tour=caption is not None)
+    column_h = parts["maths"][1] - pad if "maths" in parts else height  # the table's box under both columns
+    boxes["blocks"] = (bx, 0, bw, column_h)
+    boxes["kv"] = (kx, 0, kw, column_h)
     arrows = _arrows(boxes, block_rows, line, pad)
     return FlowLayout(width, height + (caption[3] + pad if caption else 0), line, pad, boxes, block_rows, kv_rows,
                       selected, row_text, parts, lines, caption, legend, arrows)
@@ -170,13 +174,22 @@ def _stack(names, x, w, height, line, pad, gap, boxes, lines) -> None:
 
 
 def _rows(bx, bw, kx, kw, height, n_layer, line, pad, selected, tour=False):
-    """One row per block (and its KV cache beside it) under a title line; the selected one tall."""
+    """One row per block (and its KV cache beside it) under a title line; the selected one tall.
+    With room for the head's maths, its table gets a box at the bottom, under both columns: the
+    expanded block gives it its last line (empty without the table), the box its frame."""
     top = line + 2 * pad  # the column's title
-    room = height - top - (line + pad if n_layer > 1 else 0)  # and a legend line under the rows
+    legend_h = line + pad if n_layer > 1 else 0  # a legend line under the rows
+    room = height - top - legend_h
     expanded = min(room, (1 + EXPANDED_LINES) * line + 2 * pad)
     others = n_layer - 1
-    maths = _maths_lines(room - expanded, others, line, pad, tour)
-    expanded += maths * line
+    frame = pad + 2 * table_margin(pad)  # the gap above the table's box and its own margins
+    maths = _maths_lines(room - expanded - frame, others, line, pad, tour)
+    table_h = 0
+    if maths:
+        expanded -= line
+        table_h = (maths + 1) * line + 2 * table_margin(pad)  # a line of column heads and a row per key
+        room -= table_h + pad
+    bottom = top + room  # where the rows end: the legend under them
     row = min(line + pad, (room - expanded) // others) if others else 0
     row = max(row, 2)
     row_text = row >= line
@@ -197,18 +210,18 @@ def _rows(bx, bw, kx, kw, height, n_layer, line, pad, selected, tour=False):
         "mlp": (ex + pad, body + 3 * line, ew - 2 * pad, line),
     }
     if maths:
-        below = body + 4 * line  # under the MLP's line, to the block's end; on under the keys and values it reads
-        parts["maths"] = (ex + pad, below, kx + kw - ex - 2 * pad, ey + eh - pad - below)
+        parts["maths"] = (bx, height - table_h, kx + kw - bx, table_h)
     legend = None
     if n_layer > 1:
-        legend = (bx + pad, height - line - pad, bw - 2 * pad, line)
+        legend = (bx + pad, bottom, bw - 2 * pad, line)
     return block_rows, kv_rows, row_text, parts, legend
 
 
 def _maths_lines(spare: int, others: int, line: int, pad: int, tour: bool = False) -> int:
     """Lines the head's maths gets from ``spare`` pixels: as many as leave the ``others`` collapsed
     blocks rows as tall as they would have been, up to a line and its pad each, or as thin as still
-    numbers them as often (``block_numbers``: every 5th needs a fifth of a line); in the ``tour``,
+    numbers them as often (``block_numbers``: every 5th needs a fifth of a line), else as thin as
+    numbers every 10th (a teacher still finds block 17 between 10 and 20); in the ``tour``,
     which reads the table out and whose sentence takes a band, down to 2 pixels. 0 when fewer than
     the least it needs are left."""
     if not others:
@@ -220,7 +233,13 @@ def _maths_lines(spare: int, others: int, line: int, pad: int, tour: bool = Fals
         lines = min(MATHS_LINES[1], (spare - others * row) // line)
         if lines >= MATHS_LINES[0]:
             return lines
-    return 0
+    thinner = max(2, min(had, -(-line // 10)))  # short of room (a chat turn's chips): the least table, numbered every 10th
+    return MATHS_LINES[0] if (spare - others * thinner) // line >= MATHS_LINES[0] else 0
+
+
+def table_margin(pad: int) -> int:
+    """The head's maths box's inner margin above and below its lines (a box's ``pad`` beside them)."""
+    return max(1, pad // 2)
 
 
 NUMBER_EVERY = (1, 2, 5, 10, 20, 50)  # collapsed blocks carry their layer number: every one, else every 2nd, 5th, ...

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from app.logic.flow_attention_numbers import HeadMaths, table
-from app.logic.flow_layout import FlowLayout, block_numbers
+from app.logic.flow_layout import FlowLayout, block_numbers, table_margin
 from app.logic.flow_numbers import FlowNumbers
 from app.logic.flow_texts import TITLES, logit_numbers
 from app.logic.text_fit import Fitter, tail_words
@@ -90,22 +90,24 @@ class _Canvas:
             self.add(TEXT, (x, y + i * self.line, w, self.line), text=text, role=role, index=index, bold=bold, right=right, ink=ink)
         return chosen
 
-    def line_at(self, box, index: int, wordings, role: str, *, bold: bool = False, lines: int = 1, idx: int = -1) -> list[str]:
-        """Content line ``index`` (0: the title line) of ``box``."""
+    def line_at(self, box, index: int, wordings, role: str, *, bold: bool = False, lines: int = 1, idx: int = -1,
+                shift: int = 0) -> list[str]:
+        """Content line ``index`` (0: the title line) of ``box``, ``shift`` pixels lower."""
         x, y, w, _h = box
-        rect = (x + self.pad + 2, y + self.pad + index * self.line, w - 2 * self.pad - 4, self.line)
+        rect = (x + self.pad + 2, y + self.pad + index * self.line + shift, w - 2 * self.pad - 4, self.line)
         return self.fit(rect, wordings, role, bold=bold, lines=lines, index=idx)
 
     def room(self, box, index: int) -> int:
         """How many lines ``box`` has from content line ``index`` down."""
         return max(0, (box[3] - self.pad) // self.line - index)
 
-    def text(self, box, index: int, wordings, role: str, *, bold: bool = False, lines: int = 1, idx: int = -1) -> list[str]:
-        """Content line ``index`` of ``box`` when the box has room for it."""
-        room = self.room(box, index)
+    def text(self, box, index: int, wordings, role: str, *, bold: bool = False, lines: int = 1, idx: int = -1,
+             shift: int = 0) -> list[str]:
+        """Content line ``index`` of ``box`` (``shift`` pixels lower) when the box has room for it."""
+        room = self.room((*box[:3], box[3] - shift), index)
         if room < 1:
             return []
-        return self.line_at(box, index, wordings, role, bold=bold, lines=min(lines, room), idx=idx)
+        return self.line_at(box, index, wordings, role, bold=bold, lines=min(lines, room), idx=idx, shift=shift)
 
     def strip(self, box, index: int, vector: np.ndarray) -> None:
         """A vector as one line of coloured cells (symmetric about 0)."""
@@ -178,10 +180,10 @@ def _numbers(c: _Canvas, lay: FlowLayout, n: FlowNumbers, t: dict[str, tuple]) -
     _logits(c, b["logits"], n)
     # 7 · 8 · 9
     rows = t["sampling_rows"]
-    room = lay.lines.get("sampling", 0)
-    first = max(0, len(rows) - room) if room else 0  # short of room: the last stages
-    for i, wordings in enumerate(rows[first:], start=1):
-        c.text(b["sampling"], i, wordings, "sampling_row", idx=first + i - 1)
+    room = lay.lines.get("sampling", 0) - 1  # under the line of the temperature and top-k controls
+    first = max(0, len(rows) - room) if room > 0 else 0  # short of room: the last stages
+    for i, wordings in enumerate(rows[first:], start=2):
+        c.text(b["sampling"], i, wordings, "sampling_row", idx=first + i - 2, shift=lay.pad)  # the controls: a line and a pad
     ch = b["chosen"]
     _chip(c, ch, 1, t["chosen_1"])
     c.text(ch, 2, t["chosen_2"], "chosen_2")
@@ -224,27 +226,36 @@ def _appended(c: _Canvas, lay: FlowLayout, n: FlowNumbers, t: dict[str, tuple]) 
 
 def _logits(c: _Canvas, box, n: FlowNumbers) -> None:
     """The candidates, best first: each piece (or its id) and its logit and model probability, on a
-    pale bar as long as that probability."""
+    pale bar as long as that probability. Every row's numbers in one form (a row without its
+    logit beside one with it reads as another kind of number): the longest with which each row
+    keeps its piece, or else its id, whole (a box titled Logits keeps its logits where it can)."""
     x, y, w, _h = box
     pad, line = c.pad, c.line
     shown = min(len(n.top_ids), c.lay.lines.get("logits", 0))
     inner = w - 2 * pad - 4
     gap = c.fitter.width("  ")
-    for i in range(shown):
+    rows = [(n.top_ids[i] == n.chosen_id, (n.top_pieces[i], f"id {n.top_ids[i]}"), logit_numbers(n.top_logits[i], n.top_model_probs[i]))
+            for i in range(shown)]
+
+    def piece_room(numbers: str) -> int:
+        return inner - 2 - c.fitter.width(numbers) - gap
+
+    def fits(piece: str, chosen: bool, numbers: str) -> bool:
+        return c.fitter.width(piece, chosen) <= piece_room(numbers)
+
+    n_forms = min((len(forms) for _c, _p, forms in rows), default=1)
+    form = next((k for k in range(n_forms) if all(any(fits(p, chosen, forms[k]) for p in pieces) for chosen, pieces, forms in rows)),
+                n_forms - 1)
+    for i, (chosen, pieces, forms) in enumerate(rows):
         top = y + pad + (i + 1) * line
-        chosen = n.top_ids[i] == n.chosen_id
         prob = n.top_model_probs[i]
         c.add(FILL, (x + pad + 2, top + 1, max(1, int(inner * prob)), line - 2), ink="chosen" if chosen else "candidate",
               alpha=150 if chosen else 90, role="logit_bar", index=i)
-        pieces = (n.top_pieces[i], f"id {n.top_ids[i]}")
-        forms = [(piece, numbers) for piece in pieces for numbers in logit_numbers(n.top_logits[i], prob)]
-        for piece, numbers in forms:  # the piece itself before its id, the numbers shorter where the piece needs the room
-            numbers_w = c.fitter.width(numbers) + gap
-            piece_room = inner - 2 - numbers_w
-            if c.fitter.width(piece, chosen) <= piece_room:
-                break
-        c.fit((x + pad + 4, top, max(1, piece_room), line), piece, "logit_piece", bold=chosen, index=i)
-        c.fit((x + w - pad - 2 - (numbers_w - gap), top, numbers_w - gap, line), numbers, "logit_numbers", right=True, index=i)
+        numbers = forms[form]
+        piece = next((p for p in pieces if fits(p, chosen, numbers)), pieces[-1])  # the piece itself before its id
+        numbers_w = c.fitter.width(numbers)
+        c.fit((x + pad + 4, top, max(1, piece_room(numbers)), line), piece, "logit_piece", bold=chosen, index=i)
+        c.fit((x + w - pad - 2 - numbers_w, top, numbers_w, line), numbers, "logit_numbers", right=True, index=i)
 
 
 def _blocks(c: _Canvas, lay: FlowLayout, n: FlowNumbers, t: dict[str, tuple]) -> None:
@@ -342,23 +353,34 @@ def _expanded(c: _Canvas, lay: FlowLayout, n: FlowNumbers, t: dict[str, tuple]) 
         c.fit((mx, my, mw, line), t.get("mlp", ""), "mlp")  # 8 experts: their shorter wordings
 
 
-def maths_picture(rect, maths: HeadMaths | None, waiting: str, line: int, fitter: Fitter, gap: int) -> list[Painted]:
-    """The head's maths table in ``rect`` (x, y, w, h): a line of column heads, then a row per key
-    while a line is left; ``waiting`` is written instead until ``maths`` is there. ``gap``: the
-    space between columns (a space's advance and 2 px)."""
+WEIGHT_HEADS = (("softmax", False), ("weight", True))  # the maths table's softmax column head, and the scale's without its space
+
+
+def maths_picture(rect, maths: HeadMaths | None, waiting: str, line: int, fitter: Fitter, gap: int,
+                  pad: int = 0) -> list[Painted]:
+    """The head's maths table in its box ``rect`` (x, y, w, h; ``pad``: the box's inner margin): a
+    line of column heads, then a row per key while a line is left; ``waiting`` is written instead
+    until ``maths`` is there. ``gap``: the space between columns (a space's advance and 2 px)."""
     x, y, w, h = rect
+    out: list[Painted] = [Painted(BOX, (x + 0.5, y + 0.5, w - 1.0, h - 1.0), rounded=True, ink="grey", role="maths_box")]
+    m = table_margin(pad)
+    x, y, w, h = x + pad + 2, y + m, w - 2 * pad - 4, h - 2 * m
     rows = h // line - 1
-    out: list[Painted] = [Painted(FILL, (x - 2, y, w + 4, h), ink="white"),  # it runs on under the KV cache's row
-                          Painted(FRAME, (x - 2, y, w + 3, h - 1), ink="grey")]
-    x, w = x + 2, w - 4
     if maths is None or rows < 1:
         short = waiting.split(":")[0]  # "head 3", where the sentence has no room
         out.append(Painted(TEXT, (x, y, w, line), fitter.fit([waiting, short], w)[0], role="maths_waiting"))
         return out
     head, body = table(maths, rows)
-    widths = [max(fitter.width(head[i], True), *(fitter.width(cells[i]) for cells in body)) for i in range(1, 5)]
-    numbers = sum(widths) + gap * len(widths)
-    key_w = max(0, w - numbers)
+    head = (f"head {maths.head} · {head[0]}", *head[1:])  # which head's keys: the block above names its layer
+    tokens = max((fitter.width(cells[0].rsplit(" ", 1)[0]) for cells in body), default=0)  # each key's token, whole
+    scale = head[2]
+    for weight, tight in WEIGHT_HEADS:  # "softmax", else "weight" and "÷√64" where the keys' tokens need the room
+        head = (*head[:2], scale.replace(" ", "") if tight else scale, weight, head[4])
+        widths = [max(fitter.width(head[i], True), *(fitter.width(cells[i]) for cells in body)) for i in range(1, 5)]
+        numbers = sum(widths) + gap * len(widths)
+        key_w = max(0, w - numbers)
+        if key_w >= tokens:
+            break
     lefts, left = [], x + key_w
     for width in widths:
         left += gap
@@ -373,7 +395,10 @@ def maths_picture(rect, maths: HeadMaths | None, waiting: str, line: int, fitter
             out.append(Painted(FILL, (x, top + 1, max(1, int(key_w * weight)), line - 2), ink="candidate", alpha=70,
                                role="maths_bar", index=i - 1))
         position = cells[0].rsplit(" ", 1)[-1]
-        shorter = [position] if i > 0 and position.isdigit() else []  # a key's position alone, where its token has no room
+        token = cells[0].rsplit(" ", 1)[0]
+        shorter = [token, position] if i > 0 and token and position.isdigit() else [position]  # its token alone, then its position
+        if i == 0:
+            shorter = [cells[0].split(" · ")[-1]]  # "key"
         if i > 0 and cells[0].endswith(" more"):
             shorter = ["+" + cells[0].split()[0]]  # "+12": the other keys, summed
         key = fitter.fit([cells[0], *shorter], key_w, bold)[0]

@@ -99,13 +99,19 @@ def source_bars(a, layer: int, head: int) -> np.ndarray:
     return a.sources[layer, head]
 
 
+def amount(x: float) -> str:
+    """A part of the logit as the sentences write it: "+1.25", or "about 0" where it rounds to zero
+    ("+0.00" reads as a number worked out to be exactly zero)."""
+    return f"{x:+.2f}" if abs(x) >= 0.005 else "about 0"
+
+
 def head_sentence(a, layer: int, head: int, pieces) -> str:
-    """What the selected head wrote and where from (its two largest sources by |part|)."""
+    """What the selected head wrote and where from (its two largest sources by |part|), each token whole."""
     bars = source_bars(a, layer, head)
     order = sorted(range(len(bars)), key=lambda j: (-abs(float(bars[j])), j))[:2]
-    where = ", ".join(f"“{clip(pieces[j], 12) if j < len(pieces) else ''}” ({j}: {float(bars[j]):+.2f})" for j in order)
+    where = ", ".join(f"“{pieces[j] if j < len(pieces) else ''}” ({j}: {amount(float(bars[j]))})" for j in order)
     kv = f" (key/value head {int(a.kv_head[head])})" if a.kv_head.max() + 1 < a.heads.shape[1] else ""
-    return f"Head L{layer}H{head}{kv} writes {float(a.heads[layer, head]):+.2f}, most from {where}"
+    return f"Head L{layer}H{head}{kv} writes {amount(float(a.heads[layer, head]))}, most from {where}"
 
 
 # ------------------------------------------------------------------ the second page: a prompt pair

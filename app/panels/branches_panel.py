@@ -35,7 +35,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.branches import ROOT, BranchTable
-from engine.tokens import clip, piece_bytes
+from engine.tokens import piece_bytes
 
 from app.window import theme as th
 from app.window.guard import guarded
@@ -48,6 +48,27 @@ NODE = Qt.UserRole  # the tree item's data: the node a double-click switches to
 def text_of(pieces) -> str:
     """The readable pieces (␣ for a space…) as the text they stand for, on one line (⏎ for a newline)."""
     return b"".join(piece_bytes(p) for p in pieces).decode("utf-8", errors="replace").replace("\n", " ⏎ ")
+
+
+def last_words(text: str, chars: int) -> str:
+    """The end of ``text`` in at most ``chars`` characters, whole words only (a word cut reads as
+    another); a last word longer than that: that word, whole."""
+    if len(text) <= chars:
+        return text
+    tail = text[-chars:]
+    if text[-chars - 1] != " ":
+        tail = tail.split(" ", 1)[1] if " " in tail else text.rsplit(" ", 1)[-1]
+    return tail.lstrip()
+
+
+def first_words(text: str, chars: int) -> str:
+    """The start of ``text`` in about ``chars`` characters, whole words, "…" after it when more follows."""
+    if len(text) <= chars:
+        return text
+    head = text[:chars]
+    if text[chars] != " " and " " in head:
+        head = head.rsplit(" ", 1)[0]
+    return head.rstrip() + " …"
 
 
 def segments(table: BranchTable) -> dict[int, list[int]]:
@@ -172,7 +193,7 @@ class BranchesPanel(QWidget):
         leaves = table.leaves()
         dropped = f" {table.dropped:,} older steps were dropped to save memory." if table.dropped else ""
         self.header.setText(
-            f"{len(leaves)} branch{'es' if len(leaves) != 1 else ''}, {len(table):,} steps in all. ▶ marks the one on "
+            f"{len(leaves)} branch{'es' if len(leaves) != 1 else ''}, {len(table):,} step{'s' if len(table) != 1 else ''} in all. ▶ marks the one on "
             f"screen; double-click a row (or press Enter) to show that branch in every panel as it was.{dropped}"
         )
         self._fill_tree(table)
@@ -184,7 +205,9 @@ class BranchesPanel(QWidget):
         bold = QFont(self.font())
         bold.setBold(True)
         result = self.state.result
-        prompt = QTreeWidgetItem(["prompt", "", clip((result.prompt_text if result else "").replace("\n", " ⏎ "), 160)])
+        prompt_text = (result.prompt_text if result else "").replace("\n", " ⏎ ")
+        prompt = QTreeWidgetItem(["prompt", "", first_words(prompt_text, 160)])
+        prompt.setToolTip(2, result.prompt_text if result else "")  # the whole prompt, however long
         self.tree.addTopLevelItem(prompt)
         items: dict[int, QTreeWidgetItem] = {ROOT: prompt}
         for start, run in segments(table).items():
@@ -196,7 +219,7 @@ class BranchesPanel(QWidget):
             where = "prefill" if table.steps[i] == 0 else f"step {int(table.steps[i])}"
             text = text_of(table.pieces[table.index(n)] for n in run)
             item = QTreeWidgetItem(
-                [f"{'▶ ' if marked else ''}{where}", f"“{table.pieces[i]}”  {p:.1%}{how}", clip(text, 160)]
+                [f"{'▶ ' if marked else ''}{where}", f"“{table.pieces[i]}”  {p:.1%}{how}", first_words(text, 160)]
             )
             item.setData(0, NODE, table.leaf_of(run[-1]))
             item.setToolTip(2, text)
@@ -223,8 +246,9 @@ class BranchesPanel(QWidget):
             box.blockSignals(True)
             box.clear()
             for leaf in leaves:
-                tail = text_of(table.pieces[table.index(n)] for n in table.path_to(leaf)[-6:])
-                box.addItem(f"{branch_name(table, leaf)}: …{clip(tail, 40)}", leaf)
+                tail = text_of(table.pieces[table.index(n)] for n in table.path_to(leaf)[-16:])
+                box.addItem(f"{branch_name(table, leaf)}: …{last_words(tail, 40)}", leaf)
+                box.setItemData(box.count() - 1, tail, Qt.ToolTipRole)
             if chosen is not None:
                 box.setCurrentIndex(leaves.index(chosen))
             box.blockSignals(False)
@@ -280,10 +304,10 @@ class BranchesPanel(QWidget):
         shared = table.path_to(c["split"]) if c["split"] != ROOT else []
         where = "at the prefill" if c["first_step"] == 0 else f"at step {c['first_step']}"
         shared_text = text_of(table.pieces[table.index(n)] for n in shared)
-        lines = [f"They split {where}, after “…{clip(shared_text, 60)}”. Total log-probability under the model: closer to 0 = more likely."]
+        lines = [f"They split {where}, after “…{last_words(shared_text, 60)}”. Total log-probability under the model: closer to 0 = more likely."]
         for name, side in (("A", a), ("B", b)):
             lines.append(
-                f"{name} ({branch_name(table, side['leaf'])}) goes on “{clip(text_of(side['pieces']), 80)}”: "
+                f"{name} ({branch_name(table, side['leaf'])}) goes on “{first_words(text_of(side['pieces']), 80)}”: "
                 f"{side['logprob']:.2f} over {len(side['pieces'])} token{'s' if len(side['pieces']) != 1 else ''}."
             )
         self.summary.setText("\n".join(lines))

@@ -18,13 +18,17 @@ import pyqtgraph as pg
 from PySide6.QtCore import QRectF, QTimer, Signal
 from PySide6.QtWidgets import QGridLayout, QVBoxLayout, QWidget
 
-from engine.tokens import clip
 
 from app.window import theme as th
 from app.window.guard import guarded
 from app.logic.state import AppState
+from app.panels.empty_note import EmptyNote
 from app.panels.heatmap import heatmap_view, show_heat
 from app.panels.steady_label import SteadyLabel
+
+
+NO_TIMES = ("No step timed yet: each step after the prompt's own (the prefill) is a dot here, its forward pass's "
+            "time against the context's length.")
 
 
 def row_ticks(rows: int, pieces, height: int, text_px: int) -> list[tuple[float, str]]:
@@ -34,7 +38,7 @@ def row_ticks(rows: int, pieces, height: int, text_px: int) -> list[tuple[float,
     shown = sorted({*range(0, rows, every), rows - 1}) if rows else []
     if len(shown) > 1 and shown[-1] - shown[-2] < every:  # the newest crowds the one before it
         del shown[-2]
-    return [(i + 0.5, f"{clip(pieces[i], 8) if i < len(pieces) else ''} {i}".strip()) for i in shown]
+    return [(i + 0.5, f"{pieces[i] if i < len(pieces) else ''} {i}".strip()) for i in shown]  # the token whole: cut, it reads as another
 
 
 class CachePanel(QWidget):
@@ -65,6 +69,7 @@ class CachePanel(QWidget):
         tp.addItem(self.cached_points)
         tp.addItem(self.uncached_points)
         self.time_caption = SteadyLabel()
+        self.time_note = EmptyNote(self.time_view, NO_TIMES)  # words, not an empty grid, until a decode step is timed
         grid = QGridLayout()
         grid.addWidget(self.query_caption, 0, 0)
         grid.addWidget(self.keys_caption, 0, 1)
@@ -201,6 +206,7 @@ class CachePanel(QWidget):
         else:
             summary += "Run → Generate without the KV cache for a few steps: each then runs the whole sequence again."
         self.time_caption.setText(summary)
+        self.time_note.setVisible(not self._times)
         plot = self.time_view.getPlotItem()
         th.style_plot(plot, self.state.theme, left="ms", bottom="positions in the context")
         if self._times:  # from 0 on both axes: flat reads flat, growth reads as growth

@@ -95,7 +95,7 @@ class FlowPanel(QWidget):
         self._dirty = True  # the numbers wait for the view to be shown
         self.maths = HeadMathsSource(state, self)  # the selected head's maths, asked of the engine
         self.maths.changed.connect(self._on_maths_changed)
-        self.sampling_controls = FlowSamplingControls(self)  # temperature and top-k, in the sampling box's title line
+        self.sampling_controls = FlowSamplingControls(self)  # temperature and top-k, on the sampling box's first line
         self.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Expanding)
         self.setMouseTracking(True)
         self.setToolTip("Click a box to open it in its detail view (Alt+1 or F comes back here)")
@@ -167,8 +167,7 @@ class FlowPanel(QWidget):
 
     def _place_controls(self) -> None:
         lay = self.flow_layout()
-        title = QFontMetrics(self.title_font).horizontalAdvance(TITLES["sampling"]) + 2 * lay.pad + 6
-        self.sampling_controls.place(lay.boxes["sampling"], self.line, lay.pad, self.body_font, title)
+        self.sampling_controls.place(lay.boxes["sampling"], self.line, lay.pad, self.body_font)
 
     # ------------------------------------------------------------ geometry
     def flow_layout(self) -> FlowLayout:
@@ -202,6 +201,7 @@ class FlowPanel(QWidget):
             "sampling": FlowPlace("sampling"),
             "chosen": FlowPlace("sampling"),
             "appended": FlowPlace("overview"),
+            "maths": FlowPlace("inside", self.state.layer, self.state.head, newest=True),
         }[box]
 
     @guarded
@@ -265,7 +265,7 @@ class FlowPanel(QWidget):
             key = (m, note, lay, self.fitter)
             if not _same(self._pictures.get("maths", ((),))[0], key):
                 gap = self._metrics[False].horizontalAdvance(" ") + 2
-                self._pictures["maths"] = (key, maths_picture(lay.parts["maths"], m, note, self.line, self.fitter, gap))
+                self._pictures["maths"] = (key, maths_picture(lay.parts["maths"], m, note, self.line, self.fitter, gap, lay.pad))
             parts.append(self._pictures["maths"][1])
         parts.append(tour_picture(lay, self.tour_box, self.tour_text, self.pen_width))
         return [item for part in parts for item in part]

@@ -1,4 +1,5 @@
-"""Temperature and top-k on the Flow: two small spin boxes in the sampling box's title line.
+"""Temperature and top-k on the Flow: two small spin boxes on the sampling box's first line, each
+named in words ("temperature 0.20", "top-k 50") so a class reads what it is.
 
 They are a second face of the Sampling panel's own two controls (``app.panels.sampling_panel``):
 a change here is handed to that panel's widget (``temperatureChosen``, ``topKChosen``; the window
@@ -16,8 +17,13 @@ from engine.defaults import DEFAULT_SETTINGS
 from engine.sampling import RANGES, SamplingSettings
 
 
+PREFIXES = (  # (the spin boxes' names, arrow buttons), the first that fits the box's width
+    (("temperature ", "top-k "), True), (("temp ", "top-k "), True), (("temp ", "top-k "), False),
+)
+
+
 class FlowSamplingControls(QWidget):
-    """``T`` (temperature) and ``k`` (top-k) spin boxes; disabled while sampling is greedy."""
+    """The temperature and top-k spin boxes, their names as prefixes; disabled while sampling is greedy."""
 
     temperatureChosen = Signal(float)
     topKChosen = Signal(int)
@@ -28,14 +34,14 @@ class FlowSamplingControls(QWidget):
         d = DEFAULT_SETTINGS
         lo, hi = RANGES["temperature"]
         self.temperature = QDoubleSpinBox(decimals=2, singleStep=0.1, minimum=lo, maximum=hi, value=d.temperature)
-        self.temperature.setPrefix("T ")
+        self.temperature.setPrefix("temperature ")
         self.temperature.setToolTip("Temperature: the logits are divided by it before softmax (below 1 sharpens, above 1 "
                                     "flattens); the candidates re-sample at once, no forward pass. Also in the Overview's "
                                     "Sampling panel.")
         lo, hi = RANGES["top_k"]
         self.top_k = QSpinBox(minimum=lo, maximum=hi, value=d.top_k, singleStep=5)
-        self.top_k.setPrefix("k ")
-        self.top_k.setSpecialValueText("k off")
+        self.top_k.setPrefix("top-k ")
+        self.top_k.setSpecialValueText("top-k off")
         self.top_k.setToolTip("Top-k: keep only the k highest-scoring tokens (0 = off); the candidates re-sample at once.")
         row = QHBoxLayout(self)
         row.setContentsMargins(0, 0, 0, 0)
@@ -59,17 +65,18 @@ class FlowSamplingControls(QWidget):
             spin.setEnabled(not s.greedy)
         self._refit()
 
-    def place(self, box, line: int, pad: int, font: QFont, title: int = 0) -> None:
-        """Sit at the right of the title line of ``box`` (x, y, w, h), right of its ``title``
-        pixels, as high as a line and its pads, each box as wide as its value (never cut digits);
-        where the line is short of room, without the "T " and "k " in front, then without the
-        arrow buttons (the wheel and the arrow keys still step, the tooltip names them)."""
-        self._box = (box, line, pad, font, title)
+    def place(self, box, line: int, pad: int, font: QFont) -> None:
+        """Sit on the first line under the title of ``box`` (x, y, w, h), a line and a pad high,
+        each box as wide as its name and value (never cut digits); where the line is short of
+        room, "temp" for "temperature", then without the arrow buttons (the wheel and the arrow
+        keys still step, the tooltip names them)."""
+        self._box = (box, line, pad, font)
         x, y, w, h = box
         self.setFont(font)
         fm = QFontMetrics(font)
         spins = (self.temperature, self.top_k)
-        for prefixes, buttons in ((("T ", "k "), True), (("", ""), True), (("", ""), False)):
+        room = w - 2 * pad - 4
+        for prefixes, buttons in PREFIXES:
             arrows = max(16, line * 3 // 4) + 6 if buttons else 8  # the up/down buttons and the frame
             for spin, prefix in zip(spins, prefixes):
                 spin.setPrefix(prefix)
@@ -78,11 +85,11 @@ class FlowSamplingControls(QWidget):
             widths = [max(fm.horizontalAdvance(spin.prefix() + least), fm.horizontalAdvance(spin.text())) + arrows
                       for spin, least in zip(spins, ("0.00", "00"))]
             total = sum(widths) + self.layout().spacing()
-            if x + title + total + 2 <= x + w:
+            if total <= room:
                 break
         for spin, width in zip(spins, widths):
             spin.setFixedWidth(width)
-        self.setGeometry(QRect(x + w - 2 - total, y + 1, total, line + 2 * pad))
+        self.setGeometry(QRect(x + pad + 2, y + pad + line, total, line + pad))
 
     def _refit(self) -> None:
         if self._box is not None:  # a longer value: a wider box, never cut digits

@@ -2,8 +2,8 @@
 every depth: what the model would predict if it stopped there) and the residual stream's length
 through every block, with what each block's attention and MLP add.
 
-The lens table drops its lowest candidates' columns, then cuts the pieces shorter, when the view is
-too narrow for all of them, so its last column (the next token's model p and rank) is never cut off; the stream chart
+The lens table drops its lowest candidates' columns when the view is too narrow for all of them (a
+token is always shown whole: one cut reads as another word), so its last column (the next token's model p and rank) is never cut off; the stream chart
 names its blocks by number, every n-th one as the width allows (``inside_plots.spaced_ticks``).
 """
 
@@ -13,22 +13,20 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtWidgets import QGroupBox, QHeaderView, QTableWidget, QTableWidgetItem
 
-from engine.tokens import clip
-
 from app.logic.wording import percent
 from app.window import theme as th
 from app.window.guard import guarded
 from app.panels.inside_plots import fit_rows, label, part_box, spaced_ticks
 
 LENS_SHOWN = 5  # lens candidates per depth in the table, at most
-FITS = ((5, 10), (4, 10), (3, 10), (3, 8), (2, 8), (2, 6), (2, 4))  # (candidates, characters a piece) tried in turn
+FITS = (5, 4, 3, 2, 1)  # candidates shown, tried in turn, each token whole
 PAGED_ROWS = 6  # rows a paged lens table shows at least (it scrolls the rest itself)
 STREAM_H = 210  # pixels of the stream chart's plot
 
 
 class LensTable(QTableWidget):
     """The logit lens, one row per depth: when the table is too narrow for every column, its lowest
-    candidates' columns leave first, then the pieces are cut shorter (``FITS``); the first column
+    candidates' columns leave (``FITS``), the tokens never cut; the first column
     (the depth) and the last (the next token's model p and rank) always stay whole."""
 
     def __init__(self):
@@ -37,7 +35,7 @@ class LensTable(QTableWidget):
         self.verticalHeader().setVisible(False)
         self.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeToContents)
         self.paged = False
-        self.fit = FITS[0]  # (candidates, characters of a piece) shown
+        self.fit = FITS[0]  # candidates shown
         self._rows: tuple | None = None  # (pieces [rows][K], logits [rows, K]) of the lens drawn
         self._room = -1  # the width the columns were fitted to
 
@@ -52,7 +50,7 @@ class LensTable(QTableWidget):
         self.fit_columns()
 
     def fit_columns(self) -> None:
-        """The most candidates, then the longest pieces, that fit the width (``FITS``, in order)."""
+        """The most candidates that fit the width (``FITS``, in order)."""
         room = self.viewport().width()
         if self._rows is None or room == self._room:
             return
@@ -63,13 +61,12 @@ class LensTable(QTableWidget):
             if self.horizontalHeader().length() <= room:
                 return
 
-    def _write(self, fit: tuple[int, int]) -> None:
-        shown, chars = fit
-        self.fit = fit
+    def _write(self, shown: int) -> None:
+        self.fit = shown
         pieces, logits = self._rows
         for row in range(len(pieces)):
             for col in range(LENS_SHOWN):
-                self.setItem(row, col + 1, QTableWidgetItem(f"{clip(pieces[row][col], chars)} ({float(logits[row, col]):.1f})"))
+                self.setItem(row, col + 1, QTableWidgetItem(f"{pieces[row][col]} ({float(logits[row, col]):.1f})"))
         for col in range(LENS_SHOWN):
             self.setColumnHidden(col + 1, col >= shown)
 
@@ -133,7 +130,7 @@ class LensPart:
         table.setRowCount(len(depths))
         table.setColumnCount(LENS_SHOWN + 2)
         table.setHorizontalHeaderLabels(
-            ["after"] + [f"#{i + 1} (logit)" for i in range(LENS_SHOWN)] + [f"“{clip(piece(t.next_id), 10)}”: model p, rank"]
+            ["after"] + [f"#{i + 1} (logit)" for i in range(LENS_SHOWN)] + [f"“{piece(t.next_id)}”:\nmodel p, rank"]
         )
         for row, name in enumerate(depths):
             table.setItem(row, 0, QTableWidgetItem(name))

@@ -50,8 +50,9 @@ class MlpPart:
         self.ln2_out.show_vector(t.ln2_out[L], says("ln_out_note", scale=float(t.ln2_scale[L])))
         dense = t.mlp_pre.shape[-1] > 0  # an MoE block has no single MLP (its strips are hidden)
         gated = dense and t.mlp_pre_linear is not None and t.mlp_pre_linear.shape[-1] > 0
-        for strip in (self.mlp_pre, self.mlp_post, self.mlp_top):
+        for strip in (self.mlp_pre, self.mlp_post):
             strip.setHidden(not dense)
+        self.mlp_top.setHidden(not dense or gated)  # a gated MLP's sentence lists them, with their gate and up
         self.mlp_up.setHidden(not gated)
         units, values = t.top_units(L, TOP_UNITS)
         if dense:

@@ -10,7 +10,7 @@ gives → and ← (and Page Down / Page Up) to Next and Back while Inside is in 
 from __future__ import annotations
 
 from PySide6.QtCore import QTimer, Signal
-from PySide6.QtWidgets import QGroupBox, QHBoxLayout, QLabel, QPushButton, QScrollArea, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGroupBox, QHBoxLayout, QLabel, QPushButton, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
 
 from app.window import theme as th
 
@@ -42,6 +42,8 @@ class InsidePages(QWidget):
         self.next_button = QPushButton("Next ▶")
         self.next_button.setToolTip("The next part, in the order the model computes (→)")
         self.title = QLabel()
+        self.title.setWordWrap(True)  # a long name on a projector: a second line, never cut
+        self.title.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)  # it wraps in the bar's room, not widening it
         self.back_button.clicked.connect(self.back)
         self.next_button.clicked.connect(self.next)
         self.nav = QWidget()

@@ -189,6 +189,7 @@ class WhyPanel(QWidget):
         if wanted is None or not self.isVisible() or wanted == self._asked:
             return
         self._asked = wanted
+        self.header.setText("Working out what each part of the model writes into this step's logit…")
         self.attributeRequested.emit(*wanted)
 
     @guarded
@@ -310,13 +311,7 @@ class WhyPanel(QWidget):
             self.fall_plot.removeItem(item)
         pushes, pulls = wn.largest(a, 3)
         self.fall_labels = []
-        index = {b.key: i for i, b in enumerate(bars)}
-        for b in pushes + pulls:  # the largest named on the plot too
-            label = pg.TextItem(wn.part_label(b.key)[1], color=theme.text, anchor=(0.5, 1.0 if b.value > 0 else 0.0))
-            label.setFont(theme.font(-1, bold=True))
-            label.setPos(index[b.key], max(b.start, b.end) if b.value > 0 else min(b.start, b.end))
-            self.fall_plot.addItem(label)
-            self.fall_labels.append(label)
+        named = pushes + pulls  # the largest named on the plot too (placed once the range is known)
         shorts = [b.short for b in bars] + ["logit"]
         every = tick_every(n + 1, self.fall_view.width(), theme.text_px(-1) * 3)
         ticks = [(i, s) for i, s in enumerate(shorts) if (i % every == 0 and n - i >= every) or i == n]  # none run into "logit"
@@ -324,16 +319,18 @@ class WhyPanel(QWidget):
         low = min(0.0, float(np.min(np.minimum(y0, y0 + height))))
         high = max(0.0, float(np.max(np.maximum(y0, y0 + height))))
         # room for the names above and below the largest bars: a line of the plot's height at the least
-        line = QFontMetrics(theme.font(-1, bold=True)).height() + 4
+        line = QFontMetrics(theme.font(-1, bold=True)).height() + 9  # a name (a TextItem: its line and margins)
         self._fall_height = self.fall_plot.getViewBox().height()
         share = min(0.3, line / max(1.0, self._fall_height or self.fall_view.height() * 0.7))
         pad = (high - low or 1.0) * max(0.22, share / (1 - 2 * share))
         # room at the sides for half the widest name, centred on a bar at the end
-        half = max((QFontMetrics(theme.font(-1, bold=True)).horizontalAdvance(item.toPlainText()) for item in self.fall_labels), default=0) / 2 + 4
+        bold = QFontMetrics(theme.font(-1, bold=True))
+        half = max((bold.horizontalAdvance(wn.part_label(b.key)[1]) for b in named), default=0) / 2 + 4
         wide = self.fall_plot.getViewBox().width() or self.fall_view.width() * 0.8
         edge = max(0.6, half * (n + 1) / (wide - 2 * half)) if wide > 2 * half else 0.6
         self._fall_size = (self.fall_plot.getViewBox().width(), self._fall_height)
         self.fall_plot.setRange(xRange=(-edge, n + edge), yRange=(low - pad, high + pad), padding=0)
+        self._name_bars(bars, named, (-edge, n + edge), (low - pad, high + pad), bold)
         th.style_plot(self.fall_plot, theme, left="logit")  # the ticks name the parts, in the order the model adds them
         self.fall_plot.getAxis("bottom").setHeight(theme.text_px(-1) + 10)
         self.fall_caption.setText(
@@ -341,6 +338,41 @@ class WhyPanel(QWidget):
             f"{a.total:.2f}, the model's logit {a.logit:.2f})")
         self.fall_caption.setToolTip(wn.scale_sentence(a))
         self.honest.setToolTip(wn.scale_sentence(a))
+
+    def _name_bars(self, bars, named, x_range, y_range, metrics: QFontMetrics) -> None:
+        """Name the ``named`` bars over (a push) or under (a pull) their ends, the largest first;
+        a name that would run into one placed already moves a line further out, and is left out
+        (the sentence above names it) where that is not clear either or leaves the plot."""
+        theme = self.state.theme
+        vb = self.fall_plot.getViewBox()
+        W = vb.width() or self.fall_view.width() * 0.8
+        H = self._fall_height or self.fall_view.height() * 0.7
+        (x0, x1), (y0, y1) = x_range, y_range
+
+        def px(x: float, y: float) -> tuple[float, float]:
+            return (x - x0) * W / (x1 - x0), (y1 - y) * H / (y1 - y0)
+
+        index = {b.key: i for i, b in enumerate(bars)}
+        h = metrics.height() + 8  # a TextItem's line and its margins
+        placed: list[QRectF] = []
+        for b in sorted(named, key=lambda b: -abs(b.value)):
+            text = wn.part_label(b.key)[1]
+            w = metrics.horizontalAdvance(text) + 10
+            up = b.value > 0
+            cx, cy = px(index[b.key], max(b.start, b.end) if up else min(b.start, b.end))
+            for k in range(2):  # by its bar, or a line further out: further, it would read as another bar's
+                top = cy - h * (k + 1) if up else cy + h * k
+                box = QRectF(cx - w / 2, top, w, h)
+                if box.top() >= 0 and box.bottom() <= H and not any(box.intersects(r) for r in placed):
+                    break
+            else:
+                continue
+            placed.append(box)
+            label = pg.TextItem(text, color=theme.text, anchor=(0.5, 1.0 if up else 0.0))
+            label.setFont(theme.font(-1, bold=True))
+            label.setPos(index[b.key], y1 - (box.bottom() if up else box.top()) * (y1 - y0) / H)
+            self.fall_plot.addItem(label)
+            self.fall_labels.append(label)
 
     def _draw_head(self) -> None:
         a, pieces = self.answer.attribution, self.answer.source_pieces
@@ -352,12 +384,13 @@ class WhyPanel(QWidget):
         brushes = [PUSH if v >= 0 else PULL for v in values]
         self.source_bars.setOpts(x=np.arange(T), height=values, width=0.8, brushes=brushes, pen=pg.mkPen(th.NEUTRAL, width=1))
         theme = self.state.theme
-        every = tick_every(T, self.source_view.width(), theme.text_px(-1) * 5)
-        ticks = [(j, clip(pieces[j], 8)) for j in range(T) if j % every == 0 or j == T - 1]
+        ticks, x_range = source_ticks([pieces[j] if j < len(pieces) else str(j) for j in range(T)],
+                                      self.source_plot.getViewBox().width() or self.source_view.width() * 0.9,
+                                      QFontMetrics(theme.font(-1)).horizontalAdvance)
         self.source_plot.getAxis("bottom").setTicks([ticks])
         low, high = min(0.0, float(values.min(initial=0))), max(0.0, float(values.max(initial=0)))
         pad = 0.08 * (high - low or 1.0)
-        self.source_plot.setRange(xRange=(-0.6, T - 0.4), yRange=(low - pad, high + pad), padding=0)
+        self.source_plot.setRange(xRange=x_range, yRange=(low - pad, high + pad), padding=0)
         th.style_plot(self.source_plot, theme, left="logit")  # the ticks are the positions' tokens
         self.source_plot.getAxis("bottom").setHeight(theme.text_px(-1) + 10)
         self.source_caption.setText("<b>Where the selected head took its part from</b>: " + wn.head_sentence(a, layer, head, pieces))
@@ -403,3 +436,24 @@ class WhyPanel(QWidget):
             th.style_plot(view.getPlotItem(), theme)
         if self.answer is not None:
             self.show_attribution(self.answer)
+
+
+def source_ticks(pieces: list[str], width: float, measure, gap: int = 8) -> tuple[list[tuple[int, str]], tuple[float, float]]:
+    """The sources axis: every n-th position named by its whole token (n the least that keeps the
+    names ``gap`` px apart in ``width`` px), the last position always, and the x range with room
+    at both ends for half the first and last names (``measure``: a text's width in px)."""
+    T = len(pieces)
+    if not T:
+        return [], (-0.6, 0.6)
+    widths = [measure(piece) for piece in pieces]
+    for every in range(1, T + 1):
+        shown = [j for j in range(T) if j % every == 0 and (T - 1 - j >= every or j == T - 1)]
+        if shown[-1] != T - 1:
+            shown.append(T - 1)
+        span = T + 0.2 + (widths[shown[0]] + widths[-1]) / 2 / max(1.0, width / (T + 0.2))  # bars and the ends' room, in bars
+        per_bar = width / span
+        if all((b - a) * per_bar >= (widths[a] + widths[b]) / 2 + gap for a, b in zip(shown, shown[1:])):
+            break
+    left = max(0.6, widths[shown[0]] / 2 / per_bar + 0.1)
+    right = max(0.6, widths[-1] / 2 / per_bar + 0.1)
+    return [(j, pieces[j]) for j in shown], (-left, T - 1 + right)

@@ -147,6 +147,7 @@ def style_plot(plot: pg.PlotItem, theme: Theme, *, left: str | None = None, bott
         # no "(x0.001)" after a label; each plot scales its own data. It also saves re-rendering
         # every label's HTML whenever an axis range changes (about 1 ms a step in all).
         axis.enableAutoSIPrefix(False)
+        _no_si_scale(axis)
     if plot.legend is not None:  # legends at the mode's size too
         plot.legend.setLabelTextSize(theme.css_size(-1))
         for _sample, label in plot.legend.items:
@@ -161,6 +162,18 @@ def style_plot(plot: pg.PlotItem, theme: Theme, *, left: str | None = None, bott
         axis.setHeight(theme.text_px(-1) + int(axis.label.boundingRect().height()) + 4)
         # pyqtgraph hangs the title's box 5 px below the axis: keep those pixels inside the view
         plot.layout.setContentsMargins(1, 1, 1, 7)
+    for name in ("left", "bottom"):  # a new title: pyqtgraph worked its scale out again
+        _no_si_scale(plot.getAxis(name))
+
+
+def _no_si_scale(axis: pg.AxisItem) -> None:
+    """Tick values as the data has them. pyqtgraph 0.14's ``enableAutoSIPrefix(False)`` (and a new
+    title) still works out an SI scale for an axis under 1 and writes its ticks times 1000 ("200"
+    for 0.2), with no "(x0.001)" to say so: reset it, and centre the title again."""
+    if axis.autoSIPrefixScale != 1.0 or axis.labelUnitPrefix:
+        axis.autoSIPrefixScale = 1.0
+        axis.labelUnitPrefix = ""
+        axis._updateLabel()
 
 
 def fix_axis_width(plot: pg.PlotItem, theme: Theme, chars: int, name: str = "left") -> None:

@@ -99,3 +99,25 @@ def test_before_any_branch_the_view_says_what_to_do(window, qtbot):
     run(qtbot, window, window.step, p.Step)
     assert window.state.result.branches.current != ROOT
     assert "Two branches are needed" in window.branches_view.summary.text()
+
+
+def test_one_step_is_one_step_and_a_long_prompt_is_whole_in_its_tooltip(window, qtbot):
+    """"1 branch, 1 steps in all" read wrong; a prompt longer than its cell is in full in the cell's
+    tooltip (it was cut at 160 characters with nothing to read the rest)."""
+    prompt = "The capital of France is Paris, and " * 6 + "the capital of Italy is"
+    run(qtbot, window, lambda: window.tokens.promptEdited.emit(prompt), p.SetPrompt)
+    run(qtbot, window, window.step, p.Step)
+    window.show_view("branches")
+    view = window.branches_view
+    assert "1 step in all" in view.header.text(), view.header.text()
+    top = view.tree.topLevelItem(0)
+    shown = top.text(2).removesuffix(" …")
+    assert top.toolTip(2) == prompt and prompt.startswith(shown) and prompt[len(shown)] == " "  # whole words, the rest in the tooltip
+
+
+def test_a_branchs_ending_is_whole_words():
+    from app.panels.branches_panel import last_words
+
+    assert last_words("The capital of France is Paris, the city of light", 24) == "Paris, the city of light"
+    assert last_words("Paris", 24) == "Paris"
+    assert last_words("a verylongwordthatfillseverything", 10) == "verylongwordthatfillseverything"  # longer than the room: whole

@@ -103,3 +103,18 @@ def test_the_tour_walks_through_the_table_in_the_model_s_own_terms(sessions, fam
         assert "× 0.2 (the model's attention multiplier)" in said and "√" not in said
     else:
         assert f"÷ √{arch.d_head}" in said
+
+
+def test_each_column_of_the_table_has_one_format():
+    """The numbers of a column line up: the same decimals, the largest with 3 significant figures
+    (0.0673 beside 0.08 read as two kinds of number, and the wider one took the keys' room)."""
+    from app.logic.flow_attention_numbers import HeadMaths, KeyRow
+
+    rows = tuple(KeyRow(j, f"t{j}", dot, dot / 8, w, taken) for j, (dot, w, taken) in
+                 enumerate([(29.8, 0.32, 0.0673), (28.6, 0.28, 0.08), (-5.25, 0.2, 0.0151)]))
+    m = HeadMaths(step=0, layer=0, head=0, kv_head=0, position=3, piece="x", n_keys=4, scale=0.125, scale_text="÷ √64",
+                  rule="", rotated=True, rows=rows, rest=1, rest_weight=0.2, rest_taken=0.004, z_norm=1.0)
+    _head, body = table(m, 4)
+    assert [b[1] for b in body[:3]] == ["29.8", "28.6", "-5.2"]
+    assert [b[2] for b in body[:3]] == ["3.73", "3.58", "-0.66"]
+    assert [b[4] for b in body] == ["0.067", "0.080", "0.015", "0.004"]

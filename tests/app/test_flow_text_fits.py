@@ -3,7 +3,10 @@ at 1024 x 768 in normal mode, for the demo model (GPT-2 small's shape, 12 layers
 Llama at SmolLM2-135M's shape with random weights. Each ``QPainter.drawText`` the panel makes is
 recorded with its box and font: a text wider or taller than its box, one drawn outside the panel,
 two drawn over each other, or one with "…" in it (an elided number or label) is a failure; so is a
-cut line of the two above the picture (the hint and the model's line)."""
+cut line of the two above the picture (the hint and the model's line), and two painted boxes or
+frames (a stage's box, the expanded block's frame, the head's maths table) that cross: each lies
+inside the other or apart from it; and the logits' rows in two formats (some with their logit,
+some without)."""
 
 from __future__ import annotations
 
@@ -71,6 +74,32 @@ def text_problems(panel, drawn) -> list[str]:
     return problems
 
 
+def _crossing(a, b) -> bool:
+    """Whether rects ``a`` and ``b`` (x, y, w, h) overlap without one holding the other."""
+    ax, ay, aw, ah = a
+    bx, by, bw, bh = b
+    apart = ax + aw <= bx or bx + bw <= ax or ay + ah <= by or by + bh <= ay
+    holds = lambda p, q: p[0] <= q[0] and p[1] <= q[1] and q[0] + q[2] <= p[0] + p[2] and q[1] + q[3] <= p[1] + p[3]  # noqa: E731
+    return not apart and not holds(a, b) and not holds(b, a)
+
+
+def box_problems(panel) -> list[str]:
+    """The boxes and frames the Flow paints that cross one another (a table drawn over a column)."""
+    from app.logic.flow_picture import BOX, FRAME
+
+    frames = [(item.role or item.kind, tuple(float(v) for v in item.rect)) for item in panel.picture()
+              if item.kind in (BOX, FRAME) and item.ink != "selected"]  # a head's outline sits inside its cell
+    return [f"{a} {ra} crosses {b} {rb}" for i, (a, ra) in enumerate(frames) for b, rb in frames[i + 1:] if _crossing(ra, rb)]
+
+
+def logit_problems(panel) -> list[str]:
+    """The logits box's rows in more than one format (one with its logit, one without)."""
+    from app.logic.flow_picture import texts_of
+
+    numbers = [item.text for item in texts_of(panel.picture()) if item.role == "logit_numbers"]
+    return [f"logits in two formats: {numbers}"] if len({"·" in text for text in numbers}) > 1 else []
+
+
 def flow_problems(window, qtbot, monkeypatch, size, projector) -> list[str]:
     """Every cut text of the Flow at ``size``, with the first, a middle and the last block expanded,
     its first and last head selected."""
@@ -88,6 +117,8 @@ def flow_problems(window, qtbot, monkeypatch, size, projector) -> list[str]:
             window.state.set_head(head)
             qtbot.waitUntil(lambda: not panel.maths.awaiting())  # the head's maths table drawn, not its waiting line
             problems += [f"block {layer} head {head}: {x}" for x in text_problems(panel, painted_texts(panel, monkeypatch))]
+            problems += [f"block {layer} head {head}: {x}" for x in box_problems(panel)]
+    problems += logit_problems(panel)
     for label in (window.flow_view.hint, window.flow_view.model_line):  # the lines above the picture
         need = label.fontMetrics().horizontalAdvance(label.text())
         if not label.text() or need > label.contentsRect().width():

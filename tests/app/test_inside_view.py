@@ -214,3 +214,53 @@ def test_every_page_scrolls_at_most_one_screen_and_the_charts_keep_their_ticks(d
             problems += [f"lens with wide pieces: {p}" for p in lens_problems(inside.lens.table)]
     pages.go(0)
     assert problems == [], "\n".join(problems)
+
+
+def test_the_logit_lens_shows_whole_tokens_dropping_columns_rather_than_cutting_them(qtbot):
+    """A narrow table shows fewer candidates, each token whole: never "␣internati…" (a token cut
+    reads as another word)."""
+    from app.panels.inside_lens import LENS_SHOWN, LensTable
+
+    table = LensTable()
+    qtbot.addWidget(table)
+    table.setColumnCount(LENS_SHOWN + 2)
+    table.setRowCount(3)
+    table.resize(520, 300)
+    table.show()
+    pieces = [["␣international", "␣institutional", "␣the", "␣a", "␣of"]] * 3
+    table.set_candidates(pieces, np.arange(15, dtype=np.float32).reshape(3, 5))
+    shown = [table.item(row, col).text() for row in range(3) for col in range(1, LENS_SHOWN + 1)
+             if not table.isColumnHidden(col)]
+    assert shown and not any("…" in text for text in shown), shown
+    assert all(text.split(" (")[0] in pieces[0] for text in shown)
+
+
+def test_the_gated_mlp_page_lists_its_strongest_units_once(deep_window, qtbot):
+    """A gated MLP's sentence lists its strongest units with their gate and up factors: the plain
+    list under the strips ("Strongest units: unit 1,194 = +8.50, ...") said it a second time."""
+    from PySide6.QtWidgets import QLabel
+
+    inside, _t = inside_at(deep_window, qtbot, (1280, 720), True)
+    said = [label.text() for label in inside.mlp.box.findChildren(QLabel) if label.isVisibleTo(inside.mlp.box)]
+    assert sum(text.count("Strongest units") for text in said) == 1, said
+
+
+def test_a_long_page_title_wraps_rather_than_being_cut(deep_window, qtbot):
+    """The page bar's title ("Attention in block 0 (of 0-29), head 0: the norm and the query ·
+    page 2 of 9") is wider than a 1024 x 768 projector's bar: it takes a second line, every word shown."""
+    from PySide6.QtCore import QRect
+
+    inside, _t = inside_at(deep_window, qtbot, (1024, 768), True)
+    pages, problems = inside.pages, []
+    for i in range(len(pages.boxes)):
+        pages.go(i)
+        qtbot.wait(20)
+        title = pages.title
+        fm = title.fontMetrics()
+        w = title.contentsRect().width()
+        one_line = fm.horizontalAdvance(title.text()) <= w
+        wrapped = fm.boundingRect(QRect(0, 0, w, 10_000), int(Qt.TextWordWrap), title.text()).height()
+        if not one_line and not (title.wordWrap() and wrapped <= title.contentsRect().height()):
+            problems.append(f"{title.text()!r} cut: {fm.horizontalAdvance(title.text())} px in {w} px")
+    pages.go(0)
+    assert problems == [], problems

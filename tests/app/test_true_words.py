@@ -70,9 +70,11 @@ PHRASES = (
     ("what blocks add is multiplied", r"residual multiplier", lambda a: a.residual_multiplier != 1.0),
     ("the logits are divided", r"logits scaling|logits ÷|\] ÷ ", lambda a: a.logits_divisor != 1.0),
     ("the template writes its own system message", r"writes its own|inserts its own", lambda a: bool(a.default_system)),
+    ("every parameter takes part in every token", r"every parameter takes part",  # but one row of a separate embedding or position table
+     lambda a: a.tied_lm_head and a.rotary and not a.experts),
 )
 
-UNSAID = {"the MLP is 4 d wide"}  # a claim no text makes any more: only searched where it would be false
+UNSAID = {"the MLP is 4 d wide", "every parameter takes part in every token"}  # a claim no text makes any more: only searched where it would be false
 
 
 def _plain(text: str) -> str:

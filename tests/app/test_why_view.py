@@ -63,6 +63,18 @@ def test_a_heads_sentence_names_its_largest_sources_and_its_key_value_head():
     assert text == "Head L1H1 (key/value head 0) writes -1.00, most from “f” (5: -1.50), “c” (2: +0.50)"
 
 
+def test_a_heads_sentence_says_a_part_that_rounds_to_zero_plainly_and_names_whole_tokens():
+    """"+0.00" reads as a number that was worked out to be zero: a part under half a hundredth is
+    "about 0"; a token longer than 12 characters is named whole ("␣internation…" is another word)."""
+    sources = np.zeros((2, 2, 7), np.float32)
+    sources[0, 1, [3, 4]] = [0.003, -0.001]
+    a = made(sources=sources, heads=np.array([[2.0, 0.002], [0.25, -1.0]], np.float32))
+    pieces = ["a", "b", "c", "␣international", "e", "f", "g"]
+    text = wn.head_sentence(a, 0, 1, pieces)
+    assert text == "Head L0H1 (key/value head 0) writes about 0, most from “␣international” (3: about 0), “e” (4: about 0)"
+    assert "+0.00" not in text and "-0.00" not in text
+
+
 # ------------------------------------------------------------------ the view in a window
 def show_why(window, qtbot):
     with qtbot.waitSignal(window.controller.attributionReady, timeout=30_000) as answer:
@@ -196,3 +208,76 @@ def test_a_right_click_on_the_flows_chosen_token_asks_why(window, qtbot):
     x, y, w, h = panel.flow_layout().boxes["sampling"]
     qtbot.mouseClick(panel, Qt.RightButton, pos=QPoint(x + w // 2, y + h // 2))  # another box: nothing
     assert window.views.currentWidget() is not window.why_view
+
+
+@pytest.mark.parametrize("size", [(1280, 720), (1024, 768)])
+def test_the_waterfalls_names_keep_apart(window, qtbot, size):
+    """Two of the largest parts two bars apart at the same height (SmolLM2's M27 and M28) were
+    named over each other ("M2M28"): each name keeps clear of the others."""
+    window.state.set_projector(True)
+    window.resize(*size)
+    run(qtbot, window, window.step, p.Step)
+    show_why(window, qtbot)
+    L = 30
+    mlp = np.zeros(L, np.float32)
+    mlp[[8, 22, 27, 28, 29]] = [1.5, 1.9, -1.3, -1.6, 7.4]
+    heads = np.zeros((L, 2), np.float32)
+    heads[24, 0] = -1.7
+    a = made(heads=heads, attn_bias=np.zeros(L, np.float32), mlp=mlp, sources=np.zeros((L, 2, 7), np.float32),
+             logit=float(1.5 + mlp.sum() + heads.sum()))
+    why = window.why_view
+    why.show_attribution(p.AttributionResult(a, "x", "", tuple("abcdefg")))
+    qtbot.wait(20)
+    rects = [(item.toPlainText(), item.sceneBoundingRect()) for item in why.fall_labels]
+    assert len(rects) >= 5
+    crossing = [(a, b) for i, (a, ra) in enumerate(rects) for b, rb in rects[i + 1:] if ra.intersects(rb)]
+    view = why.fall_plot.getViewBox().sceneBoundingRect()
+    outside = [text for text, r in rects if not view.contains(r)]
+    assert crossing == [] and outside == [], (crossing, outside)
+
+
+def test_the_header_says_working_out_while_the_split_is_on_its_way(window, qtbot):
+    """Between a step and its split the header showed the last step's sentence (or nothing new):
+    it says the split is being worked out, then the answer replaces it."""
+    run(qtbot, window, window.step, p.Step)
+    show_why(window, qtbot)
+    why, said = window.why_view, []
+    why.attributeRequested.connect(lambda *args: said.append(why.header.text()))
+    with qtbot.waitSignal(window.controller.attributionReady, timeout=30_000):
+        run(qtbot, window, window.step, p.Step)
+    assert said and all(text.startswith("Working out") for text in said), said
+    qtbot.waitUntil(lambda: not why.awaiting(), timeout=30_000)
+    assert not why.header.text().startswith("Working out")
+
+
+@pytest.mark.parametrize("size", [(1280, 720), (1024, 768)])
+def test_the_sources_axis_names_whole_tokens_apart_and_inside_the_plot(window, qtbot, size):
+    """The positions the selected head read from are named by their whole tokens ("␣capital", not
+    "␣capit…"), no two names running into each other and the last one's end inside the plot."""
+    from PySide6.QtGui import QFontMetrics
+
+    window.state.set_projector(True)
+    window.resize(*size)
+    run(qtbot, window, window.step, p.Step)
+    show_why(window, qtbot)
+    pieces = ("The", "␣capital", "␣of", "␣international", "␣relations", "␣is", "␣Washington")
+    sources = np.zeros((2, 2, 7), np.float32)
+    sources[0, 0] = [0.5, -0.2, 0.1, 0.3, -0.4, 0.2, 0.6]
+    why = window.why_view
+    why.show_attribution(p.AttributionResult(made(sources=sources), "x", "", pieces))
+    window.state.set_layer(0)
+    window.state.set_head(0)
+    qtbot.wait(20)
+    axis = why.source_plot.getAxis("bottom")
+    ticks = axis._tickLevels[0]
+    assert ticks and all(text in pieces for _x, text in ticks), ticks
+    vb = why.source_plot.getViewBox()
+    (x0, x1), _ = vb.viewRange()
+    fm = QFontMetrics(axis.style["tickFont"] or why.state.theme.font(-1))
+    spans = []
+    for x, text in ticks:
+        centre = (x - x0) * vb.width() / (x1 - x0)
+        half = fm.horizontalAdvance(text) / 2
+        spans.append((text, centre - half, centre + half))
+    assert all(right <= vb.width() + 1 for _t, _l, right in spans), spans
+    assert all(a[2] + 4 <= b[1] for a, b in zip(spans, spans[1:])), spans

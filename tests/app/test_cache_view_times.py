@@ -1,0 +1,27 @@
+"""The KV cache view's lower half: the times plot says in words that it has nothing to show yet (a
+blank grid read as a broken plot), and the cache's rows are named by their whole tokens."""
+
+from __future__ import annotations
+
+from app.panels.cache_panel import row_ticks
+from app.protocol import messages as p
+
+from .helpers import run
+
+
+def test_the_times_plot_has_a_note_until_a_decode_step_is_timed(window, qtbot):
+    run(qtbot, window, window.step, p.Step)  # the prefill: no decode step timed yet
+    window.show_view("cache")
+    cache = window.cache_view
+    qtbot.wait(20)
+    note = cache.time_note
+    assert note.isVisible() and "step" in note.text() and note.geometry() == cache.time_view.rect()
+    run(qtbot, window, window.step, p.Step)
+    qtbot.wait(20)
+    assert not note.isVisible()
+
+
+def test_the_rows_are_named_by_their_whole_tokens():
+    pieces = ["The", "␣capital", "␣international", "␣is"]
+    ticks = row_ticks(4, pieces, 400, 12)
+    assert [text for _y, text in ticks] == ["The 0", "␣capital 1", "␣international 2", "␣is 3"]
