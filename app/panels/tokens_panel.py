@@ -62,6 +62,7 @@ def _is_variation_selector(ch: str) -> bool:
     return 0xFE00 <= c <= 0xFE0F or 0xE0100 <= c <= 0xE01EF or 0x180B <= c <= 0x180F or c == 0x034F
 
 
+TYPING_PAUSE_MS = 450  # a typed prompt (or stop) goes out once typing pauses this long (tests set 0)
 EDITOR_LINES = 3  # the prompt editor shows at least this many lines (a scroll bar beyond)
 CHIP_SHARE = 0.12  # the most of the window's height the rows of chips take (a scroll bar beyond)
 MIN_ROWS = 2  # rows of chips shown whatever the window's height, when the text needs them (in the Flow;
@@ -320,12 +321,12 @@ class TokensPanel(QGroupBox):
         layout.addLayout(right, 5)
         layout.setContentsMargins(6, 2, 6, 4)
 
-        self._debounce = QTimer(self, singleShot=True, interval=450)
+        self._debounce = QTimer(self, singleShot=True, interval=TYPING_PAUSE_MS)
         self._debounce.timeout.connect(self._on_debounce_timeout)
         self.editor.textChanged.connect(self._on_editor_text_changed)
         self.system_edit.textChanged.connect(self._on_editor_text_changed)
         self.chat_box.toggled.connect(self._on_chat_box_toggled)
-        self._stops_wait = QTimer(self, singleShot=True, interval=450)  # typed stops go out as the prompt does:
+        self._stops_wait = QTimer(self, singleShot=True, interval=TYPING_PAUSE_MS)  # typed stops go out as the prompt does:
         self._stops_wait.timeout.connect(self._send_stops)  # a toolbar click takes no focus, so no editingFinished
         self.stops_edit.textEdited.connect(self._stops_wait.start)
         self.stops_edit.editingFinished.connect(self._send_stops)

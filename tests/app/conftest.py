@@ -11,14 +11,18 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import pytest
 from PySide6.QtCore import QSettings, QThread
 
+from app.panels import tokens_panel
 from app.window import paint_scheduler
 from engine import hf_compat
 
-# A result is drawn as soon as it arrives, its turns back to back: the window's 16 ms frame and the
-# 1 ms between turns are waits, and a run draws thousands of steps (three window test files took
-# about a fifth less time without them, side by side). What they are for (a result per frame, other
-# timers between turns) is measured in benchmarks/bench_gui.py, which keeps them.
+# No waits a person needs and a test does not: a result is drawn as soon as it arrives, its turns
+# back to back (the window's 16 ms frame and 1 ms between turns: three window test files took about a
+# fifth less time without them, side by side), and a prompt set in the editor goes out at the next
+# turn of the event loop instead of after a 450 ms pause in typing (a test setting 16 prompts waited
+# 7 s). What the waits are for is measured in benchmarks/bench_gui.py (which keeps the frames) and
+# tested where a test needs them (tests/app/test_edits_during_loads.py sets the pause it wants).
 paint_scheduler.FRAME_MS = paint_scheduler.TURN_MS = 0
+tokens_panel.TYPING_PAUSE_MS = 0
 
 
 _started: list[QThread] = []  # every QThread started from Python since the last test's check
