@@ -485,3 +485,26 @@ def test_no_text_is_cut_for_the_demo_model(demo_window, qtbot, size, projector):
 def test_no_text_is_cut_for_a_30_layer_llama(smollm_window, qtbot, size, projector):
     problems = cut_texts_everywhere(smollm_window, qtbot, size, projector)
     assert problems == [], "\n".join(problems)
+
+
+def test_the_kv_cache_panel_of_30_layers_fits_a_projector_page(smollm_window, qtbot):
+    """30 layers make the three plots too wide for one row at 1024 x 768 projector: the panel stacks
+    them in two rows and says its grouped-heads sentence in the bytes line's tooltip, so that the two
+    rows have their least heights (the panel's least size assumed one row: its plots overlapped by
+    4 px), and its least size says what two rows need."""
+    window = smollm_window
+    window.commands.projector_action.setChecked(True)
+    window.state.set_projector(True)
+    window.resize(1024, 768)
+    window.show_view("overview")
+    kv = window.kv
+    window.overview.show_panel(kv)
+    qtbot.wait(20)
+    settle(window, qtbot)
+    assert not kv._one_row
+    assert kv.height() >= kv.minimumSizeHint().height()
+    row0 = kv.layer_view.geometry().united(kv.growth_view.geometry())
+    assert row0.bottom() < kv.time_view.geometry().top()
+    assert "Grouped heads: 9 query heads share 3 key/value heads" in kv.bytes_label.toolTip()
+    assert "Grouped heads" not in kv.bytes_label.text()
+    assert overlapping_siblings(kv) == []
