@@ -202,9 +202,6 @@ class SamplingStagesPanel(QWidget):
         self._droppable = droppable_columns(s)
         self._cells = [[self.table.item(r, c).text() for c in (0, 5)] for r in range(len(ids))]
         self._fit_columns()
-        table = self.table  # room for the pinned rows and the chosen row under the column titles
-        table.setMinimumHeight(table.horizontalHeader().sizeHint().height() + (PINNED + 1) * table.rowHeight(0)
-                               + table.horizontalScrollBar().sizeHint().height() + 2 * table.frameWidth() + 2)
         self._fold_rows()
         self._draw_the_draw(st, pieces, record, greedy, trace.chosen_piece)
 
@@ -246,6 +243,10 @@ class SamplingStagesPanel(QWidget):
         for column in range(table.columnCount()):
             table.setColumnHidden(column, column in hidden)
         self.hidden_columns = hidden
+        # room for the pinned rows and the chosen row under the column titles (and a sideways
+        # scrollbar only where even the narrowest form is wider than the table)
+        bar = table.horizontalScrollBar().sizeHint().height() if need > room else 0
+        table.setMinimumHeight(header.sizeHint().height() + (PINNED + 1) * table.rowHeight(0) + bar + 2 * table.frameWidth() + 2)
 
     def _say_marks(self, hidden: set[int]) -> None:
         for row, ((token, topk), (token_text, softmax_text)) in enumerate(zip(self._marks, self._cells)):
