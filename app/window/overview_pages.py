@@ -84,6 +84,7 @@ class OverviewPages(QWidget):
         self.pages: list[list[list[QWidget]]] = []
         self.focused: QWidget | None = None
         self._splitters: list[QSplitter] = []
+        self._before_focus: tuple[list, list[list[int]]] = ([], [])  # the pages and splitter sizes a focus left
         self._building = False  # in _build: a resize it causes must not lay out the half-built pages...
         self._resized = False  # ...but is laid out for once they are built
 
@@ -91,9 +92,15 @@ class OverviewPages(QWidget):
         return [p for column in self.columns for p in column]
 
     def focus(self, panel: QWidget | None) -> None:
-        """Show ``panel`` alone (None: every panel again)."""
+        """Show ``panel`` alone (None: every panel again, each at the size it had before)."""
+        if panel is not None and self.focused is None:
+            self._before_focus = (self.pages, [s.sizes() for s in self._splitters])
         self.focused = panel
         self.relayout(force=True)
+        pages, sizes = self._before_focus
+        if panel is None and pages == self.pages and len(sizes) == len(self._splitters):
+            for splitter, held in zip(self._splitters, sizes):
+                splitter.setSizes(held)
 
     def page_of(self, panel: QWidget) -> int:
         return next((i for i, page in enumerate(self.pages) if any(panel in c for c in page)), -1)
