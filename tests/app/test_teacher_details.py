@@ -83,8 +83,8 @@ def test_a_long_prompt_in_projector_mode_shows_three_lines_and_reaches_its_first
     editor = window.tokens.editor
     assert editor.viewport().height() >= 3 * editor.fontMetrics().lineSpacing()
     sentence = window.tokens.sentence.text()
-    assert sentence.startswith("…") and sentence[1] != " "  # cut at a word: "…word", not "… ord"
-    cut = sentence[1:].split(" ")[0]
+    assert sentence.startswith("… ") and sentence[2] != " "  # its end after the marker, cut at a word
+    cut = sentence[2:].split(" ")[0]
     assert f" {cut} " in f" {LONG_PROMPT} "
     scroll, first = window.tokens.scroll, window.tokens.strip.rects[0]
     scroll.verticalScrollBar().setValue(scroll.verticalScrollBar().minimum())
