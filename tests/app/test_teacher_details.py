@@ -68,6 +68,26 @@ def test_the_status_line_is_one_line_and_counts_as_the_chips_do(window, qtbot):
         assert label.text().startswith(f"Token {generated} ") and generated == result.trace.step + 1
 
 
+def test_a_long_message_keeps_the_status_line_one_line_and_is_whole_in_its_tooltip(window, qtbot):
+    """A message longer than the line (an error naming a file, say) shows its first whole words and
+    " …" on one line; the whole message is the tooltip. Wrapped, it made the line two or three lines
+    tall and took the height from the views above."""
+    window.state.set_projector(True)
+    window.resize(1280, 720)
+    label = window.status_line.status_label
+    message = ("The session file /home/teacher/Documents/lessons/week 3/the capital of France.npz could not be "
+               "read: it was written by a newer nexttoken, which stores the attention of every layer and head.")
+    window.status_line.say(message, error=True)
+    qtbot.wait(20)
+    assert label.height() <= label.fontMetrics().height() + 4
+    assert label.toolTip() == message == label.text()
+    shown = label.shown()
+    assert shown.endswith(" …") and message.startswith(shown[:-2] + " ")  # whole words, then the mark
+    assert label.fontMetrics().horizontalAdvance(shown) <= label.contentsRect().width()
+    window.status_line.say("Stepped.")
+    assert label.shown() == "Stepped." and label.toolTip() == "Stepped."
+
+
 LONG_PROMPT = ("Once upon a time, in a small village at the edge of a great forest, there lived an old clockmaker "
                "who repaired every clock in the valley, and each morning the children gathered at his window")
 
