@@ -65,8 +65,8 @@ def _is_variation_selector(ch: str) -> bool:
 
 EDITOR_LINES = 3  # the prompt editor shows at least this many lines (a scroll bar beyond)
 CHIP_SHARE = 0.12  # the most of the window's height the rows of chips take (a scroll bar beyond)
-MIN_ROWS = 2  # rows of chips shown whatever the window's height, when the text needs them (in the Flow;
-# the Overview of a short projector window shows one at the least: its six panels need the height)
+MIN_ROWS = 2  # rows of chips shown whatever the window's height, when the text needs them (the Flow and
+# the Overview alike: on a short projector window the Overview's panels take more pages for it)
 MAX_ROWS = 3  # and the most, outside the focused panel
 SHORT_WINDOW = 800  # a window shorter than this on a projector shows the text so far in one line
 
@@ -315,12 +315,13 @@ class TokensPanel(QGroupBox):
         chips.addWidget(self.scroll, 1)
         chips.addLayout(controls)
         right = QVBoxLayout()
+        right.setSpacing(2)  # the sentence right over the chips: the panels below keep the height (two rows of chips, projector)
         right.addLayout(top)
         right.addLayout(chips, 1)
         layout = QHBoxLayout(self)
         layout.addLayout(left, 2)
         layout.addLayout(right, 5)
-        layout.setContentsMargins(6, 2, 6, 4)
+        layout.setContentsMargins(6, 2, 6, 2)
 
         self._debounce = QTimer(self, singleShot=True, interval=450)
         self._debounce.timeout.connect(self._on_debounce_timeout)
@@ -595,8 +596,7 @@ class TokensPanel(QGroupBox):
             self.scroll.setMaximumHeight(16777215)
             return
         one = self.strip.rows_height(1)
-        least = MIN_ROWS if self.in_flow or not self._short_projector() else 1
-        most = chip_rows(self.window().height(), one, least)  # a long prompt never pushes the window past its size
+        most = chip_rows(self.window().height(), one)  # a long prompt never pushes the window past its size
         rows = min(max(self.strip.height(), one), self.strip.rows_height(most))
         self.scroll.setFixedHeight(rows + frame)
         bar = self.scroll.verticalScrollBar()

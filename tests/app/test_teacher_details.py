@@ -130,12 +130,13 @@ def test_the_chips_of_a_longer_prompt_never_squeeze_the_panels_below_them(window
             assert panel.height() >= panel.minimumSizeHint().height(), type(panel).__name__
 
 
+@pytest.mark.parametrize("view", ["flow", "overview"])
 @pytest.mark.parametrize(("size", "projector"), [((1280, 720), True), ((1024, 768), True), ((1024, 768), False)])
-def test_two_rows_of_chips_the_newest_in_view_whole_rows_only(window, qtbot, size, projector):
-    """In the Flow, the chips of a long prompt take two rows at least, the newest chip wholly in view
-    and every row in view whole (no sliver of a row above them, under the sentence), and scroll back
-    to the first."""
-    window.show_view("flow")
+def test_two_rows_of_chips_the_newest_in_view_whole_rows_only(window, qtbot, size, projector, view):
+    """In the Flow and the Overview, the chips of a long prompt take two rows at least (the Overview
+    of a short projector window showed one), the newest chip wholly in view and every row in view
+    whole (no sliver of a row above them, under the sentence), and scroll back to the first."""
+    window.show_view(view)
     window.state.set_projector(projector)
     window.resize(*size)
     window.tokens.editor.setPlainText(LONG_PROMPT)
@@ -145,6 +146,7 @@ def test_two_rows_of_chips_the_newest_in_view_whole_rows_only(window, qtbot, siz
     tokens = window.tokens
     scroll, strip = tokens.scroll, tokens.strip
     view = scroll.viewport()
+    assert view.isVisible()
     rows = sorted({r.top() for r in strip.rects})
     assert len(rows) > 2  # more rows than are shown: the test is about scrolling
     assert view.height() >= strip.rows_height(2)
