@@ -226,22 +226,23 @@ class SamplingStagesPanel(QWidget):
     def _fit_columns(self) -> None:
         """As many stage columns as the table's width holds, whole: the columns ``droppable_columns``
         names are hidden in turn until the rest fit, and the mark a hidden column carried is said in
-        another cell (the penalty's "(in text)" by the token, top-k's "removed" in the softmax column)."""
+        another cell (the penalty's "(in text)" by the token, top-k's "removed" in the softmax column).
+        Every row is measured (the caller folds rows again after), so a row shown later fits too."""
         table = self.table
         header = table.horizontalHeader()
-        for column in range(table.columnCount()):
-            table.setColumnHidden(column, False)
         room = table.viewport().width()
+        for row in range(table.rowCount()):  # every row measured, the folded ones too: folded again after
+            table.setRowHidden(row, False)
         hidden: set[int] = set()
         for step in range(len(self._droppable) + 1):
             hidden = set(self._droppable[:step])
             self._say_marks(hidden)
-            need = sum(max(table.sizeHintForColumn(c), header.sectionSizeHint(c))
-                       for c in range(table.columnCount()) if c not in hidden)
+            for column in range(table.columnCount()):
+                table.setColumnHidden(column, column in hidden)
+            header.resizeSections(QHeaderView.ResizeToContents)  # the widths drawn, titles and cells
+            need = header.length()
             if need <= room:
                 break
-        for column in range(table.columnCount()):
-            table.setColumnHidden(column, column in hidden)
         self.hidden_columns = hidden
         # room for the pinned rows and the chosen row under the column titles (and a sideways
         # scrollbar only where even the narrowest form is wider than the table)

@@ -113,6 +113,24 @@ def test_on_a_projector_the_top_candidates_stay_in_view_above_a_chosen_row_far_d
     assert overlapping_siblings(window.sampling_view) == [] and table_fit_problems(table) == []
 
 
+def test_the_columns_fit_with_the_folded_rows_shown_again(window, qtbot):
+    """The columns are measured over every row, the folded ones too: measured over the rows in view
+    only, a row folded while they were fitted ("6.167 (in text)") came back wider than its column
+    and the table scrolled sideways (the demo model at 1024 x 768 projector, seed 0, as a screenshot)."""
+    from .test_text_size import table_fit_problems
+
+    choose_settings(window.sampling, SamplingSettings(temperature=1.0, top_k=50, top_p=1.0, seed=0))
+    window.state.set_projector(True)
+    window.resize(1024, 768)
+    window.show_view("sampling")
+    window.tokens.editor.setPlainText("The capital of France is")
+    run(qtbot, window, window.tokens._debounce.start, p.SetPrompt, timeout=60_000)
+    for _ in range(3):
+        run(qtbot, window, window.step, p.Step)
+        qtbot.wait(30)
+        assert table_fit_problems(window.sampling_view.table) == []
+
+
 def test_a_narrow_sampling_table_hides_columns_and_keeps_their_marks(window, qtbot):
     """At 1024 x 768 in projector mode the nine stage columns do not fit: the draw's stretch, top-k's
     column and the (off) penalty's column are hidden, never cut, and what they marked is said in
