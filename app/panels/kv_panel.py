@@ -58,6 +58,7 @@ class KVPanel(QGroupBox):
         self._short = False  # a narrow, short panel: the grouped-heads sentence is in the tooltip
         self._probe = QLabel()  # never shown: how tall the bytes sentence is at a width
         self._probe.setWordWrap(True)
+        self._label_heights: dict[tuple, int] = {}
 
         # one view per plot: the window paints one view per event-loop turn, and the three together
         # were the longest turn of a step
@@ -197,17 +198,28 @@ class KVPanel(QGroupBox):
     def _height(self, text: str, width: int, *, one_row: bool) -> int:
         """The panel's least height with ``text`` as the bytes sentence at a panel ``width`` wide."""
         m, spacing = self.layout().contentsMargins(), self.layout().spacing()
-        self._probe.setFont(self.bytes_label.font())
-        self._probe.setText(text)
         views = (self.layer_view, self.growth_view, self.time_view)
         if one_row:
             plots = max(v.minimumHeight() for v in views)
         else:
             plots = max(self.layer_view.minimumHeight(), self.growth_view.minimumHeight()) + self._grid.spacing() + self.time_view.minimumHeight()
         inner = width - m.left() - m.right() - self.contentsMargins().left() - self.contentsMargins().right()
-        label = self._probe.heightForWidth(max(1, inner)) if text else 0
+        label = self._label_height(text, max(1, inner)) if text else 0
         frame = self.contentsMargins()  # the title's line and the frame
         return frame.top() + frame.bottom() + m.top() + m.bottom() + self.capacity.sizeHint().height() + label + plots + 2 * spacing
+
+    def _label_height(self, text: str, width: int) -> int:
+        """The bytes line's height for ``text`` at ``width``, measured once per text, width and font
+        (the layouts ask for the panel's least size many times a step)."""
+        key = (text, width, self.bytes_label.font().key())
+        found = self._label_heights.get(key)
+        if found is None:
+            if len(self._label_heights) > 64:
+                self._label_heights.clear()
+            self._probe.setFont(self.bytes_label.font())
+            self._probe.setText(text)
+            found = self._label_heights[key] = self._probe.heightForWidth(width)
+        return found
 
     def _two_row_width(self) -> int:
         return max(self.layer_view.minimumWidth() + self.growth_view.minimumWidth() + self._grid.spacing(), self.time_view.minimumWidth())
