@@ -124,7 +124,8 @@ class BranchesPanel(QWidget):
         self.summary.setWordWrap(True)
         self.summary.setTextFormat(Qt.PlainText)
         self.steps_table = QTableWidget(0, 5)
-        self.steps_table.setHorizontalHeaderLabels(["step", "A: token", "A: model p", "B: token", "B: model p"])
+        # titles of two short lines, so the columns are as narrow as their cells (1024 px, projector)
+        self.steps_table.setHorizontalHeaderLabels(["step", "A:\ntoken", "A:\nmodel p", "B:\ntoken", "B:\nmodel p"])
         self.steps_table.verticalHeader().setVisible(False)
         self.steps_table.setEditTriggers(QTableWidget.NoEditTriggers)
         self.steps_table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeToContents)
@@ -322,12 +323,21 @@ class BranchesPanel(QWidget):
                 if column in (2, 4):
                     item.setTextAlignment(Qt.AlignRight | Qt.AlignVCenter)
                 self.steps_table.setItem(r, column, item)
+        self._fit_steps_table()
         for line, side in ((self.a_line, a), (self.b_line, b)):
             steps = np.arange(len(side["probs"])) + c["first_step"]
             line.setData(steps, np.array(side["probs"]) * 100)
         every = max(1, math.ceil(rows / 8))  # whole steps on the axis, about eight of them
         self.plot_view.getPlotItem().getAxis("bottom").setTickSpacing(every, every)
         self._style_plot(100 * max(max(a["probs"], default=0), max(b["probs"], default=0)))
+
+    def _fit_steps_table(self) -> None:
+        """The steps table as wide as its columns (and a vertical scrollbar), never scrolling sideways:
+        the plot beside it takes what is left."""
+        table = self.steps_table
+        header = table.horizontalHeader()
+        columns = sum(max(table.sizeHintForColumn(c), header.sectionSizeHint(c)) for c in range(table.columnCount()))
+        table.setMinimumWidth(columns + 2 * table.frameWidth() + table.verticalScrollBar().sizeHint().width())
 
     def _style_plot(self, top: float = 100.0) -> None:
         """Fonts and pens of the plot; its probability axis up to a little above ``top`` (%)."""
@@ -348,6 +358,7 @@ class BranchesPanel(QWidget):
         legend = self.plot_view.getPlotItem().legend
         self.tree.setMinimumHeight(7 * theme.text_px() + 8)  # the prompt and a few branches, in any theme
         self.steps_table.setMinimumHeight(4 * theme.text_px() + 8)
+        self._fit_steps_table()
         self._style_plot()
         self._drawn = None
         if self.isVisible():

@@ -11,7 +11,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QFontMetrics
-from PySide6.QtWidgets import QGridLayout, QGroupBox, QProgressBar, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QGridLayout, QGroupBox, QLabel, QProgressBar, QVBoxLayout, QWidget
 
 from app.window import theme as th
 from app.logic.state import AppState
@@ -54,6 +54,11 @@ class KVPanel(QGroupBox):
         self.capacity = QProgressBar()
         self.capacity.setTextVisible(True)
         self.bytes_label = SteadyLabel()
+        self._bytes = ("", "")  # the bytes sentence whole, and without its grouped-heads sentence
+        self._short = False  # a narrow, short panel: the grouped-heads sentence is in the tooltip
+        self._probe = QLabel()  # never shown: how tall the bytes sentence is at a width
+        self._probe.setWordWrap(True)
+        self._label_heights: dict[tuple, int] = {}
 
         # one view per plot: the window paints one view per event-loop turn, and the three together
         # were the longest turn of a step
@@ -113,7 +118,7 @@ class KVPanel(QGroupBox):
         if not records:
             self.capacity.setValue(0)
             self.capacity.setFormat(f"context window: 0 of {capacity:,} positions cached")
-            self.bytes_label.setText("The cache is empty until the prefill runs.")
+            self._show_bytes("The cache is empty until the prefill runs.")
             for bars in (self.key_bars, self.value_bars):
                 bars.setOpts(x=[], height=[])
             self.growth.setData([], [])
@@ -130,15 +135,14 @@ class KVPanel(QGroupBox):
         self.capacity.setValue(min(kv.positions, capacity))
         self.capacity.setFormat(f"context window: {kv.positions:,} of {capacity:,} positions cached ({kv.positions / capacity:.0%})")
         if result.info.remote_host:  # nothing is cached between remote requests
-            self.bytes_label.setText(
+            self._show_bytes(
                 f"No KV cache: each step is one request to {result.info.remote_host}, a full forward pass over the "
                 "text so far; the time per step includes the server and the network."
             )
         else:
-            self.bytes_label.setText(
-                f"<b>{human_bytes(kv.total_bytes)}</b> = <span style='color:{th.KEYS}'>■</span> keys and "
-                f"<span style='color:{th.VALUES}'>■</span> values: {kv.arithmetic()}" + grouped_heads_sentence(kv, result.info)
-            )
+            short = (f"<b>{human_bytes(kv.total_bytes)}</b> = <span style='color:{th.KEYS}'>■</span> keys and "
+                     f"<span style='color:{th.VALUES}'>■</span> values: {kv.arithmetic()}")
+            self._show_bytes(short + grouped_heads_sentence(kv, result.info), short)
         steps = np.fromiter((r.step for r in records), np.int64, len(records))
         sizes = np.fromiter((r.kv.total_bytes for r in records), np.float64, len(records))
         ms = np.fromiter((r.forward_ms for r in records), np.float64, len(records))
@@ -174,6 +178,51 @@ class KVPanel(QGroupBox):
             f"Time to first token (the prefill, {prefill.n_new} positions in one pass): {prefill.forward_ms:.1f} ms"
             + (f"; a decode step (one position), mean of {len(records) - 1}: {ms[1:].mean():.1f} ms" if len(records) > 1 else "")
         )
+
+    def _show_bytes(self, whole: str, short: str | None = None) -> None:
+        """The bytes sentence: whole, or without its grouped-heads sentence (then in the tooltip) while
+        the panel is too short for it over the plots in two rows."""
+        self._bytes = (whole, whole if short is None else short)
+        self._fit_bytes(force=True)
+
+    def _fit_bytes(self, *, force: bool = False) -> None:
+        whole, short = self._bytes
+        cut = short != whole and not self._one_row and self.height() < self._height(whole, self.width(), one_row=False)
+        if cut != self._short or force:
+            if cut != self._short:
+                self.bytes_label.start_over()
+            self._short = cut
+            self.bytes_label.setText(short if cut else whole)
+            self.bytes_label.setToolTip(whole if cut else "")
+
+    def _height(self, text: str, width: int, *, one_row: bool) -> int:
+        """The panel's least height with ``text`` as the bytes sentence at a panel ``width`` wide."""
+        m, spacing = self.layout().contentsMargins(), self.layout().spacing()
+        views = (self.layer_view, self.growth_view, self.time_view)
+        if one_row:
+            plots = max(v.minimumHeight() for v in views)
+        else:
+            plots = max(self.layer_view.minimumHeight(), self.growth_view.minimumHeight()) + self._grid.spacing() + self.time_view.minimumHeight()
+        inner = width - m.left() - m.right() - self.contentsMargins().left() - self.contentsMargins().right()
+        label = self._label_height(text, max(1, inner)) if text else 0
+        frame = self.contentsMargins()  # the title's line and the frame
+        return frame.top() + frame.bottom() + m.top() + m.bottom() + self.capacity.sizeHint().height() + label + plots + 2 * spacing
+
+    def _label_height(self, text: str, width: int) -> int:
+        """The bytes line's height for ``text`` at ``width``, measured once per text, width and font
+        (the layouts ask for the panel's least size many times a step)."""
+        key = (text, width, self.bytes_label.font().key())
+        found = self._label_heights.get(key)
+        if found is None:
+            if len(self._label_heights) > 64:
+                self._label_heights.clear()
+            self._probe.setFont(self.bytes_label.font())
+            self._probe.setText(text)
+            found = self._label_heights[key] = self._probe.heightForWidth(width)
+        return found
+
+    def _two_row_width(self) -> int:
+        return max(self.layer_view.minimumWidth() + self.growth_view.minimumWidth() + self._grid.spacing(), self.time_view.minimumWidth())
 
     def _label_growth_axis(self) -> None:
         theme = self.state.theme
@@ -234,23 +283,28 @@ class KVPanel(QGroupBox):
 
     @guarded(fallback=lambda self: QSize())
     def minimumSizeHint(self) -> QSize:
-        """As narrow as the plots in two rows, as short as the plots in one row: the panel puts
-        them in one row whenever it is wide enough (a short window gives it a page of its own)."""
-        hint = super().minimumSizeHint()
-        tall = max(v.minimumHeight() for v in (self.layer_view, self.growth_view, self.time_view))
-        if not self._one_row:
-            row0 = max(self.layer_view.minimumHeight(), self.growth_view.minimumHeight())
-            hint.setHeight(hint.height() - (row0 + self.time_view.minimumHeight() + 2) + tall)
+        """As narrow as the plots in two rows; as short as the plots in one row where the panel is wide
+        enough for them, else as the plots in two rows under the bytes sentence less its grouped-heads
+        sentence (then in its tooltip): a short window gives it a page of its own."""
         m = self.layout().contentsMargins()
-        two_rows = max(self.layer_view.minimumWidth() + self.growth_view.minimumWidth() + 2, self.time_view.minimumWidth())
-        hint.setWidth(max(self.capacity.minimumSizeHint().width(), two_rows) + m.left() + m.right())
-        return hint
+        frame = self.contentsMargins()
+        width = max(self.capacity.minimumSizeHint().width(), self._two_row_width()) + m.left() + m.right() + frame.left() + frame.right()
+        whole, short = self._bytes
+        # at the width it has: one row under the whole sentence where the row fits (a panel wide but
+        # too tall for one row is taller than two rows need), else two rows under the sentence less
+        # its grouped heads (the least a panel narrower than the row can be)
+        if self.width() >= self._row_width():
+            height = self._height(whole, self.width(), one_row=True)
+        else:
+            height = self._height(short, max(width, self.width()), one_row=False)
+        return QSize(width, height)
 
     @guarded
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         # one row only in a wide, short panel: in a tall column the plots would be thin slivers
         self._arrange(one_row=self.width() >= self._row_width() and self.width() > 1.5 * self.height())
+        self._fit_bytes()
 
     def plot_needs(self) -> list:
         """(plot, (width, height)): the drawing area each plot needs to be read."""

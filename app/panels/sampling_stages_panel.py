@@ -53,6 +53,10 @@ class SamplingStagesPanel(QWidget):
         self.fold_note.setWordWrap(True)
         self.fold_note.hide()
         self.folded = range(0)  # the rows folded away (tests read it)
+        self.hidden_columns: set[int] = set()  # the columns a narrow table hides (tests read it)
+        self._droppable: list[int] = []
+        self._marks: list[tuple] = []
+        self._cells: list[list[str]] = []
         self._chosen_row = 0
         self.draw_caption = QLabel()
         self.draw_caption.setWordWrap(True)
@@ -142,9 +146,14 @@ class SamplingStagesPanel(QWidget):
         self.table.setHorizontalHeaderLabels(columns)
         self.table.setRowCount(len(ids) + 1)
         raw = record.logits[ids]
+        self._marks = []  # per row: the marks of columns a narrow form hides, said in another cell
         for row, (token, piece) in enumerate(zip(ids, pieces)):
             chosen = int(token) == record.chosen
             removed = st.removed_by[row]
+            self._marks.append((
+                f"{piece} ({int(token):,}) (in text)" if st.in_context[row] else None,  # the penalty column's mark
+                "removed by top-k" if removed == "top-k" else None,  # the top-k column's
+            ))
             cells = [
                 f"{piece} ({int(token):,})",
                 f"{raw[row]:.3f}",
@@ -190,9 +199,9 @@ class SamplingStagesPanel(QWidget):
             f"{trace.model_entropy_ceiling_bits:.1f} bits (the whole vocabulary)."
         )
         self._chosen_row = chosen_row
-        table = self.table  # room for the pinned rows and the chosen row under the column titles
-        table.setMinimumHeight(table.horizontalHeader().sizeHint().height() + (PINNED + 1) * table.rowHeight(0)
-                               + table.horizontalScrollBar().sizeHint().height() + 2 * table.frameWidth() + 2)
+        self._droppable = droppable_columns(s)
+        self._cells = [[self.table.item(r, c).text() for c in (0, 5)] for r in range(len(ids))]
+        self._fit_columns()
         self._fold_rows()
         self._draw_the_draw(st, pieces, record, greedy, trace.chosen_piece)
 
@@ -214,11 +223,44 @@ class SamplingStagesPanel(QWidget):
         self.fold_note.setVisible(bool(hidden))
         self.table.scrollToTop()
 
+    def _fit_columns(self) -> None:
+        """As many stage columns as the table's width holds, whole: the columns ``droppable_columns``
+        names are hidden in turn until the rest fit, and the mark a hidden column carried is said in
+        another cell (the penalty's "(in text)" by the token, top-k's "removed" in the softmax column).
+        Every row is measured (the caller folds rows again after), so a row shown later fits too."""
+        table = self.table
+        header = table.horizontalHeader()
+        room = table.viewport().width()
+        for row in range(table.rowCount()):  # every row measured, the folded ones too: folded again after
+            table.setRowHidden(row, False)
+        hidden: set[int] = set()
+        for step in range(len(self._droppable) + 1):
+            hidden = set(self._droppable[:step])
+            self._say_marks(hidden)
+            for column in range(table.columnCount()):
+                table.setColumnHidden(column, column in hidden)
+            header.resizeSections(QHeaderView.ResizeToContents)  # the widths drawn, titles and cells
+            need = header.length()
+            if need <= room:
+                break
+        self.hidden_columns = hidden
+        # room for the pinned rows and the chosen row under the column titles (and a sideways
+        # scrollbar only where even the narrowest form is wider than the table)
+        bar = table.horizontalScrollBar().sizeHint().height() if need > room else 0
+        table.setMinimumHeight(header.sizeHint().height() + (PINNED + 1) * table.rowHeight(0) + bar + 2 * table.frameWidth() + 2)
+
+    def _say_marks(self, hidden: set[int]) -> None:
+        for row, ((token, topk), (token_text, softmax_text)) in enumerate(zip(self._marks, self._cells)):
+            self.table.item(row, 0).setText(token if token and 2 in hidden else token_text)
+            self.table.item(row, 5).setText(topk if topk and 4 in hidden else softmax_text)
+
     @guarded(fallback=False)
     def eventFilter(self, watched, event) -> bool:  # noqa: N802 - Qt's name
-        """The table's viewport changed height (the window's, or the lines of the header above it):
-        fold again for the rows it holds now."""
+        """The table's viewport changed (the window's size, or the lines of the header above it): as
+        many columns as its width holds, and fold again for the rows its height holds now."""
         if event.type() == QEvent.Resize and self.stages is not None:
+            if event.size().width() != event.oldSize().width():
+                self._fit_columns()
             self._fold_rows()
         return False
 
@@ -290,6 +332,19 @@ def settings_source(info, settings) -> str:
     if settings == DEFAULT_SETTINGS:
         return "the window's defaults: the model sets no do_sample"
     return "chosen in the sampling panel"
+
+
+def droppable_columns(settings) -> list[int]:
+    """The table's columns a narrow table hides, first to last: the draw's stretch (the bar under the
+    table shows it), top-k's kept or removed (the softmax column then says "removed by top-k"), the
+    penalty when it is off (the token cell then says "(in text)"), and when greedy the temperature
+    and top-p columns, which show only "—". The token, the raw logit, the probabilities stay."""
+    order = [8, 4]
+    if settings.repetition_penalty == 1:
+        order.append(2)
+    if settings.is_greedy:
+        order += [3, 6]
+    return order
 
 
 def folded_rows(chosen: int, fits: int, pinned: int = PINNED) -> range:

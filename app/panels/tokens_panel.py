@@ -33,6 +33,7 @@ from engine.chat import ChatTurn
 from engine.tokens import piece_bytes
 
 from app.logic.model_words import system_placeholder
+from app.logic.text_fit import tail_words
 
 from app.protocol import messages as p
 from app.logic import stop_text
@@ -65,8 +66,8 @@ def _is_variation_selector(ch: str) -> bool:
 TYPING_PAUSE_MS = 450  # a typed prompt (or stop) goes out once typing pauses this long (tests set 0)
 EDITOR_LINES = 3  # the prompt editor shows at least this many lines (a scroll bar beyond)
 CHIP_SHARE = 0.12  # the most of the window's height the rows of chips take (a scroll bar beyond)
-MIN_ROWS = 2  # rows of chips shown whatever the window's height, when the text needs them (in the Flow;
-# the Overview of a short projector window shows one at the least: its six panels need the height)
+MIN_ROWS = 2  # rows of chips shown whatever the window's height, when the text needs them (the Flow and
+# the Overview alike: on a short projector window the Overview's panels take more pages for it)
 MAX_ROWS = 3  # and the most, outside the focused panel
 SHORT_WINDOW = 800  # a window shorter than this on a projector shows the text so far in one line
 
@@ -261,7 +262,8 @@ class TokensPanel(QGroupBox):
         self.counts = QLabel("0 tokens · 0 characters")
         self.counts.setAlignment(Qt.AlignRight | Qt.AlignVCenter)
         self.counts.setTextFormat(Qt.RichText)
-        self.counts.setToolTip("Blue chips: the prompt; orange: generated; dashed: the token just chosen, not yet read. ␣ = space, ↵ = newline")
+        self.counts.setToolTip(COUNTS_TIP)
+        self._counts_short = False  # the count of characters is in the tooltip (``_update_counts``)
         self.strip = TokenStrip()
         self.scroll = QScrollArea()
         self.scroll.setWidget(self.strip)
@@ -314,12 +316,13 @@ class TokensPanel(QGroupBox):
         chips.addWidget(self.scroll, 1)
         chips.addLayout(controls)
         right = QVBoxLayout()
+        right.setSpacing(2)  # the sentence right over the chips: the panels below keep the height (two rows of chips, projector)
         right.addLayout(top)
         right.addLayout(chips, 1)
         layout = QHBoxLayout(self)
         layout.addLayout(left, 2)
         layout.addLayout(right, 5)
-        layout.setContentsMargins(6, 2, 6, 4)
+        layout.setContentsMargins(6, 2, 6, 2)
 
         self._debounce = QTimer(self, singleShot=True, interval=TYPING_PAUSE_MS)
         self._debounce.timeout.connect(self._on_debounce_timeout)
@@ -440,10 +443,13 @@ class TokensPanel(QGroupBox):
         chars = len(self.editor.toPlainText())
         gen = f" + {n_gen} generated" if n_gen else ""
         gen = f" + <span style='background:{th.GENERATED_CHIP}'>&nbsp;<b>{n_gen}</b> generated&nbsp;</span>" if n_gen else ""
+        self._counts_short = short = self.sentence_lines() == 1  # the text so far in one line: the characters' count leaves it the room
         self.counts.setText(  # one line: "␣ = space, ↵ = newline" is its tooltip
-            f"<span style='background:{th.PROMPT_CHIP}'>&nbsp;<b>{n_prompt}</b> prompt tokens&nbsp;</span>{gen}"
-            f" · <b>{chars}</b> characters"
+            f"<span style='background:{th.PROMPT_CHIP}'>&nbsp;<b>{n_prompt}</b> prompt{'' if short else ' tokens'}&nbsp;</span>{gen}"
+            + ("" if short else f" · <b>{chars}</b> characters")
         )
+        told = f"{n_prompt} prompt tokens{f' + {n_gen} generated' if n_gen else ''}, {chars} characters in the editor. "
+        self.counts.setToolTip((told if short else "") + COUNTS_TIP)
 
     # -------------------------------------------------------------- state
     def _on_state_result(self, result) -> None:
@@ -545,6 +551,8 @@ class TokensPanel(QGroupBox):
 
     def _fit_sentence_lines(self) -> None:
         lines = self.sentence_lines()
+        if (lines == 1) != self._counts_short:
+            self._update_counts()
         self.sentence.setMaximumHeight(lines * QFontMetrics(self.sentence.font()).lineSpacing() + 6)
         self.sentence.setWordWrap(lines > 1)
 
@@ -559,13 +567,7 @@ class TokensPanel(QGroupBox):
             room = max(40, int(self.sentence.width() * 1.6) - fm.horizontalAdvance(newest))
         else:
             room = max(0, self.sentence.width() - newest_w)
-        text = " ".join(before.split("\n"))
-        shown = fm.elidedText(text, Qt.ElideLeft, room) if room >= fm.horizontalAdvance("…word") else ""
-        if shown != text and shown.startswith("…"):  # cut at a word: "…word", never "…ord"
-            tail = shown[1:]
-            if not text[: len(text) - len(tail)].endswith(" ") and " " in tail:
-                tail = tail.split(" ", 1)[1]
-            shown = "…" + tail.lstrip(" ")
+        shown = sentence_end(" ".join(before.split("\n")), room, fm.horizontalAdvance)
         mark = (
             f"<span style='background:{th.GENERATED_CHIP}; text-decoration: underline'><b>{escape(newest, quote=False)}</b></span>"
             if newest else ""
@@ -595,12 +597,25 @@ class TokensPanel(QGroupBox):
             self.scroll.setMaximumHeight(16777215)
             return
         one = self.strip.rows_height(1)
-        least = MIN_ROWS if self.in_flow or not self._short_projector() else 1
-        most = chip_rows(self.window().height(), one, least)  # a long prompt never pushes the window past its size
+        most = chip_rows(self.window().height(), one)  # a long prompt never pushes the window past its size
         rows = min(max(self.strip.height(), one), self.strip.rows_height(most))
         self.scroll.setFixedHeight(rows + frame)
         bar = self.scroll.verticalScrollBar()
         bar.setSingleStep(one - TokenStrip.GAP)  # the wheel and the arrows move by whole rows
+
+
+COUNTS_TIP = "Blue chips: the prompt; orange: generated; dashed: the token just chosen, not yet read. ␣ = space, ↵ = newline"
+ELIDED = "… "  # in front of the end of a text too long for its line
+
+
+def sentence_end(text: str, room: float, measure) -> str:
+    """``text`` if it fits ``room`` (``measure`` gives a text's width), else its end in whole words
+    after ``ELIDED`` ("… France is", never "…ance is"); ``ELIDED`` alone when not even its last word
+    fits. A chat template's special tokens (``<|im_start|>``) count as words."""
+    if measure(text) <= room:
+        return text
+    end = tail_words(text, room - measure(ELIDED), measure)
+    return ELIDED + end[0] if end and end[0] else ELIDED.rstrip()
 
 
 def chip_rows(window_height: int, row_height: int, least: int = MIN_ROWS) -> int:

@@ -14,7 +14,7 @@ the room its plots need to be read, so a small screen gets more pages, never squ
 
 from __future__ import annotations
 
-from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtCore import QEvent, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import QButtonGroup, QHBoxLayout, QSplitter, QStackedWidget, QToolButton, QVBoxLayout, QWidget
 
@@ -84,16 +84,28 @@ class OverviewPages(QWidget):
         self.pages: list[list[list[QWidget]]] = []
         self.focused: QWidget | None = None
         self._splitters: list[QSplitter] = []
+        self._before_focus: tuple[list, list[list[int]]] = ([], [])  # the pages and splitter sizes a focus left
         self._building = False  # in _build: a resize it causes must not lay out the half-built pages...
         self._resized = False  # ...but is laid out for once they are built
+        self._planned: dict[QWidget, QSize] = {}  # each panel's least size when the pages were planned
+        self._grown = QTimer(self, singleShot=True, interval=0)  # a panel's least size grew: plan again, once
+        self._grown.timeout.connect(self.relayout)
+        for panel in self.panels():
+            panel.installEventFilter(self)
 
     def panels(self) -> list[QWidget]:
         return [p for column in self.columns for p in column]
 
     def focus(self, panel: QWidget | None) -> None:
-        """Show ``panel`` alone (None: every panel again)."""
+        """Show ``panel`` alone (None: every panel again, each at the size it had before)."""
+        if panel is not None and self.focused is None:
+            self._before_focus = (self.pages, [s.sizes() for s in self._splitters])
         self.focused = panel
         self.relayout(force=True)
+        pages, sizes = self._before_focus
+        if panel is None and pages == self.pages and len(sizes) == len(self._splitters):
+            for splitter, held in zip(self._splitters, sizes):
+                splitter.setSizes(held)
 
     def page_of(self, panel: QWidget) -> int:
         return next((i for i, page in enumerate(self.pages) if any(panel in c for c in page)), -1)
@@ -138,6 +150,17 @@ class OverviewPages(QWidget):
         super().resizeEvent(event)
         self.relayout()
 
+    @guarded(fallback=False)
+    def eventFilter(self, watched, event) -> bool:  # noqa: N802 - Qt's name
+        """A panel's contents asked for another layout (a step added a row of chips, a longer caption):
+        where its least size grew past what the pages were planned for, plan them again (its page
+        could not give it that room: its widgets would be drawn over each other)."""
+        if event.type() == QEvent.LayoutRequest and self.focused is None and watched in self._planned:
+            least, planned = _least(watched), self._planned[watched]
+            if least.width() > planned.width() or least.height() > planned.height():
+                self._grown.start()
+        return False
+
     def relayout(self, *, force: bool = False) -> None:
         """Lay the panels out again if the room they have calls for other pages."""
         if self._building:  # removing the old pages resized the area: planned again once they are built
@@ -146,6 +169,7 @@ class OverviewPages(QWidget):
         if self.focused is not None:
             pages = [[[self.focused]]]
         else:
+            self._planned = {p: _least(p) for p in self.panels()}
             width, height = self.width(), self.height()
             pages = plan_pages(self.columns, width, height)
             if len(pages) > 1:  # the page buttons take a line: plan again for the room under them

@@ -5,24 +5,78 @@ from __future__ import annotations
 
 import logging
 
-from PySide6.QtCore import QObject, Qt
+from PySide6.QtCore import QObject, QSize, Qt
+from PySide6.QtGui import QPainter
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSizePolicy
 
 from app.panels.fitted_text import FittedLabel
 from app.window import theme as th
+from app.window.guard import guarded
 
 log = logging.getLogger(__name__)
 
 
+MORE = " …"  # after the words of a message too long for the line (the whole of it is in the tooltip)
+
+
+def head_words(text: str, room: float, measure) -> str:
+    """``text`` if it fits ``room`` (``measure`` gives a text's width), else its first whole words and
+    ``MORE``; ``MORE`` alone when not even the first word fits."""
+    text = " ".join(text.split())
+    if measure(text) <= room:
+        return text
+    words = text.split(" ")
+    shown = ""
+    for word in words:
+        candidate = f"{shown} {word}" if shown else word
+        if measure(candidate + MORE) > room:
+            break
+        shown = candidate
+    return shown + MORE if shown else MORE.strip()
+
+
+class OneLineLabel(QLabel):
+    """A label that stays one line: ``text()`` is the whole message, drawn as its first words that fit
+    (``head_words``); the whole message is its tooltip. A long error message never makes the line
+    under the views two lines tall (which took the height from the views above it)."""
+
+    def __init__(self, text: str = "", parent=None):
+        super().__init__(text, parent)
+        self.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Fixed)
+
+    def setText(self, text: str) -> None:  # noqa: N802 - Qt's name
+        super().setText(text)
+        self.setToolTip(text)
+
+    def shown(self) -> str:
+        """What the line draws of ``text()`` at its width."""
+        return head_words(self.text(), self.contentsRect().width(), self.fontMetrics().horizontalAdvance)
+
+    @guarded(fallback=lambda self: QSize())
+    def sizeHint(self) -> QSize:  # noqa: N802 - Qt's name
+        return QSize(self.fontMetrics().horizontalAdvance(self.shown()), self.fontMetrics().height())
+
+    @guarded(fallback=lambda self: QSize())
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt's name
+        return QSize(0, self.fontMetrics().height())
+
+    @guarded
+    def paintEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        painter = QPainter(self)
+        self.style().drawItemText(painter, self.contentsRect(), int(Qt.AlignLeft | Qt.AlignVCenter), self.palette(),
+                                  self.isEnabled(), self.shown(), self.foregroundRole())
+        painter.end()
+
+
 class StatusLine(QObject):
-    """Labels that wrap (a QStatusBar's labels do not: a long message widened the whole window),
+    """Labels of one line that never widen the window (a QStatusBar's did: a long message widened it),
     ``truncate_button`` (shown while a too-long prompt is refused), ``restart_button`` (shown once
     the engine was not restarted by itself) and ``cancel_button`` (shown while a long prefill runs), in one row (``layout``: the window adds it under the
     views, a layout and not a widget of its own, so the labels wrap to the window's width)."""
 
     def __init__(self, parent: QObject | None = None):
         super().__init__(parent)
-        self.status_label = QLabel("Starting…")
+        self.status_label = OneLineLabel("Starting…")
         self.model_label = FittedLabel(("no model loaded",))  # the first of its wordings that fits, on one line
         self.truncate_button = QPushButton("Keep only the last tokens that fit")
         self.truncate_button.setToolTip("The prompt is longer than the model reads: use only its end")
@@ -33,8 +87,6 @@ class StatusLine(QObject):
         self.cancel_button.setToolTip("Stop reading the prompt: no step is taken, the prompt stays")
         self.cancel_button.hide()
         self.status_label.setTextFormat(Qt.PlainText)  # token text such as <|endoftext|> is text, not a tag
-        self.status_label.setWordWrap(True)
-        self.status_label.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
         self.model_label.setAlignment(Qt.AlignRight | Qt.AlignVCenter)
         self.layout = bar = QHBoxLayout()
         bar.setContentsMargins(8, 0, 8, 0)

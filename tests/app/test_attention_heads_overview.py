@@ -69,3 +69,37 @@ def test_the_selected_heads_tile_scrolls_into_view(smollm_window, qtbot):
         box = panel.tile_boxes()[(layer, window.state.head)]
         top_left = panel.overview_view.mapTo(panel.overview_scroll.viewport(), box.topLeft().toPoint())
         assert seen.contains(top_left) and seen.contains(top_left + QPoint(int(box.width()) - 1, int(box.height()) - 1))
+
+
+def test_the_pages_are_planned_again_when_a_panels_least_size_grows(qtbot):
+    """A step that makes a panel need more room (another row of chips, a longer caption) re-plans the
+    Overview's pages: the column it shared no longer fits, so its panels get a column each. Planned
+    only on a resize, the panels of that column were drawn over each other."""
+    from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+
+    from app.window.overview_pages import OverviewPages
+
+    def panel(name):
+        box = QWidget()
+        box.short_title = name
+        box.grow = QLabel(name)
+        box.grow.setMinimumSize(100, 100)
+        QVBoxLayout(box).addWidget(box.grow)
+        return box
+
+    a, b, c = panel("a"), panel("b"), panel("c")
+    pages = OverviewPages([[a, b], [c]], {})
+    window = QWidget()  # a window of a fixed size: the area cannot grow to the panels' needs
+    window.setFixedSize(400, 300)
+    layout = QVBoxLayout(window)
+    layout.setContentsMargins(0, 0, 0, 0)
+    layout.addWidget(pages)
+    qtbot.addWidget(window)
+    window.show()
+    qtbot.waitExposed(window)
+    assert pages.pages == [[[a, b], [c]]]
+    a.grow.setMinimumHeight(200)  # a's contents need more: a and b no longer fit one above the other
+    qtbot.waitUntil(lambda: pages.pages != [[[a, b], [c]]], timeout=2_000)
+    assert [p for page in pages.pages for column in page for p in column] == [a, b, c]
+    assert all(len(column) == 1 for page in pages.pages for column in page)
+    assert a.height() >= a.minimumSizeHint().height()

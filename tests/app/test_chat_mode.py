@@ -57,6 +57,27 @@ def test_chat_turn_is_the_templates_tokens_with_special_chips(chat_window, instr
     assert "chat template" in window.status_line.status_label.text()
 
 
+@pytest.mark.parametrize("view", ["overview", "flow"])
+def test_on_a_1280_x_720_projector_every_chip_of_the_turn_is_reachable(chat_window, qtbot, view):
+    """The template's tokens are the lesson of a chat turn: at 1280 x 720 in projector mode the chips
+    take two rows, the newest in view, and the first (<|im_start|>) a scroll away."""
+    window, _ = chat_window
+    window.show_view(view)
+    window.state.set_projector(True)
+    window.resize(1280, 720)
+    run(qtbot, window, window.step, p.Step)
+    qtbot.wait(30)
+    tokens = window.tokens
+    scroll, strip = tokens.scroll, tokens.strip
+    viewport = scroll.viewport()
+    assert len({r.top() for r in strip.rects}) > 2 and viewport.height() >= strip.rows_height(2)
+    assert viewport.rect().contains(strip.mapTo(viewport, strip.rects[-1].bottomRight()))  # the newest
+    assert strip.chips[0].piece == "<|im_start|>"
+    for i, rect in enumerate(strip.rects):  # every chip, the template's included, scrolls into view
+        scroll.ensureVisible(rect.center().x(), rect.center().y(), 0, rect.height() // 2)
+        assert viewport.rect().contains(strip.mapTo(viewport, rect.center())), (i, strip.chips[i].piece)
+
+
 def test_stepping_stops_at_the_end_of_turn_and_says_so(chat_window, qtbot, instruct):
     window, _ = chat_window
     run(qtbot, window, window.step, p.Step)

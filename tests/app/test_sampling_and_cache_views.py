@@ -104,6 +104,57 @@ def test_on_a_projector_the_top_candidates_stay_in_view_above_a_chosen_row_far_d
         return not table.isRowHidden(row) and view.contains(table.visualRect(table.model().index(row, 0)))
 
     row = [table.item(r, 0).text() for r in range(table.rowCount())].index(next(
-        table.item(r, 0).text() for r in range(table.rowCount()) if table.item(r, 0).text().endswith(f"({chosen:,})")))
+        table.item(r, 0).text() for r in range(table.rowCount()) if f"({chosen:,})" in table.item(r, 0).text()))
     assert row >= 10 and in_view(row)
     assert all(in_view(r) for r in range(3))
+    from .test_text_size import overlapping_siblings, table_fit_problems
+
+    assert window.sampling_view.fold_note.isVisible()  # rows folded: the note says which, under the table
+    assert overlapping_siblings(window.sampling_view) == [] and table_fit_problems(table) == []
+
+
+def test_the_columns_fit_with_the_folded_rows_shown_again(window, qtbot):
+    """The columns are measured over every row, the folded ones too: measured over the rows in view
+    only, a row folded while they were fitted ("6.167 (in text)") came back wider than its column
+    and the table scrolled sideways (the demo model at 1024 x 768 projector, seed 0, as a screenshot)."""
+    from .test_text_size import table_fit_problems
+
+    choose_settings(window.sampling, SamplingSettings(temperature=1.0, top_k=50, top_p=1.0, seed=0))
+    window.state.set_projector(True)
+    window.resize(1024, 768)
+    window.show_view("sampling")
+    window.tokens.editor.setPlainText("The capital of France is")
+    run(qtbot, window, window.tokens._debounce.start, p.SetPrompt, timeout=60_000)
+    for _ in range(3):
+        run(qtbot, window, window.step, p.Step)
+        qtbot.wait(30)
+        assert table_fit_problems(window.sampling_view.table) == []
+
+
+def test_a_narrow_sampling_table_hides_columns_and_keeps_their_marks(window, qtbot):
+    """At 1024 x 768 in projector mode the nine stage columns do not fit: the draw's stretch, top-k's
+    column and the (off) penalty's column are hidden, never cut, and what they marked is said in
+    another cell: "(in text)" by the token, "removed by top-k" in the softmax column."""
+    from app.panels.sampling_stages_panel import droppable_columns
+    from .test_text_size import table_fit_problems
+
+    choose_settings(window.sampling, SamplingSettings(temperature=1.0, top_k=2, top_p=1.0, repetition_penalty=1.0, seed=3))
+    window.state.set_projector(True)
+    window.resize(1024, 768)
+    for _ in range(3):
+        result = run(qtbot, window, window.step, p.Step)
+    window.show_view("sampling")
+    qtbot.wait(30)
+    view, table = window.sampling_view, window.sampling_view.table
+    assert {8, 4, 2} <= view.hidden_columns and all(table.isColumnHidden(c) for c in view.hidden_columns)
+    assert table_fit_problems(table) == []
+    st = view.stages
+    context = {int(t) for t in result.trace.context_ids}
+    for row, token in enumerate(st.ids):
+        assert ("(in text)" in table.item(row, 0).text()) == (int(token) in context)
+        assert (table.item(row, 5).text() == "removed by top-k") == (st.removed_by[row] == "top-k")
+    assert any(int(t) in context for t in st.ids) and "top-k" in list(st.removed_by)  # both marks were seen
+    window.resize(1920, 1080)  # room for every column: none hidden, the marks in their own columns
+    qtbot.wait(30)
+    assert view.hidden_columns == set() and not any("(in text)" in table.item(r, 0).text() for r in range(len(st.ids)))
+    assert droppable_columns(SamplingSettings(greedy=True, repetition_penalty=1.3)) == [8, 4, 3, 6]

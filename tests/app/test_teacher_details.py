@@ -68,6 +68,26 @@ def test_the_status_line_is_one_line_and_counts_as_the_chips_do(window, qtbot):
         assert label.text().startswith(f"Token {generated} ") and generated == result.trace.step + 1
 
 
+def test_a_long_message_keeps_the_status_line_one_line_and_is_whole_in_its_tooltip(window, qtbot):
+    """A message longer than the line (an error naming a file, say) shows its first whole words and
+    " …" on one line; the whole message is the tooltip. Wrapped, it made the line two or three lines
+    tall and took the height from the views above."""
+    window.state.set_projector(True)
+    window.resize(1280, 720)
+    label = window.status_line.status_label
+    message = ("The session file /home/teacher/Documents/lessons/week 3/the capital of France.npz could not be "
+               "read: it was written by a newer nexttoken, which stores the attention of every layer and head.")
+    window.status_line.say(message, error=True)
+    qtbot.wait(20)
+    assert label.height() <= label.fontMetrics().height() + 4
+    assert label.toolTip() == message == label.text()
+    shown = label.shown()
+    assert shown.endswith(" …") and message.startswith(shown[:-2] + " ")  # whole words, then the mark
+    assert label.fontMetrics().horizontalAdvance(shown) <= label.contentsRect().width()
+    window.status_line.say("Stepped.")
+    assert label.shown() == "Stepped." and label.toolTip() == "Stepped."
+
+
 LONG_PROMPT = ("Once upon a time, in a small village at the edge of a great forest, there lived an old clockmaker "
                "who repaired every clock in the valley, and each morning the children gathered at his window")
 
@@ -83,8 +103,8 @@ def test_a_long_prompt_in_projector_mode_shows_three_lines_and_reaches_its_first
     editor = window.tokens.editor
     assert editor.viewport().height() >= 3 * editor.fontMetrics().lineSpacing()
     sentence = window.tokens.sentence.text()
-    assert sentence.startswith("…") and sentence[1] != " "  # cut at a word: "…word", not "… ord"
-    cut = sentence[1:].split(" ")[0]
+    assert sentence.startswith("… ") and sentence[2] != " "  # its end after the marker, cut at a word
+    cut = sentence[2:].split(" ")[0]
     assert f" {cut} " in f" {LONG_PROMPT} "
     scroll, first = window.tokens.scroll, window.tokens.strip.rects[0]
     scroll.verticalScrollBar().setValue(scroll.verticalScrollBar().minimum())
@@ -110,12 +130,13 @@ def test_the_chips_of_a_longer_prompt_never_squeeze_the_panels_below_them(window
             assert panel.height() >= panel.minimumSizeHint().height(), type(panel).__name__
 
 
+@pytest.mark.parametrize("view", ["flow", "overview"])
 @pytest.mark.parametrize(("size", "projector"), [((1280, 720), True), ((1024, 768), True), ((1024, 768), False)])
-def test_two_rows_of_chips_the_newest_in_view_whole_rows_only(window, qtbot, size, projector):
-    """In the Flow, the chips of a long prompt take two rows at least, the newest chip wholly in view
-    and every row in view whole (no sliver of a row above them, under the sentence), and scroll back
-    to the first."""
-    window.show_view("flow")
+def test_two_rows_of_chips_the_newest_in_view_whole_rows_only(window, qtbot, size, projector, view):
+    """In the Flow and the Overview, the chips of a long prompt take two rows at least (the Overview
+    of a short projector window showed one), the newest chip wholly in view and every row in view
+    whole (no sliver of a row above them, under the sentence), and scroll back to the first."""
+    window.show_view(view)
     window.state.set_projector(projector)
     window.resize(*size)
     window.tokens.editor.setPlainText(LONG_PROMPT)
@@ -125,6 +146,7 @@ def test_two_rows_of_chips_the_newest_in_view_whole_rows_only(window, qtbot, siz
     tokens = window.tokens
     scroll, strip = tokens.scroll, tokens.strip
     view = scroll.viewport()
+    assert view.isVisible()
     rows = sorted({r.top() for r in strip.rects})
     assert len(rows) > 2  # more rows than are shown: the test is about scrolling
     assert view.height() >= strip.rows_height(2)

@@ -314,6 +314,60 @@ def table_problems(table) -> list[str]:
     return problems
 
 
+def table_fit_problems(table) -> list[str]:
+    """A table (shown) that scrolls sideways, or a column of it outside its viewport: a column the
+    class cannot see without a scrollbar is as good as cut."""
+    problems = []
+    name = f"{type(table.parent()).__name__} table"
+    bar = table.horizontalScrollBar()
+    if bar.maximum() > bar.minimum():
+        problems.append(f"{name} scrolls sideways")
+    header, width = table.horizontalHeader(), table.viewport().width()
+    for column in range(table.model().columnCount()):
+        if table.isColumnHidden(column):
+            continue
+        left = header.sectionViewportPosition(column)
+        if left < 0 or left + header.sectionSize(column) > width + 1:
+            title = str(table.model().headerData(column, Qt.Horizontal) or column).replace("\n", " ")
+            problems.append(f"{name} column {title!r} outside its viewport ({left} + {header.sectionSize(column)} > {width} px)")
+    return problems
+
+
+def overlapping_siblings(root) -> list[str]:
+    """Two shown widgets placed by the same layout that overlap (the layout had less room than their
+    least sizes: one is drawn over the other)."""
+    problems = []
+    for parent in [root, *root.findChildren(QWidget)]:
+        layout = parent.layout()
+        if layout is None or not parent.isVisible():
+            continue
+        placed = [w for w in parent.findChildren(QWidget, options=Qt.FindDirectChildrenOnly)
+                  if w.isVisible() and not w.isWindow() and layout.indexOf(w) >= 0]
+        nested = [w for w in parent.findChildren(QWidget, options=Qt.FindDirectChildrenOnly)
+                  if w.isVisible() and not w.isWindow() and layout.indexOf(w) < 0 and _in_nested_layout(layout, w)]
+        placed += nested
+        for i, a in enumerate(placed):
+            for b in placed[i + 1 :]:
+                common = a.geometry().intersected(b.geometry())
+                if common.width() > 0 and common.height() > 0:
+                    problems.append(f"{type(parent).__name__}: {_widget_name(a)} and {_widget_name(b)} overlap by "
+                                    f"{common.width()} x {common.height()} px")
+    return problems
+
+
+def _in_nested_layout(layout, widget) -> bool:
+    for i in range(layout.count()):
+        child = layout.itemAt(i).layout()
+        if child is not None and (child.indexOf(widget) >= 0 or _in_nested_layout(child, widget)):
+            return True
+    return False
+
+
+def _widget_name(widget) -> str:
+    text = shows_text(widget)
+    return f"{type(widget).__name__}{'' if not text or text == 'x' else ' ' + repr(text[:30])}"
+
+
 def combo_problems(combo) -> list[str]:
     option = QStyleOptionComboBox()
     option.initFrom(combo)
@@ -358,13 +412,14 @@ def cut_text_problems(window, view: str) -> list[str]:
                     if not widget.viewport().rect().adjusted(-1, -1, 1, 1).contains(box):
                         problems.append(f"{item.toPlainText()!r} cut by the edge of its view: {box.getRect()} in {widget.viewport().rect().getRect()}")
         elif isinstance(widget, QTableView):
-            problems += table_problems(widget)
+            problems += table_problems(widget) + table_fit_problems(widget)
         elif isinstance(widget, QComboBox):
             problems += combo_problems(widget)
         elif isinstance(widget, QGroupBox) and widget.title():
             problems += title_problems(widget)
         elif type(widget).__name__ == "TokenStrip":
             problems += painted_problems(widget)
+    problems += overlapping_siblings(root)
     for panel in shown:
         if hasattr(panel, "plot_needs") and hasattr(panel, "short_title"):
             problems += plot_problems(panel)
@@ -430,3 +485,29 @@ def test_no_text_is_cut_for_the_demo_model(demo_window, qtbot, size, projector):
 def test_no_text_is_cut_for_a_30_layer_llama(smollm_window, qtbot, size, projector):
     problems = cut_texts_everywhere(smollm_window, qtbot, size, projector)
     assert problems == [], "\n".join(problems)
+
+
+def test_the_kv_cache_panel_of_30_layers_fits_a_projector_page(smollm_window, qtbot):
+    """30 layers make the three plots too wide for one row at 1024 x 768 projector: the panel stacks
+    them in two rows and, where it is too short for them under the whole bytes sentence, says its
+    grouped-heads sentence in the bytes line's tooltip, so that the two rows have their least heights (the panel's least size assumed one row: its plots overlapped by
+    4 px), and its least size says what two rows need."""
+    window = smollm_window
+    window.commands.projector_action.setChecked(True)
+    window.state.set_projector(True)
+    window.resize(1024, 768)
+    window.show_view("overview")
+    kv = window.kv
+    window.overview.show_panel(kv)
+    qtbot.wait(20)
+    settle(window, qtbot)
+    assert not kv._one_row
+    assert kv.height() >= kv.minimumSizeHint().height()
+    row0 = kv.layer_view.geometry().united(kv.growth_view.geometry())
+    assert row0.bottom() < kv.time_view.geometry().top()
+    grouped = "Grouped heads: 9 query heads share 3 key/value heads"
+    if kv.height() < kv._height(kv._bytes[0], kv.width(), one_row=False):  # too short for the whole sentence
+        assert grouped in kv.bytes_label.toolTip() and grouped not in kv.bytes_label.text()
+    else:
+        assert grouped in kv.bytes_label.text()
+    assert overlapping_siblings(kv) == []
