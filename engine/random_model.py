@@ -148,6 +148,9 @@ def _write_tokenizer(folder: Path, vocab: int) -> dict[str, int]:
         "backend": "tokenizers", "tokenizer_class": "GPT2Tokenizer", "add_prefix_space": False,
         "bos_token": "<|endoftext|>", "eos_token": "<|im_end|>", "unk_token": None, "pad_token": None,
         "model_max_length": 1 << 30, "chat_template": CHAT_TEMPLATE,
+        # as save_pretrained writes them: without it transformers reads the whole tokenizer.json in
+        # Python a second time (a load took 3 times as long)
+        "added_tokens_decoder": {str(token["id"]): {k: v for k, v in token.items() if k != "id"} for token in tok["added_tokens"]},
     }
     (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2), encoding="utf-8")
     return ids

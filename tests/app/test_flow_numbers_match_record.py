@@ -15,7 +15,6 @@ says another). A text whose line this test does not know fails it.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -29,7 +28,6 @@ from app.panels.flow_panel import FlowPanel
 from app.protocol import messages as p
 from app.window import theme as th
 from engine import SamplingSettings, Session
-from engine.random_model import SHAPES, random_loaded
 
 SAMPLED = SamplingSettings(temperature=0.8, top_k=40, top_p=0.9, seed=3)
 SIZES = [((1280, 720), True), ((1600, 1000), False)]  # (size, projector)
@@ -162,12 +160,6 @@ class Record:
         return table[role]()
 
 
-@pytest.fixture(scope="module")
-def smollm_shape(tmp_path_factory):
-    model_type, config = SHAPES["SmolLM2-135M"]
-    return random_loaded(Path(tmp_path_factory.mktemp("smollm")) / "SmolLM2-135M-random", model_type, seed=1, **config)
-
-
 def steps(model) -> dict:
     """The prefill, a sampled decode step, a greedy one and one chosen by hand (the 4th candidate)."""
     session = Session(model, SAMPLED)
@@ -185,8 +177,8 @@ def steps(model) -> dict:
 
 
 @pytest.fixture(scope="module")
-def results(demo_model, smollm_shape):
-    return {"demo": steps(demo_model), "smollm": steps(smollm_shape)}
+def results(demo_model, smollm_loaded):
+    return {"demo": steps(demo_model), "smollm": steps(smollm_loaded)}
 
 
 @pytest.fixture

@@ -15,19 +15,11 @@ from PySide6.QtCore import QRect, QRectF
 from PySide6.QtGui import QFontMetrics, QPainter
 
 from app.protocol import messages as p
-from engine.random_model import SHAPES, random_loaded
 
 from .helpers import run
 
 CASES = [((1024, 768), True), ((1280, 720), True), ((1024, 768), False)]  # (size, projector)
 IDS = ["1024x768-projector", "1280x720-projector", "1024x768-normal"]
-
-
-@pytest.fixture(scope="module")
-def smollm_shape(tmp_path_factory):
-    """A Llama with random weights at SmolLM2-135M's shape: 30 layers, 9 heads / 3 kv, d = 576, 49,152 tokens."""
-    model_type, config = SHAPES["SmolLM2-135M"]
-    return random_loaded(tmp_path_factory.mktemp("smollm") / "SmolLM2-135M-random", model_type, seed=1, **config)
 
 
 def painted_texts(panel, monkeypatch) -> list[tuple[str, QRect, int, object]]:
@@ -142,10 +134,10 @@ def test_the_flow_cuts_no_text_for_the_demo_model(window, qtbot, monkeypatch, si
 
 
 @pytest.fixture
-def smollm_window(make_window, qtbot, smollm_shape):
+def smollm_window(make_window, qtbot, smollm_loaded):
     window = make_window()
     with qtbot.waitSignal(window.resultApplied, timeout=60_000):
-        window.load_model(None, loaded=smollm_shape, prompt="The capital of France is")
+        window.load_model(None, loaded=smollm_loaded, prompt="The capital of France is")
     stepped(window, qtbot)
     return window
 
