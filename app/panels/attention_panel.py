@@ -144,7 +144,6 @@ class AttentionPanel(QGroupBox):
         self.plot.layout.addItem(self.colorbar, 2, 5)  # right of the plot, where insert_in puts it
         self.plot.layout.setColumnFixedWidth(4, 5)
         self.bar_view = pg.GraphicsLayoutWidget()  # the colour bar under the overview, when the panel is tall
-        self.bar_view.ci.layout.setContentsMargins(0, 9, 0, 9)
         # it asks for no room: it is shown only where the side has room for it (_place_colorbar), and
         # the panel's minimum must not depend on where the bar is (the pages are planned on it)
         self.bar_view.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Ignored)
@@ -302,6 +301,10 @@ class AttentionPanel(QGroupBox):
         # ticks, then the title's line: pyqtgraph's own width left the title over the numbers
         ticks = QFontMetrics(theme.font(-1)).horizontalAdvance("0.25")
         self.colorbar.axis.setWidth(ticks + theme.text_px(-1) + 14)
+        # under the overview, its first and last numbers stand half a line past the bar's ends: that
+        # room above and below (9 px cut the "0" of the largest text size's 26 px lines by 3 px)
+        ends = max(9, theme.text_px(-1) // 2 + 2)
+        self.bar_view.ci.layout.setContentsMargins(0, ends, 0, ends)
         self._lut = (theme.cmap().getLookupTable(0.0, 1.0, 256, alpha=True)).astype(np.uint8)
         self._rgba_of = None  # new colours: colour every row again
         self.tile_marker.setPen(theme.pen(th.SELECTED, width=theme.line + 1))

@@ -144,3 +144,17 @@ def painted_status_lines(window) -> list[str]:
     real = label.repaint
     label.repaint = lambda: (shown.append(label.text()), real())
     return shown
+
+
+def show_text_size(window, size: tuple[int, int], theme) -> None:
+    """Restyle ``window`` for ``theme`` (a step of ``app.window.theme.TEXT_SIZES``) at once, every panel,
+    and resize it to ``size``: one window walks every text size, no build per size."""
+    for restyle in window.state.stage_theme(theme):
+        restyle()
+    window.resize(*size)
+
+
+def text_size_id(case) -> str:
+    """A test id for a ``(size, theme)`` case: "1920x1080-projector-larger"."""
+    (width, height), theme = case
+    return f"{width}x{height}-" + "-".join(theme.name.replace(",", "").split())

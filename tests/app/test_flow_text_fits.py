@@ -1,6 +1,7 @@
-"""Every text the Flow paints fits its box, whole: at 1024 x 768 and 1280 x 720 in projector mode and
-at 1024 x 768 in normal mode, for the demo model (GPT-2 small's shape, 12 layers) and a 30-layer
-Llama at SmolLM2-135M's shape with random weights. Each ``QPainter.drawText`` the panel makes is
+"""Every text the Flow paints fits its box, whole: at 1024 x 768 and 1280 x 720 in projector mode, at
+1024 x 768 in normal mode and at 1920 x 1080 at the largest step of text zoom (Ctrl+=), for the demo
+model (GPT-2 small's shape, 12 layers) and a 30-layer Llama at SmolLM2-135M's shape with random
+weights. Each ``QPainter.drawText`` the panel makes is
 recorded with its box and font: a text wider or taller than its box, one drawn outside the panel,
 two drawn over each other, or one with "…" in it (an elided number or label) is a failure; so is a
 cut line of the two above the picture (the hint and the model's line), and two painted boxes or
@@ -15,11 +16,13 @@ from PySide6.QtCore import QRect, QRectF
 from PySide6.QtGui import QFontMetrics, QPainter
 
 from app.protocol import messages as p
+from app.window import theme as th
 
-from .helpers import run
+from .helpers import run_outside_a_test, show_text_size, text_size_id
 
-CASES = [((1024, 768), True), ((1280, 720), True), ((1024, 768), False)]  # (size, projector)
-IDS = ["1024x768-projector", "1280x720-projector", "1024x768-normal"]
+CASES = [((1024, 768), th.PROJECTOR), ((1280, 720), th.PROJECTOR), ((1024, 768), th.NORMAL),
+         ((1920, 1080), th.TEXT_SIZES[-1])]  # (size, text size)
+IDS = [text_size_id(case) for case in CASES]
 
 
 def painted_texts(panel, monkeypatch) -> list[tuple[str, QRect, int, object]]:
@@ -92,12 +95,10 @@ def logit_problems(panel) -> list[str]:
     return [f"logits in two formats: {numbers}"] if len({"·" in text for text in numbers}) > 1 else []
 
 
-def flow_problems(window, qtbot, monkeypatch, size, projector) -> list[str]:
-    """Every cut text of the Flow at ``size``, with the first, a middle and the last block expanded,
-    its first and last head selected."""
-    window.commands.projector_action.setChecked(projector)
-    window.state.set_projector(projector)
-    window.resize(*size)
+def flow_problems(window, qtbot, monkeypatch, size, theme) -> list[str]:
+    """Every cut text of the Flow at ``size`` in text size ``theme``, with the first, a middle and the
+    last block expanded, its first and last head selected."""
+    show_text_size(window, size, theme)
     window.show_view("flow")
     qtbot.wait(50)
     panel = window.flow_view.flow
@@ -118,33 +119,42 @@ def flow_problems(window, qtbot, monkeypatch, size, projector) -> list[str]:
     return list(dict.fromkeys(problems))  # each once
 
 
-def stepped(window, qtbot):
+def stepped(window):
     window.sampling.top_k.setValue(20)
     window.sampling.top_p.setValue(0.9)
     window.sampling.sample.setChecked(True)
     for _ in range(3):
-        run(qtbot, window, window.step, p.Step)
-
-
-@pytest.mark.parametrize(("size", "projector"), CASES, ids=IDS)
-def test_the_flow_cuts_no_text_for_the_demo_model(window, qtbot, monkeypatch, size, projector):
-    stepped(window, qtbot)
-    problems = flow_problems(window, qtbot, monkeypatch, size, projector)
-    assert problems == [], "\n".join(problems)
-
-
-@pytest.fixture
-def smollm_window(make_window, qtbot, smollm_loaded):
-    window = make_window()
-    with qtbot.waitSignal(window.resultApplied, timeout=60_000):
-        window.load_model(None, loaded=smollm_loaded, prompt="The capital of France is")
-    stepped(window, qtbot)
+        run_outside_a_test(window, window.step, p.Step)
     return window
 
 
-@pytest.mark.parametrize(("size", "projector"), CASES, ids=IDS)
-def test_the_flow_cuts_no_text_for_a_30_layer_llama(smollm_window, qtbot, monkeypatch, size, projector):
-    problems = flow_problems(smollm_window, qtbot, monkeypatch, size, projector)
+# One window per model for the whole module, restyled and resized for each case (a build per case
+# cost more than the case).
+@pytest.fixture(scope="module")
+def demo_window(module_window, demo_model):
+    window = module_window()
+    run_outside_a_test(window, lambda: window.load_model(None, loaded=demo_model, prompt="The cat sat on the"), p.Load)
+    return stepped(window)
+
+
+@pytest.fixture(scope="module")
+def smollm_window(module_window, smollm_loaded):
+    """A Llama with random weights at SmolLM2-135M's shape: 30 layers, 9 heads / 3 kv, d = 576, 49,152 tokens."""
+    window = module_window()
+    run_outside_a_test(window, lambda: window.load_model(None, loaded=smollm_loaded, prompt="The capital of France is"),
+                       p.Load, 60_000)
+    return stepped(window)
+
+
+@pytest.mark.parametrize(("size", "theme"), CASES, ids=IDS)
+def test_the_flow_cuts_no_text_for_the_demo_model(demo_window, qtbot, monkeypatch, size, theme):
+    problems = flow_problems(demo_window, qtbot, monkeypatch, size, theme)
+    assert problems == [], "\n".join(problems)
+
+
+@pytest.mark.parametrize(("size", "theme"), CASES, ids=IDS)
+def test_the_flow_cuts_no_text_for_a_30_layer_llama(smollm_window, qtbot, monkeypatch, size, theme):
+    problems = flow_problems(smollm_window, qtbot, monkeypatch, size, theme)
     assert problems == [], "\n".join(problems)
 
 
@@ -155,9 +165,7 @@ def test_a_click_on_a_painted_head_selects_that_head(smollm_window, qtbot, monke
     from PySide6.QtCore import QPoint, Qt
 
     window = smollm_window
-    window.commands.projector_action.setChecked(True)
-    window.state.set_projector(True)
-    window.resize(1280, 720)
+    show_text_size(window, (1280, 720), th.PROJECTOR)
     window.show_view("flow")
     qtbot.wait(50)
     panel = window.flow_view.flow

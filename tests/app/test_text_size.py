@@ -33,7 +33,7 @@ from app.logic.views import VIEWS
 
 from app.protocol import messages as p
 
-from .helpers import run, run_outside_a_test
+from .helpers import run, run_outside_a_test, show_text_size, text_size_id
 from .test_inside_view import show_inside
 from .test_screens import _ink_box, label_problems, plot_problems, settle
 
@@ -201,14 +201,15 @@ def test_the_floors_are_the_issues():
 
 # ---------------------------------------------------------------------------------------------
 # No cut text: every text the Overview's panels and the Sampling, KV cache, Why and Branches views
-# paint or lay out fits its box whole, at 1024 x 768 and 1280 x 720 in projector mode and 1024 x 768
-# in normal mode, for the demo model (GPT-2's shape, 12 layers) and a 30-layer Llama at SmolLM2-135M's
+# paint or lay out fits its box whole, at 1024 x 768 and 1280 x 720 in projector mode, 1024 x 768
+# in normal mode and 1920 x 1080 at the largest step of text zoom (Ctrl+=), for the demo model (GPT-2's shape, 12 layers) and a 30-layer Llama at SmolLM2-135M's
 # shape. A text with "…" or "..." in it (an elided label or number), one wider or taller than the box
 # it is drawn in, one drawn outside its view, a table cell narrower than its text, a combo box's text
 # cut, a panel's title run over by its ? and ⋯ buttons: each is a failure.
 
-CUT_CASES = [((1024, 768), True), ((1280, 720), True), ((1024, 768), False)]
-CUT_IDS = ["1024x768-projector", "1280x720-projector", "1024x768-normal"]
+CUT_CASES = [((1024, 768), th.PROJECTOR), ((1280, 720), th.PROJECTOR), ((1024, 768), th.NORMAL),
+             ((1920, 1080), th.TEXT_SIZES[-1])]  # (size, text size)
+CUT_IDS = [text_size_id(case) for case in CUT_CASES]
 CUT_VIEWS = ("overview", "sampling", "cache", "why", "branches")
 ELLIPSES = ("…", "...")
 
@@ -426,10 +427,8 @@ def cut_text_problems(window, view: str) -> list[str]:
     return [f"{view}: {p}" for p in problems]
 
 
-def cut_texts_everywhere(window, qtbot, size, projector) -> list[str]:
-    window.commands.projector_action.setChecked(projector)
-    window.state.set_projector(projector)
-    window.resize(*size)
+def cut_texts_everywhere(window, qtbot, size, theme) -> list[str]:
+    show_text_size(window, size, theme)
     problems = []
     for name in CUT_VIEWS:
         window.show_view(name)
@@ -475,15 +474,15 @@ def smollm_window(module_window, smollm_loaded):
     return _stepped(window)
 
 
-@pytest.mark.parametrize(("size", "projector"), CUT_CASES, ids=CUT_IDS)
-def test_no_text_is_cut_for_the_demo_model(demo_window, qtbot, size, projector):
-    problems = cut_texts_everywhere(demo_window, qtbot, size, projector)
+@pytest.mark.parametrize(("size", "theme"), CUT_CASES, ids=CUT_IDS)
+def test_no_text_is_cut_for_the_demo_model(demo_window, qtbot, size, theme):
+    problems = cut_texts_everywhere(demo_window, qtbot, size, theme)
     assert problems == [], "\n".join(problems)
 
 
-@pytest.mark.parametrize(("size", "projector"), CUT_CASES, ids=CUT_IDS)
-def test_no_text_is_cut_for_a_30_layer_llama(smollm_window, qtbot, size, projector):
-    problems = cut_texts_everywhere(smollm_window, qtbot, size, projector)
+@pytest.mark.parametrize(("size", "theme"), CUT_CASES, ids=CUT_IDS)
+def test_no_text_is_cut_for_a_30_layer_llama(smollm_window, qtbot, size, theme):
+    problems = cut_texts_everywhere(smollm_window, qtbot, size, theme)
     assert problems == [], "\n".join(problems)
 
 
