@@ -39,15 +39,17 @@ class AttentionPart:
         self.z_strip = VectorStrip("head output z: the weighted sum of the values")
         self.attn_out = VectorStrip("attention output")
         self.resid_mid = VectorStrip("residual stream after the attention: input + attention output")
-        # four boxes (four pages when Inside is paged), in the order the model computes
-        self.query_box: QGroupBox = part_box("2 · Attention: the norm and the query", [
-            self.block_text, self.ln1_in, self.ln1_norm, self.ln1_out, self.q_strip])
-        self.keys_box: QGroupBox = part_box("3 · Attention: the keys", [
-            self.rope_text, self.rot_q, self.rot_k, self.angles, self.gqa_text, self.keys_caption, self.keys_view])
-        self.scores_box: QGroupBox = part_box("4 · Attention: scores and weights", [self.scores, self.pattern])
-        self.values_box: QGroupBox = part_box("5 · Attention: values, W_O and the residual add", [
-            self.values_caption, self.values_view, self.z_strip, self.attn_out, self.resid_mid])
-        self.boxes = (self.query_box, self.keys_box, self.scores_box, self.values_box)
+        # six boxes (six pages when Inside is paged, each one projector screen), in the order the model computes;
+        # the query stands on RoPE's page where the model turns it, else over the keys it is compared with
+        self.norm_box: QGroupBox = part_box("2 · Attention: the norm", [self.block_text, self.ln1_in, self.ln1_norm, self.ln1_out])
+        self.rope_box: QGroupBox = part_box("3 · Attention: the query and RoPE", [self.q_strip, self.rope_text, self.angles])
+        self.keys_box: QGroupBox = part_box("4 · Attention: the query and the keys", [
+            self.rot_q, self.rot_k, self.keys_caption, self.keys_view])
+        self.scores_box: QGroupBox = part_box("5 · Attention: scores and weights", [self.scores, self.pattern])
+        self.values_box: QGroupBox = part_box("6 · Attention: the values and their weighted sum", [
+            self.gqa_text, self.values_caption, self.values_view, self.z_strip])
+        self.output_box: QGroupBox = part_box("7 · Attention: W_O and the residual add", [self.attn_out, self.resid_mid])
+        self.boxes = (self.norm_box, self.rope_box, self.keys_box, self.scores_box, self.values_box, self.output_box)
 
     def restyle(self, theme: th.Theme) -> None:
         """The heat maps' axis titles in ``theme``'s font."""
@@ -109,6 +111,10 @@ class AttentionPart:
                         first=float(angles[0]), last_pair=half - 1, last=float(angles[-1]))
         for widget in (self.rope_text, self.rot_q, self.rot_k, self.angles):
             widget.setHidden(not text)
+        home = self.rope_box if text else self.keys_box  # the query: on RoPE's page, else over the keys
+        if home.layout().indexOf(self.q_strip) < 0:
+            self.q_strip.parentWidget().layout().removeWidget(self.q_strip)
+            home.layout().insertWidget(0, self.q_strip)
         if not text:
             return
         self.rope_text.setText(text + says("qk_norm"))

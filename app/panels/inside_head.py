@@ -21,7 +21,7 @@ class HeadPart:
         self.final_strip = VectorStrip("final hidden state h")
         self.text = label()
         self.text.setTextFormat(Qt.RichText)
-        self.box: QGroupBox = part_box("7 · Final norm, the LM head and softmax", [self.final_strip, self.text])
+        self.box: QGroupBox = part_box("10 · Final norm, the LM head and softmax", [self.final_strip, self.text])
 
     def draw(self, t, says, piece, vocab: int, sampling: str) -> None:
         """Draw InsideTrace ``t``'s end of the path; ``sampling`` ends the last sentence (the sampling probability)."""
@@ -43,7 +43,7 @@ class SizesPart:
     def __init__(self):
         self.table = table()
         self.text = label()
-        self.box: QGroupBox = part_box("9 · Sizes and parameters", [self.table, self.text])
+        self.box: QGroupBox = part_box("13 · Sizes and parameters", [self.table, self.text])
 
     def draw(self, t, says) -> None:
         groups: dict[str, tuple[int, list[str]]] = {}

@@ -32,10 +32,12 @@ class MlpPart:
         self.mlp_top = label()
         self.mlp_out = VectorStrip("MLP output")
         self.resid_post = VectorStrip("residual stream after the block: + MLP output")
-        self.box: QGroupBox = part_box("6 · MLP", [  # in the order the model computes
-            self.ln2_out, self.gate_text, self.router, self.experts_text, self.mlp_pre, self.mlp_up, self.mlp_post,
-            self.mlp_top, self.mlp_out, self.resid_post,
-        ])  # fmt: skip
+        # two boxes (two pages when Inside is paged, each one projector screen), in the order the model computes
+        self.box: QGroupBox = part_box("8 · MLP", [
+            self.ln2_out, self.gate_text, self.router, self.experts_text, self.mlp_pre, self.mlp_up])
+        self.out_box: QGroupBox = part_box("9 · MLP: the output and the residual add", [
+            self.mlp_post, self.mlp_top, self.mlp_out, self.resid_post])
+        self.boxes = (self.box, self.out_box)
 
     def titles(self, says) -> None:
         """Strip titles for the model on screen (its norm, its MLP)."""

@@ -2,7 +2,9 @@
 MLP or experts, final norm and LM head, logit lens, sizes) with Back and Next.
 
 Pages are for a projector and for any window where the long page would scroll more than two screens
-(``SCREENS``): then one part is shown at a time, its name and "page k of n" above it. The window
+(``SCREENS``): then one part is shown at a time, its name and "page k of n" above it. A part whose
+name is empty for the model on screen (RoPE's page for a model with a position table) is no page:
+its box is hidden and the pages are counted and turned without it. The window
 gives → and ← (and Page Down / Page Up) to Next and Back while Inside is in front in that mode
 (``app.window.inside_keys``), as the Flow's tour does.
 """
@@ -78,9 +80,17 @@ class InsidePages(QWidget):
             button.setFont(theme.font(0, bold=True))
 
     def set_names(self, names: list[str]) -> None:
-        """The pages' names for the model and step on screen, also their boxes' titles ("2 · name")."""
+        """The pages' names for the model and step on screen, also their boxes' titles ("2 · name");
+        an empty name: that part is no page for this model."""
         self.names = list(names)
+        present = self.present()
+        if present and self.index not in present:  # the page shown left with the model: the next one that is a page
+            self.index = next((i for i in present if i > self.index), present[-1])
         self._sync()
+
+    def present(self) -> list[int]:
+        """The parts that are pages for the model on screen (their names are not empty), in order."""
+        return [i for i, name in enumerate(self.names) if name]
 
     def set_blank(self, blank: bool) -> None:
         """Hide every part (before the first answer) or show them."""
@@ -98,16 +108,20 @@ class InsidePages(QWidget):
         """The height of every part one under the other, at the present width: the long page."""
         width = self.scroll.viewport().width() - 24
         spacing = self.column.spacing()
-        heights = [b.heightForWidth(width) if b.hasHeightForWidth() else b.sizeHint().height() for b in self.boxes]
-        return sum(max(h, b.sizeHint().height()) for h, b in zip(heights, self.boxes)) + spacing * len(self.boxes)
+        boxes = [self.boxes[i] for i in self.present()]
+        heights = [b.heightForWidth(width) if b.hasHeightForWidth() else b.sizeHint().height() for b in boxes]
+        return sum(max(h, b.sizeHint().height()) for h, b in zip(heights, boxes)) + spacing * len(boxes)
 
     def screen_height(self) -> int:
         """One screen of the long page: the scroll area's height."""
         return self.scroll.viewport().height()
 
     def go(self, index: int) -> None:
-        """Show page ``index`` (kept within the pages)."""
+        """Show part ``index`` (kept within the parts; a part that is no page: the next that is)."""
         index = max(0, min(index, len(self.boxes) - 1))
+        present = self.present()
+        if present and index not in present:
+            index = next((i for i in present if i > index), present[-1])
         if index == self.index:
             return
         self.index = index
@@ -115,30 +129,32 @@ class InsidePages(QWidget):
         self.pageChanged.emit(index)
 
     def next(self) -> None:
-        self.go(self.index + 1)
+        self.go(next((i for i in self.present() if i > self.index), self.index))
 
     def back(self) -> None:
-        self.go(self.index - 1)
+        self.go(next((i for i in reversed(self.present()) if i < self.index), self.index))
 
     def page_text(self) -> str:
         """"Attention in block 3, head 0 · page 2 of 6": the page bar's words."""
-        if not self.boxes:
+        present = self.present()
+        if self.index not in present:
             return ""
-        return f"{self.names[self.index]} · page {self.index + 1} of {len(self.boxes)}"
+        return f"{self.names[self.index]} · page {present.index(self.index) + 1} of {len(present)}"
 
     def _sync(self) -> None:
         self.nav.setVisible(self.paged)
+        present = self.present()
         for i, box in enumerate(self.boxes):
             current = i == self.index
-            box.setHidden(self.blank or (self.paged and not current))
+            box.setHidden(self.blank or i not in present or (self.paged and not current))
             self.column.setStretchFactor(box, 1 if self.paged and current and self.fills[i] else 0)
         filled = self.paged and bool(self.boxes) and self.fills[self.index]
         self.column.setStretch(len(self.boxes), 0 if filled else 1)  # the blank below the parts: none under a filled page
-        for i, (box, name) in enumerate(zip(self.boxes, self.names)):  # the page bar names a page: its box needs no title
-            box.setTitle("" if self.paged else f"{i + 1} · {name}")
+        for k, i in enumerate(present):  # the page bar names a page: its box needs no title
+            self.boxes[i].setTitle("" if self.paged else f"{k + 1} · {self.names[i]}")
         self.title.setText(self.page_text())
-        self.back_button.setEnabled(self.paged and self.index > 0)
-        self.next_button.setEnabled(self.paged and self.index < len(self.boxes) - 1)
+        self.back_button.setEnabled(self.paged and bool(present) and self.index > present[0])
+        self.next_button.setEnabled(self.paged and bool(present) and self.index < present[-1])
         if self.paged:
             QTimer.singleShot(0, self._to_top)
 

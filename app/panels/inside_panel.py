@@ -9,7 +9,8 @@ the MLP, or the router and its chosen experts, and the second residual add (``in
 final norm, the LM head and softmax and (6) every matrix's shape and the parameter counts
 (``inside_head``); (5) the logit lens and the residual stream through every block (``inside_lens``).
 In projector mode, and whenever the one long page would scroll more than two screens, the parts are
-pages with Back and Next (``inside_pages``). Every sentence is chosen by the model's facts
+pages with Back and Next (``inside_pages``), each of them one projector screen (RoPE's page only for a
+model that turns q and k). Every sentence is chosen by the model's facts
 (``engine.architecture``, ``app.logic.model_words``), never by its family's name.
 
 Nothing here is computed from weights in this process: the engine recomputes the path for the
@@ -39,8 +40,9 @@ from app.panels.inside_pages import InsidePages, needs_pages
 from app.panels.inside_plots import CaptionedPlot
 
 BUSY_AFTER_MS = 500  # show "computing…" when an answer takes longer than this
-PAGES = ("page_embedding", "page_query", "page_keys", "page_scores", "page_values", "page_mlp", "page_head", "page_lens",
-         "page_sizes")  # the parts' names, in the order the model computes (resources/help/en.json, "inside")
+PAGES = ("page_embedding", "page_norm", "page_rope", "page_keys", "page_scores", "page_values", "page_output", "page_mlp",
+         "page_mlp_out", "page_head", "page_lens", "page_stream", "page_sizes")  # the parts' names, in the order the model
+# computes (resources/help/en.json, "inside"); an empty name: no page for that model (RoPE's without RoPE)
 
 
 class InsidePanel(QWidget):
@@ -98,7 +100,8 @@ class InsidePanel(QWidget):
         self.head = HeadPart()
         self.lens = LensPart()
         self.sizes = SizesPart()
-        boxes = (self.embedding.box, *self.attention.boxes, self.mlp.box, self.head.box, self.lens.box, self.sizes.box)
+        boxes = (self.embedding.box, *self.attention.boxes, *self.mlp.boxes, self.head.box, self.lens.box, self.lens.stream_box,
+                 self.sizes.box)
         for box in boxes:  # in the order the model computes; the lens table scrolls itself on its page
             self.pages.add(box, box.title().split(" · ", 1)[-1], fills=box is self.lens.box)
         self.pages.set_blank(True)

@@ -58,9 +58,9 @@ def test_inside_shows_rmsnorm_rope_grouped_heads_and_the_mlp_or_the_experts(step
         "q_strip", "rope_text", "rot_q", "rot_k", "keys_view", "scores", "gqa_text", "attn_out", "ln2_out", "gate_text",
         "router", "mlp_pre", "mlp_out", "resid_post")}
     at = {name: place(inside, widget) for name, widget in parts.items()}  # (page, place on the page)
-    assert all(page in range(1, 6) for page, _i in at.values()), at  # every part in the block's pages (2 to 6)
+    assert all(page in range(1, 9) for page, _i in at.values()), at  # every part in the block's pages (2 to 9)
     assert at["q_strip"] < at["rope_text"] < at["rot_q"] < at["rot_k"] < at["keys_view"] < at["scores"], at
-    assert at["gqa_text"] < at["keys_view"] and at["attn_out"] < at["ln2_out"] < at["gate_text"] < at["mlp_pre"], at
+    assert at["scores"] < at["gqa_text"] < at["attn_out"] < at["ln2_out"] < at["gate_text"] < at["mlp_pre"], at  # with the values
     assert at["ln2_out"] < at["router"] < at["mlp_out"] < at["resid_post"], at
     assert "RMSNorm 1" in inside.attention.ln1_norm.caption.text() and "no mean subtracted" in inside.attention.ln1_norm.caption.text()
     np.testing.assert_array_equal(inside.attention.q_strip.values, t.q[1, 3])

@@ -126,25 +126,32 @@ def test_inside_is_pages_in_the_order_the_model_computes_and_next_back_and_the_k
     assert inside.paged
     pages = inside.pages
     a = inside.attention
-    assert pages.boxes == [inside.embedding.box, a.query_box, a.keys_box, a.scores_box, a.values_box, inside.mlp.box,
-                           inside.head.box, inside.lens.box, inside.sizes.box]
+    assert pages.boxes == [inside.embedding.box, *a.boxes, *inside.mlp.boxes, inside.head.box, inside.lens.box,
+                           inside.lens.stream_box, inside.sizes.box]
+    assert [a.norm_box, a.rope_box, a.keys_box, a.scores_box, a.values_box, a.output_box] == list(a.boxes)
     arch = window.state.result.info.architecture
     names = [words("inside", key, arch, dict(layer=0, head=0, last=result_layers(window) - 1)) for key in PAGES]
-    assert pages.names == names and all(names)
-    assert pages.nav.isVisible() and pages.title.text() == f"{names[0]} · page 1 of 9"
+    assert pages.names == names and names[2] == "" and all(names[:2] + names[3:])  # the demo has no RoPE: no RoPE page
+    assert pages.nav.isVisible() and pages.title.text() == f"{names[0]} · page 1 of 12"
 
     def shown() -> list[int]:
         return [i for i, box in enumerate(pages.boxes) if box.isVisible()]
 
     assert shown() == [0] and not pages.back_button.isEnabled()
     qtbot.mouseClick(pages.next_button, Qt.LeftButton)
-    assert pages.index == 1 and shown() == [1] and pages.title.text() == f"{names[1]} · page 2 of 9"
+    assert pages.index == 1 and shown() == [1] and pages.title.text() == f"{names[1]} · page 2 of 12"
     step = window.state.result.trace.step
-    qtbot.keyClick(window, Qt.Key_Right)
+    qtbot.keyClick(window, Qt.Key_Right)  # past RoPE's part, no page here
+    assert pages.index == 3 and shown() == [3] and pages.title.text() == f"{names[3]} · page 3 of 12"
     qtbot.keyClick(window, Qt.Key_PageDown)
-    assert pages.index == 3 and shown() == [3]
+    assert pages.index == 4 and shown() == [4]
     qtbot.keyClick(window, Qt.Key_Left)
-    assert pages.index == 2
+    assert pages.index == 3
+    qtbot.keyClick(window, Qt.Key_Left)
+    assert pages.index == 1
+    qtbot.keyClick(window, Qt.Key_Right)
+    qtbot.keyClick(window, Qt.Key_Left)
+    assert pages.index == 1
     qtbot.keyClick(window, Qt.Key_PageUp)
     qtbot.mouseClick(pages.back_button, Qt.LeftButton)
     assert pages.index == 0 and shown() == [0]
@@ -241,13 +248,13 @@ def test_the_gated_mlp_page_lists_its_strongest_units_once(deep_window, qtbot):
     from PySide6.QtWidgets import QLabel
 
     inside, _t = inside_at(deep_window, qtbot, (1280, 720), True)
-    said = [label.text() for label in inside.mlp.box.findChildren(QLabel) if label.isVisibleTo(inside.mlp.box)]
+    said = [label.text() for box in inside.mlp.boxes for label in box.findChildren(QLabel) if label.isVisibleTo(box)]
     assert sum(text.count("Strongest units") for text in said) == 1, said
 
 
 def test_a_long_page_title_wraps_rather_than_being_cut(deep_window, qtbot):
-    """The page bar's title ("Attention in block 0 (of 0-29), head 0: the norm and the query ·
-    page 2 of 9") is wider than a 1024 x 768 projector's bar: it takes a second line, every word shown."""
+    """The page bar's title ("Attention in block 0, head 0: the values and their weighted sum ·
+    page 6 of 13") is wider than a 1024 x 768 projector's bar: it takes a second line, every word shown."""
     from PySide6.QtCore import QRect
 
     inside, _t = inside_at(deep_window, qtbot, (1024, 768), True)
@@ -267,3 +274,41 @@ def test_a_long_page_title_wraps_rather_than_being_cut(deep_window, qtbot):
             problems.append(f"{title.text()!r} cut: {title.fontMetrics().horizontalAdvance(title.text())} px in {title.contentsRect().width()} px")
     pages.go(0)
     assert problems == [], problems
+
+
+@pytest.fixture(scope="module")
+def demo_inside_window(module_window, demo_model):
+    """A window on the demo model (GPT-2 shaped, 12 blocks... as the demo has) after one step."""
+    window = module_window()
+    run_outside_a_test(window, lambda: window.load_model(None, loaded=demo_model, prompt="The capital of France is"), p.Load)
+    run_outside_a_test(window, window.step, p.Step)
+    return window
+
+
+@pytest.fixture(scope="module")
+def smollm_inside_window(module_window, smollm_loaded):
+    """A window on the SmolLM2-shaped random model (30 blocks, d = 576, RoPE, 9 heads / 3 kv) after one step."""
+    window = module_window()
+    run_outside_a_test(window, lambda: window.load_model(None, loaded=smollm_loaded, prompt="The capital of France is"),
+                       p.Load, 60_000)
+    run_outside_a_test(window, window.step, p.Step)
+    return window
+
+
+@pytest.mark.parametrize("model", ["demo", "smollm"])
+@pytest.mark.parametrize("size", [(1024, 768), (1280, 720)], ids=["1024x768-projector", "1280x720-projector"])
+def test_every_page_fits_a_projector_screen_without_scrolling(request, qtbot, model, size):
+    """A page is one projector screen: nothing below it to scroll to (page 3, RoPE's keys, scrolled
+    about 355 px at 1024 x 768 for SmolLM2)."""
+    window = request.getfixturevalue(f"{model}_inside_window")
+    inside, _t = inside_at(window, qtbot, size, True)
+    pages, problems = inside.pages, []
+    for i, name in enumerate(pages.names):
+        pages.go(i)
+        qtbot.wait(30)
+        scrolls = pages.scroll.verticalScrollBar().maximum()
+        if scrolls > 0:
+            problems.append(f"page {i + 1} ({name}) scrolls {scrolls} px")
+    pages.go(0)
+    window.state.set_projector(False)
+    assert problems == [], "\n".join(problems)
