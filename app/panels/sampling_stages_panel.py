@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QEvent, Qt
+from PySide6.QtCore import QEvent, QSize, Qt
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import QHeaderView, QLabel, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
 
@@ -77,7 +77,8 @@ class SamplingStagesPanel(QWidget):
         plot.addItem(self.u_label)
         layout = QVBoxLayout(self)
         layout.addWidget(self.header)
-        layout.addWidget(self.table, 1)
+        self.table_room = WholeRows(self.table)
+        layout.addWidget(self.table_room, 1)
         layout.addWidget(self.fold_note)
         layout.addWidget(self.rest)
         layout.addWidget(self.draw_caption)
@@ -222,6 +223,7 @@ class SamplingStagesPanel(QWidget):
             "are in view together (a taller window shows every row)." if hidden else "")
         self.fold_note.setVisible(bool(hidden))
         self.table.scrollToTop()
+        self.table_room.snap()
 
     def _fit_columns(self) -> None:
         """As many stage columns as the table's width holds, whole: the columns ``droppable_columns``
@@ -247,7 +249,8 @@ class SamplingStagesPanel(QWidget):
         # room for the pinned rows and the chosen row under the column titles (and a sideways
         # scrollbar only where even the narrowest form is wider than the table)
         bar = table.horizontalScrollBar().sizeHint().height() if need > room else 0
-        table.setMinimumHeight(header.sizeHint().height() + (PINNED + 1) * table.rowHeight(0) + bar + 2 * table.frameWidth() + 2)
+        table.setMinimumHeight(header.sizeHint().height() + (PINNED + 1) * table.rowHeight(0) + bar + 2 * table.frameWidth())
+        self.table_room.updateGeometry()
 
     def _say_marks(self, hidden: set[int]) -> None:
         for row, ((token, topk), (token_text, softmax_text)) in enumerate(zip(self._marks, self._cells)):
@@ -320,6 +323,38 @@ class SamplingStagesPanel(QWidget):
         for label in self.labels:
             label.setFont(theme.font(-1))
         self.u_label.setFont(theme.font(0, bold=True))
+
+
+class WholeRows(QWidget):
+    """The room the sampling table may take: the table stands at its top, as tall as the whole rows
+    that fit, and the last few pixels (less than a row) stay blank rather than show a row cut in half."""
+
+    def __init__(self, table: QTableWidget, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.table = table
+        table.setParent(self)
+
+    def sizeHint(self) -> QSize:  # noqa: N802 - Qt's name
+        return self.table.sizeHint()
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt's name
+        return QSize(self.table.minimumSizeHint().width(), self.table.minimumHeight())
+
+    def snap(self) -> None:
+        """The table's height: its titles and frame, and the rows from the top one in view that fit whole."""
+        table = self.table
+        chrome = table.height() - table.viewport().height()  # the column titles, the frame, a sideways scroll bar
+        room = self.height() - chrome
+        used, row = 0, max(0, table.rowAt(0))
+        while row < table.rowCount() and (table.isRowHidden(row) or used + table.rowHeight(row) <= room):
+            used += 0 if table.isRowHidden(row) else table.rowHeight(row)
+            row += 1
+        table.setGeometry(0, 0, self.width(), chrome + (room if row >= table.rowCount() else used))
+
+    @guarded
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        self.snap()
 
 
 def settings_source(info, settings) -> str:

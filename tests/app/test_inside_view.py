@@ -278,7 +278,7 @@ def test_a_long_page_title_wraps_rather_than_being_cut(deep_window, qtbot):
 
 @pytest.fixture(scope="module")
 def demo_inside_window(module_window, demo_model):
-    """A window on the demo model (GPT-2 shaped, 12 blocks... as the demo has) after one step."""
+    """A window on the demo model (GPT-2 shaped, 4 blocks, learned positions) after one step."""
     window = module_window()
     run_outside_a_test(window, lambda: window.load_model(None, loaded=demo_model, prompt="The capital of France is"), p.Load)
     run_outside_a_test(window, window.step, p.Step)

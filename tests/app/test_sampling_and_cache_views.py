@@ -158,3 +158,36 @@ def test_a_narrow_sampling_table_hides_columns_and_keeps_their_marks(window, qtb
     qtbot.wait(30)
     assert view.hidden_columns == set() and not any("(in text)" in table.item(r, 0).text() for r in range(len(st.ids)))
     assert droppable_columns(SamplingSettings(greedy=True, repetition_penalty=1.3)) == [8, 4, 3, 6]
+
+
+def cut_rows(table) -> list[int]:
+    """The rows of ``table`` that its viewport's bottom edge cuts: partly in view, partly below it."""
+    bottom = table.viewport().height()
+    return [row for row in range(table.rowCount()) if not table.isRowHidden(row)
+            and table.rowViewportPosition(row) < bottom < table.rowViewportPosition(row) + table.rowHeight(row)]
+
+
+def test_the_sampling_table_shows_whole_rows_only(window, qtbot):
+    """The table is a whole number of rows tall: at 1024 x 768 projector its last row in view was cut in
+    half. Also at 1280 x 720 projector, at 1366 x 768 and at 1920 x 1080, and after a chosen row far
+    down folds rows away (the note under the table takes room)."""
+    window.show_view("sampling")
+    for _ in range(3):
+        result = run(qtbot, window, window.step, p.Step)
+    table, problems = window.sampling_view.table, []
+
+    def look(case: str) -> None:
+        qtbot.wait(30)
+        if rows := cut_rows(table):
+            problems.append(f"{case}: rows {rows} cut at {table.viewport().height()} px (row height {table.rowHeight(0)} px)")
+
+    for size, projector in (((1024, 768), True), ((1280, 720), True), ((1366, 768), False), ((1920, 1080), False)):
+        window.state.set_projector(projector)
+        window.resize(*size)
+        look(f"{size[0]}x{size[1]}{' projector' if projector else ''}")
+    window.state.set_projector(True)
+    window.resize(1024, 768)
+    result = run(qtbot, window, lambda: window.controller.choose(int(result.trace.candidate_ids[10])), p.Choose)
+    look("1024x768 projector, rows folded")
+    assert window.sampling_view.folded
+    assert problems == [], "\n".join(problems)
