@@ -10,9 +10,11 @@ added to a step while this view is closed. Words and bars come from ``app.logic.
 
 from __future__ import annotations
 
+from html import escape
+
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, QTimer, Signal
+from PySide6.QtCore import QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QFontMetrics
 from PySide6.QtWidgets import (QButtonGroup, QComboBox, QGridLayout, QHBoxLayout, QLabel, QPushButton, QStackedWidget,
                                QVBoxLayout, QWidget)
@@ -50,6 +52,7 @@ class WhyPanel(QWidget):
         self.state = state
         self.header = QLabel("Step once: then each part of the model's share of the chosen token's logit is shown here.")
         self.header.setWordWrap(True)
+        self.header.setTextFormat(Qt.PlainText)  # token text such as <|im_end|> is text, not a tag
         self.target_box, self.versus_box = QComboBox(), QComboBox()
         self.target_box.setToolTip("The token whose logit is split: the chosen one, or any candidate")
         self.versus_box.setToolTip("Another candidate: the split is then of the difference of the two logits, "
@@ -393,7 +396,8 @@ class WhyPanel(QWidget):
         self.source_plot.setRange(xRange=x_range, yRange=(low - pad, high + pad), padding=0)
         th.style_plot(self.source_plot, theme, left="logit")  # the ticks are the positions' tokens
         self.source_plot.getAxis("bottom").setHeight(theme.text_px(-1) + 10)
-        self.source_caption.setText("<b>Where the selected head took its part from</b>: " + wn.head_sentence(a, layer, head, pieces))
+        self.source_caption.setText("<b>Where the selected head took its part from</b>: "
+                                    + escape(wn.head_sentence(a, layer, head, pieces), quote=False))  # <|im_start|> is a token
         self.source_caption.setToolTip("Its attention weight on each position × that position's value × W_O, read out "
                                        "through the final norm and the LM head like every part: the bars add up to the head's part.")
 

@@ -281,3 +281,35 @@ def test_the_sources_axis_names_whole_tokens_apart_and_inside_the_plot(window, q
         spans.append((text, centre - half, centre + half))
     assert all(right <= vb.width() + 1 for _t, _l, right in spans), spans
     assert all(a[2] + 4 <= b[1] for a, b in zip(spans, spans[1:])), spans
+
+
+def shown_text(label) -> str:
+    """The words ``label`` shows: its text, or the text its rich text renders to."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtGui import QTextDocument
+    from PySide6.QtGui import Qt as GuiQt  # mightBeRichText lives in QtGui's Qt
+
+    rich = label.textFormat() == Qt.RichText or (label.textFormat() == Qt.AutoText and GuiQt.mightBeRichText(label.text()))
+    if not rich:
+        return label.text()
+    document = QTextDocument()
+    document.setHtml(label.text())
+    return document.toPlainText()
+
+
+def test_tokens_that_look_like_tags_are_shown_as_text(window, qtbot):
+    """A chat turn's "<|im_start|>" is a token, not a tag: the head's sentence said “” (the rich text
+    dropped it as an unknown tag) where the axis under it named <|im_start|>."""
+    run(qtbot, window, window.step, p.Step)
+    show_why(window, qtbot)
+    pieces = ("<|im_start|>", "user", "↵", "<b>", "␣is", "<|im_end|>", "␣x")
+    sources = np.zeros((2, 2, 7), np.float32)
+    sources[0, 0] = [0.9, 0.0, 0.0, 0.6, 0.0, 0.1, 0.0]
+    why = window.why_view
+    why.show_attribution(p.AttributionResult(made(sources=sources), "<|im_end|>", "<b>", pieces))
+    window.state.set_layer(0)
+    window.state.set_head(0)
+    qtbot.wait(20)
+    said = shown_text(why.source_caption)
+    assert "“<|im_start|>” (0: +0.90)" in said and "“<b>” (3: +0.60)" in said, said
+    assert "“<|im_end|>”" in shown_text(why.header) and "“<b>”" in shown_text(why.header), shown_text(why.header)
