@@ -23,7 +23,7 @@ from app.window import theme as th
 from app.window.guard import guarded
 from app.logic.state import AppState
 from app.panels.empty_note import EmptyNote
-from app.panels.heatmap import heatmap_view, show_heat
+from app.panels.heatmap import heatmap_view, room_for_row_names, show_heat
 from app.panels.steady_label import SteadyLabel
 
 
@@ -216,4 +216,6 @@ class CachePanel(QWidget):
         self.setFont(theme.font())
         for view in (self.keys_view, self.values_view, self.query_view, self.time_view):
             th.style_plot(view.getPlotItem(), theme)  # the legend too, at the mode's size
+        for view in (self.keys_view, self.values_view):  # the first row's name whole
+            room_for_row_names(view.getPlotItem(), theme)
         self._draw_times()

@@ -62,6 +62,14 @@ def tick_every(n: int, width_px: int, label_px: int) -> int:
     return max(1, int(np.ceil(n * label_px / max(1, width_px))))
 
 
+def room_for_row_names(plot: pg.PlotItem, theme: th.Theme) -> None:
+    """Half a line of the tick font above the map: the first row's name stands on the row's middle,
+    and where a row is a few pixels tall (a long context) half the name stood above the map, cut by
+    the view's edge. Call it after ``th.style_plot``, which sets the plot's margins."""
+    left, top, right, bottom = plot.layout.getContentsMargins()
+    plot.layout.setContentsMargins(left, max(top, theme.text_px(-1) // 2 + 1), right, bottom)
+
+
 def heatmap_view() -> tuple[pg.PlotWidget, pg.ImageItem]:
     """A fixed plot (zoom and pan allowed: long contexts) holding one image; ``image.outline`` is a
     rectangle to frame rows with (empty at first)."""

@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QGroupBox
 from engine.tokens import clip
 
 from app.window import theme as th
+from app.panels.heatmap import room_for_row_names
 from app.panels.inside_plots import PositionBars, VectorStrip, heatmap, label, norm, part_box, show_heatmap
 
 
@@ -55,6 +56,7 @@ class AttentionPart:
         """The heat maps' axis titles in ``theme``'s font."""
         for view in (self.keys_view, self.values_view):
             th.style_plot(view.getPlotItem(), theme, left="position", bottom="dimension")
+            room_for_row_names(view.getPlotItem(), theme)
 
     def titles(self, says) -> None:
         """Strip titles for the model on screen (its norm, its position encoding, its W_O)."""

@@ -191,3 +191,44 @@ def test_the_sampling_table_shows_whole_rows_only(window, qtbot):
     look("1024x768 projector, rows folded")
     assert window.sampling_view.folded
     assert problems == [], "\n".join(problems)
+
+
+def labels_out_of_view(view, name: str = "left") -> list[str]:
+    """The tick labels of ``view``'s axis ``name`` that stick out of the view (cut by its edge)."""
+    from .test_inside_view import tick_texts
+
+    axis = view.getPlotItem().getAxis(name)
+    room = view.viewport().rect()
+    out = []
+    for rect, text in tick_texts(axis):
+        box = view.mapFromScene(axis.mapRectToScene(rect)).boundingRect()
+        if not room.contains(box):
+            out.append(f"{text!r} at {box.getRect()} outside {room.getRect()}")
+    return out
+
+
+def test_the_first_rows_name_is_whole_on_a_long_context(window, qtbot):
+    """With 37 positions a row is a few pixels tall and the first row's name ("<|im_start|> 0" in a chat
+    turn) stood half above the map, cut by the view's top edge (1024 x 768 projector); the Inside view's
+    keys and values maps too."""
+    from .test_inside_view import show_inside
+
+    window.state.set_projector(True)
+    window.resize(1024, 768)
+    window.tokens.editor.setPlainText("The capital of France is Paris, and the capital of Italy is Rome. " * 3)
+    run(qtbot, window, window.tokens._debounce.start, p.SetPrompt, timeout=60_000)
+    run(qtbot, window, window.step, p.Step)
+    with qtbot.waitSignal(window.controller.insideReady, timeout=30_000):
+        window.show_view("cache")
+    qtbot.waitUntil(lambda: not window.cache_view.awaiting(), timeout=30_000)
+    qtbot.wait(30)
+    cache = window.cache_view
+    problems = [f"cache {name}: {o}" for name, view in (("keys", cache.keys_view), ("values", cache.values_view))
+                for o in labels_out_of_view(view)]
+    show_inside(window, qtbot)
+    inside = window.inside
+    for box, view in ((inside.attention.keys_box, inside.attention.keys_view), (inside.attention.values_box, inside.attention.values_view)):
+        inside.pages.go(inside.pages.boxes.index(box))
+        qtbot.wait(30)
+        problems += [f"inside: {o}" for o in labels_out_of_view(view)]
+    assert problems == [], "\n".join(problems)
