@@ -164,6 +164,9 @@ def style_plot(plot: pg.PlotItem, theme: Theme, *, left: str | None = None, bott
         plot.layout.setContentsMargins(1, 1, 1, 7)
     for name in ("left", "bottom"):  # a new title: pyqtgraph worked its scale out again
         _no_si_scale(plot.getAxis(name))
+    for name, title in (("left", left), ("bottom", bottom)):  # pyqtgraph places a title only when its axis
+        if title is not None:  # is resized: a longer one kept the shorter one's start and ran past the plot
+            plot.getAxis(name).resizeEvent()
 
 
 def _no_si_scale(axis: pg.AxisItem) -> None:

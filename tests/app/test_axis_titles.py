@@ -53,3 +53,26 @@ def test_axis_titles_are_centred_on_their_axes(qtbot, theme):
     left = plot.getAxis("left")
     centre = left.label.mapRectToParent(left.label.boundingRect()).center().y()
     assert abs(centre - left.boundingRect().center().y()) <= 3
+
+
+@pytest.mark.parametrize("theme", [th.NORMAL, th.PROJECTOR], ids=["normal", "projector"])
+def test_a_longer_title_is_centred_again(qtbot, theme):
+    """A title replaced by a longer one with no resize between ("PC 1" → "PC 1 (77% of embedding
+    variance)", the Overview's embeddings at 1366 x 768) kept the short one's start: it ran past the
+    plot's right edge and was cut. pyqtgraph places a title only when its axis is resized."""
+    view = th.plot_widget()
+    qtbot.addWidget(view)
+    view.resize(430, 260)
+    plot = view.getPlotItem()
+    plot.plot(np.arange(5), np.arange(5))
+    view.show()
+    th.style_plot(plot, theme, left="PC 2", bottom="PC 1")
+    qtbot.wait(20)
+    th.style_plot(plot, theme, left="PC 2 (1%)", bottom="PC 1 (77% of embedding variance)")
+    qtbot.wait(20)
+    bottom = plot.getAxis("bottom")
+    centre = bottom.label.mapRectToParent(bottom.label.boundingRect()).center().x()
+    assert abs(centre - bottom.boundingRect().center().x()) <= 3, (centre, bottom.boundingRect().center().x())
+    left = plot.getAxis("left")
+    centre = left.label.mapRectToParent(left.label.boundingRect()).center().y()
+    assert abs(centre - left.boundingRect().center().y()) <= 3, (centre, left.boundingRect().center().y())
