@@ -142,13 +142,27 @@ def _load(result: p.SessionResult) -> str:
     return f"{note}Loaded {info.label} in {f.seconds:.1f} s."
 
 
-def _step(result: p.SessionResult) -> str:
+def shorter_status(result: p.SessionResult) -> tuple[str, ...]:
+    """Shorter forms of ``result_status(result)`` for a narrow status line, longest first: a step's
+    line without its details (the prefill's positions, the time) rather than cut at its end; ()
+    where there is none."""
+    if result.facts.stop or not isinstance(result.request, (p.Step, p.Play)) or result.trace is None:
+        return ()
+    return tuple(_step(result, form) for form in (1, 2))
+
+
+def _step(result: p.SessionResult, form: int = 0) -> str:
+    """The step's line; ``form`` 1 and 2 leave out its details: the positions read, then the time."""
     trace, f = result.trace, result.facts
     rec = trace.record
     # counted as the chips count the generated tokens (the prefill chooses token 1), the step as the views do
     what = (f"“{trace.chosen_piece}”, sampling p {percent(trace.sampling_prob)}, model p {percent(trace.model_prob)}, "
             f"rank {trace.chosen_rank:,}")
-    if rec.step == 0:
+    if form == 2:
+        message = f"Token {rec.step + 1}: {what}."
+    elif form == 1:
+        message = f"Token {rec.step + 1} ({duration(rec.forward_ms)}): {what}."
+    elif rec.step == 0:
         message = f"Token 1 (prefill, {rec.n_new:,} positions, {duration(rec.forward_ms)}): {what}."
     else:
         message = f"Token {rec.step + 1} (step {rec.step}, {duration(rec.forward_ms)}): {what}."

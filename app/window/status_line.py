@@ -42,15 +42,20 @@ class OneLineLabel(QLabel):
 
     def __init__(self, text: str = "", parent=None):
         super().__init__(text, parent)
+        self.shorter: tuple[str, ...] = ()  # shorter forms of the message, longest first
         self.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Fixed)
 
-    def setText(self, text: str) -> None:  # noqa: N802 - Qt's name
+    def setText(self, text: str, shorter: tuple[str, ...] = ()) -> None:  # noqa: N802 - Qt's name
+        self.shorter = tuple(shorter)
         super().setText(text)
         self.setToolTip(text)
 
     def shown(self) -> str:
-        """What the line draws of ``text()`` at its width."""
-        return head_words(self.text(), self.contentsRect().width(), self.fontMetrics().horizontalAdvance)
+        """What the line draws of ``text()`` at its width: the message, else its first shorter form
+        that fits, else the shortest form's first words."""
+        room, measure = self.contentsRect().width(), self.fontMetrics().horizontalAdvance
+        forms = (self.text(), *self.shorter)
+        return next((form for form in forms if measure(form) <= room), None) or head_words(forms[-1], room, measure)
 
     @guarded(fallback=lambda self: QSize())
     def sizeHint(self) -> QSize:  # noqa: N802 - Qt's name
@@ -96,10 +101,11 @@ class StatusLine(QObject):
         bar.addWidget(self.cancel_button)
         bar.addWidget(self.model_label, 1)
 
-    def say(self, text: str, *, error: bool = False) -> None:
-        """Show ``text`` (``error``: in the error style) and log it."""
+    def say(self, text: str, *, error: bool = False, shorter: tuple[str, ...] = ()) -> None:
+        """Show ``text`` (``error``: in the error style; ``shorter``: its shorter forms, for a narrow
+        line) and log it."""
         self.status_label.setStyleSheet(f"color: {th.ERROR}; font-weight: bold" if error else "")
-        self.status_label.setText(text)
+        self.status_label.setText(text, shorter)
         log.info("status: %s", text)
 
     def show_model(self, info) -> None:

@@ -342,7 +342,7 @@ class MainWindow(QMainWindow):
             self._viewing = False
             self._on_controller_model_loaded(result)
         if message := wording.result_status(result):
-            self.status_line.say(message)
+            self.status_line.say(message, shorter=wording.shorter_status(result))
         if result.stopped:
             self.player.pause()
         self._sync_actions()

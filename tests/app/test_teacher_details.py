@@ -68,6 +68,22 @@ def test_the_status_line_is_one_line_and_counts_as_the_chips_do(window, qtbot):
         assert label.text().startswith(f"Token {generated} ") and generated == result.trace.step + 1
 
 
+def test_a_steps_status_line_is_whole_at_1024x768_projector(window, qtbot):
+    """A step's line drops its details (the prefill's positions, the time) rather than end in " …":
+    "Token 1 (prefill, 5 positions, 24 ms): “␣of”, sampling p 3.8%, model p 2.2%, …" cut the rank
+    at 1024 x 768 projector. The whole sentence stays in the tooltip."""
+    window.state.set_projector(True)
+    window.resize(1024, 768)
+    label = window.status_line.status_label
+    for _ in range(3):
+        result = run(qtbot, window, window.step, p.Step)
+        qtbot.wait(20)
+        shown = label.shown()
+        assert "…" not in shown and shown.startswith(f"Token {result.trace.step + 1}") and "rank" in shown, shown
+        assert label.fontMetrics().horizontalAdvance(shown) <= label.contentsRect().width()
+        assert label.toolTip() == label.text() and "ms)" in label.text()
+
+
 def test_a_long_message_keeps_the_status_line_one_line_and_is_whole_in_its_tooltip(window, qtbot):
     """A message longer than the line (an error naming a file, say) shows its first whole words and
     " …" on one line; the whole message is the tooltip. Wrapped, it made the line two or three lines
