@@ -334,9 +334,11 @@ class WholeRows(QWidget):
         self.table = table
         table.setParent(self)
 
+    @guarded(fallback=lambda self: QSize())
     def sizeHint(self) -> QSize:  # noqa: N802 - Qt's name
         return self.table.sizeHint()
 
+    @guarded(fallback=lambda self: QSize())
     def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt's name
         return QSize(self.table.minimumSizeHint().width(), self.table.minimumHeight())
 
