@@ -3,7 +3,8 @@
 ``SessionController`` (``app.window.controller``) adapts it to Qt signals; tests drive it with plain
 lists (tests/app/test_request_policy.py, no QApplication).
 
-- **One in flight.** Only one request runs at a time; the others wait here, in order.
+- **One in flight.** Only one request runs at a time; the others wait here, in order. A play loop
+  runs on in the engine after its first step is answered: the engine is idle only once it ends.
 - **Coalescing.** A new Step, Resample, Choose, Inspect, Attribute, Tokenize, Patch, Compare or Switch replaces one of its kind still
   waiting last (a held-down Step key queues one step, not hundreds).
 - **Stale results.** A restart (Load, SetPrompt, SetChat, Reset, OpenSession) drops everything
@@ -67,6 +68,7 @@ class RequestPolicy:
         self.in_flight: p.Request | None = None
         self.waiting: list[p.Request] = []
         self.play_generation = 0  # the play loop wanted (0 = none), mirrored in the engine
+        self.loop = 0  # the play loop the engine may still run a step of (0 = none): see ``settle``
         self.has_session = False  # a load has succeeded in the running engine
         self.dead_barrier = 0  # requests older than this went to an engine that has died
         self.edit_generation = 0  # the newest prompt edit's: the person's text
@@ -84,7 +86,8 @@ class RequestPolicy:
 
     @property
     def idle(self) -> bool:
-        return self.in_flight is None and not self.waiting
+        """Nothing waits, nothing is in flight, and no play loop can still send a step."""
+        return self.in_flight is None and not self.waiting and not self.loop
 
     @property
     def saves_pending(self) -> int:
@@ -135,6 +138,8 @@ class RequestPolicy:
         self.in_flight = self.waiting.pop(0)
         if isinstance(self.in_flight, (p.Step, p.Play)):
             self.forward_requests += 1
+        if isinstance(self.in_flight, p.Play):
+            self.loop = self.in_flight.generation
         self.send(self.in_flight)
 
     def is_current(self, result) -> bool:
@@ -148,6 +153,8 @@ class RequestPolicy:
         barrier its death set, so they are stale.)"""
         if self.in_flight is not None and self.in_flight.generation == reply.generation:
             self.in_flight = None
+        if reply.generation == self.loop and self._ends_loop(reply):
+            self.loop = 0
         self.dispatch()
         current = self.is_current(reply)
         request = reply.result.request if isinstance(reply, p.Finished) else getattr(reply, "request", None)
@@ -174,6 +181,13 @@ class RequestPolicy:
                 return Verdict.REFRESH
         return Verdict.SHOW
 
+    @staticmethod
+    def _ends_loop(reply: p.Reply) -> bool:
+        """A play loop's reply after which the engine runs no more of it: its next turn skipped (a
+        pause or a newer request reached it: a step it had begun was answered first), a step that
+        stopped generation, or a failure. (Its first reply frees ``in_flight``: the loop goes on.)"""
+        return not isinstance(reply, p.Finished) or bool(getattr(reply.result, "stopped", False))
+
     def not_drawn(self) -> bool:
         """A result handed on was not drawn (stale by its frame): the window shows an older session
         than the engine's. Returns True when a Refresh must ask for it now: nothing is on its way
@@ -193,7 +207,7 @@ class RequestPolicy:
         lived = self.clock() - self.started
         self.waiting.clear()
         self.in_flight = None
-        self.play_generation = 0
+        self.play_generation = self.loop = 0
         self.has_session = False
         self.writing = 0  # a file it was writing is gone (the old one, if any, is whole)
         self.dropped = True  # the window shows the dead engine's session until a result replaces it
@@ -212,5 +226,5 @@ class RequestPolicy:
         """Nothing more is sent (what waits is dropped; what is in flight still finishes)."""
         self.closed = True
         self.waiting.clear()
-        self.play_generation = 0
+        self.play_generation = self.loop = 0  # nothing waits for the loop's end: the engine stops
         self.running = False

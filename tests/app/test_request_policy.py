@@ -370,3 +370,30 @@ def test_a_waiting_edit_survives_any_restart_but_a_newer_edit(policy, sent):
     assert edit in policy.waiting
     newer = ask(policy, p.SetChat())
     assert edit not in policy.waiting and newer in policy.waiting
+
+
+def test_a_play_loop_is_not_idle_until_the_engine_ends_it(policy, sent):
+    """The engine answers each step of a play loop with the Play's number, and a pause reaches it
+    while it runs one: that step's result still comes, then the loop's next turn is Skipped. Until
+    then the engine is not idle (a window that thought so drew one step less than the engine held:
+    the chaos run, seed 20261130)."""
+    policy.settle(done(ask(policy, p.Load())))
+    play = ask(policy, p.Play())
+    policy.settle(done(play))  # the first step: the loop goes on in the engine
+    assert not policy.idle
+    policy.set_play(0)  # paused while the engine runs the next step
+    assert not policy.idle
+    assert policy.settle(done(play)) is Verdict.SHOW and not policy.idle  # that step's result
+    assert policy.settle(p.Skipped(play.generation)) is Verdict.SHOW and policy.idle  # its next turn, skipped
+
+
+def test_a_play_loop_ends_with_its_last_step_when_generation_stops(policy, sent):
+    policy.settle(done(ask(policy, p.Load())))
+    play = ask(policy, p.Play())
+    stopped = p.Finished(play.generation, SimpleNamespace(generation=play.generation, request=p.Step(play.generation), stopped=True))
+    assert policy.settle(stopped) is Verdict.SHOW and policy.idle  # the engine queues no next turn
+    play = ask(policy, p.Play())
+    assert policy.settle(p.Failed(play.generation, play, "No model.")) is Verdict.SHOW and policy.idle
+    play = ask(policy, p.Play())
+    policy.engine_died()
+    assert policy.idle
