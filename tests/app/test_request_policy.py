@@ -397,3 +397,17 @@ def test_a_play_loop_ends_with_its_last_step_when_generation_stops(policy, sent)
     play = ask(policy, p.Play())
     policy.engine_died()
     assert policy.idle
+
+
+def test_a_restart_stops_a_running_patch_at_its_next_layer(policy, controls, sent):
+    """A Patch's map is of the session a restart is about to change: the engine is told to stop it
+    (``cancel_patch`` names that Patch); a restart while anything else runs cancels no patch."""
+    policy.settle(done(ask(policy, p.Load())))
+    patch = ask(policy, p.Patch(text="The capital of Germany is"))
+    assert sent[-1] is patch and "cancel_patch" not in controls
+    ask(policy, p.SetPrompt(text="A new prompt"))
+    assert controls["cancel_patch"] == patch.generation
+    del controls["cancel_patch"]
+    policy.settle(p.PatchCancelled(patch.generation, patch, "stopped", done=1, total=2))
+    ask(policy, p.Reset())  # the SetPrompt runs now: nothing to cancel
+    assert "cancel_patch" not in controls
