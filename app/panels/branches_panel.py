@@ -254,8 +254,7 @@ class BranchesPanel(QWidget):
                 tail = text_of(table.pieces[table.index(n)] for n in table.path_to(leaf)[-16:])
                 box.addItem(f"{branch_name(table, leaf)}: …{last_words(tail, 40)}", leaf)
                 box.setItemData(box.count() - 1, tail, Qt.ToolTipRole)
-            if chosen is not None:
-                box.setCurrentIndex(leaves.index(chosen))
+            box.setCurrentIndex(leaves.index(chosen) if chosen is not None else -1)  # none: nothing to compare with
             box.blockSignals(False)
 
     @guarded

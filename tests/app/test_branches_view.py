@@ -159,3 +159,17 @@ def test_a_long_prompt_and_branch_text_fit_their_cells_whole_on_a_1024_projector
     assert tree_problems(tree) == []
     top = tree.topLevelItem(0)
     assert top.toolTip(2) == prompt
+
+
+def test_with_one_branch_nothing_is_compared_with_itself(window, qtbot):
+    """With one branch the two boxes read "Compare branch 1: … with branch 1: …" (B's box fell back to
+    its first row): B's box is empty until there is a second branch, and then holds another one."""
+    run(qtbot, window, window.step, p.Step)
+    window.show_view("branches")
+    view = window.branches_view
+    assert view.a_box.currentText().startswith("branch 1") and view.b_box.currentText() == ""
+    run(qtbot, window, window.step, p.Step)
+    back = run(qtbot, window, window.back, p.Back)
+    other = int(next(i for i in back.trace.candidate_ids if i != back.trace.chosen))
+    run(qtbot, window, lambda: window.logits.tokenChosen.emit(other), p.Choose)
+    assert {view.a_box.currentText()[:8], view.b_box.currentText()[:8]} == {"branch 1", "branch 2"}
