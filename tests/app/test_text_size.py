@@ -550,3 +550,16 @@ def test_the_kv_cache_panel_of_30_layers_fits_a_projector_page(smollm_window, qt
     else:
         assert grouped in kv.bytes_label.text()
     assert overlapping_siblings(kv) == []
+
+
+def test_a_legends_swatch_never_ends_a_line_without_its_words(window, qtbot):
+    """The candidates' legend wrapped at 1366 x 768 (a chat turn) as "■ chosen ■ can be drawn ■" over
+    "removed (top-k, top-p)": a colour square at a line's end, its words on the next. In every label a
+    swatch is bound to its first word by a no-break space."""
+    run(qtbot, window, window.step, p.Step)
+    window.show_view("overview")
+    loose = []
+    for label in window.findChildren(QLabel):
+        plain = re.sub(r"<[^>]+>", "", label.text()).replace("&nbsp;", "\u00a0")
+        loose += [f"{plain!r}" for found in re.finditer("■", plain) if plain[found.end():found.end() + 1] != "\u00a0"]
+    assert loose == []
