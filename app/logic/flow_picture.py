@@ -15,6 +15,7 @@ panel maps each to the theme's colour.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -372,15 +373,19 @@ def maths_picture(rect, maths: HeadMaths | None, waiting: str, line: int, fitter
         return out
     head, body = table(maths, rows)
     head = (f"head {maths.head} · {head[0]}", *head[1:])  # which head's keys: the block above names its layer
-    tokens = max((fitter.width(cells[0].rsplit(" ", 1)[0]) for cells in body), default=0)  # each key's token, whole
+    keys = [cells[0] for cells in body if not cells[0].endswith(" more")]
+    whole = max((fitter.width(key) for key in keys), default=0)  # each key's token and position
+    tokens = max((fitter.width(key.rsplit(" ", 1)[0]) for key in keys), default=0)  # each key's token, whole
     scale = head[2]
-    for weight, tight in WEIGHT_HEADS:  # "softmax", else "weight" and "÷√64" where the keys' tokens need the room
+    for (weight, tight), need in itertools.product(WEIGHT_HEADS, (whole, tokens)):
+        # "softmax", else "weight" and "÷√64" where the keys' tokens need the room; their positions too where they fit
         head = (*head[:2], scale.replace(" ", "") if tight else scale, weight, head[4])
         widths = [max(fitter.width(head[i], True), *(fitter.width(cells[i]) for cells in body)) for i in range(1, 5)]
         numbers = sum(widths) + gap * len(widths)
         key_w = max(0, w - numbers)
-        if key_w >= tokens:
+        if key_w >= need:
             break
+    positions = key_w >= whole  # one way for the whole column: every key with its position, or none
     lefts, left = [], x + key_w
     for width in widths:
         left += gap
@@ -396,12 +401,14 @@ def maths_picture(rect, maths: HeadMaths | None, waiting: str, line: int, fitter
                                role="maths_bar", index=i - 1))
         position = cells[0].rsplit(" ", 1)[-1]
         token = cells[0].rsplit(" ", 1)[0]
-        shorter = [token, position] if i > 0 and token and position.isdigit() else [position]  # its token alone, then its position
+        wordings = [cells[0], token, position] if i > 0 and token and position.isdigit() else [cells[0], position]
+        if i > 0 and token and position.isdigit() and not positions:
+            wordings = [token, position]  # its token alone, then its position
         if i == 0:
-            shorter = [cells[0].split(" · ")[-1]]  # "key"
+            wordings = [cells[0], cells[0].split(" · ")[-1]]  # "key"
         if i > 0 and cells[0].endswith(" more"):
-            shorter = ["+" + cells[0].split()[0]]  # "+12": the other keys, summed
-        key = fitter.fit([cells[0], *shorter], key_w, bold)[0]
+            wordings = [cells[0], "+" + cells[0].split()[0]]  # "+12": the other keys, summed
+        key = fitter.fit(wordings, key_w, bold)[0]
         out.append(Painted(TEXT, (x, top, key_w, line), key, role=role, index=index, bold=bold))
         for (left, width), text in zip(lefts, cells[1:]):
             out.append(Painted(TEXT, (left, top, width, line), text, role=role, index=index, bold=bold, right=True))

@@ -114,6 +114,33 @@ def tail_words(text: str, width: float, measure: Measure, max_lines: int = 1, en
     return lines
 
 
+def cut_lines(text: str, width: float, measure: Measure, max_lines: int, keep_end: bool = False) -> list[str]:
+    """``text`` wrapped at spaces in at most ``max_lines`` lines no wider than ``width``; where it needs
+    more, only as many of its first whole words as fit, followed by how many characters are left out
+    ("… (152 characters more)", without the "…"), or with ``keep_end`` its last words after
+    "(152 characters before)". Where not even one word fits with that: "(300 characters)"."""
+    lines = wrap(text, width, measure, max_lines)
+    if lines is not None:
+        return lines
+    words = text.split(" ")
+
+    def shown(k: int) -> str:  # the first (or last) k words and the count of what is left out
+        if k == 0:
+            return f"({len(text):,} characters)"
+        part = " ".join(words[len(words) - k:] if keep_end else words[:k])
+        left = len(text) - len(part) - 1  # and the space between
+        return f"({left:,} characters before) {part}" if keep_end else f"{part} ({left:,} characters more)"
+
+    low, high = 0, len(words) - 1  # the most words that fit lie in [low, high]
+    while low < high:
+        k = (low + high + 1) // 2
+        if wrap(shown(k), width, measure, max_lines) is not None:
+            low = k
+        else:
+            high = k - 1
+    return wrap(shown(low), width, measure, max_lines) or [shown(0)]
+
+
 class Fitter:
     """``fit`` and the widths it needs, remembered for one pair of fonts (a body and a bold one):
     ``measure(text, bold)`` (the painter's font metrics) is asked once per text and font, and a

@@ -41,8 +41,11 @@ from app.window import theme as th
 from app.window.guard import guarded
 from app.logic.state import AppState
 from app.panels.empty_note import EmptyNote
+from app.panels.wrapped_cells import KEEP_END, WrappedColumn
 
 NODE = Qt.UserRole  # the tree item's data: the node a double-click switches to
+TEXT = 2  # the tree's column of texts
+TEXT_LINES = 3  # the most lines a text in it takes; a longer text says how much it leaves out
 
 
 def text_of(pieces) -> str:
@@ -104,8 +107,8 @@ class BranchesPanel(QWidget):
         self.tree = QTreeWidget()
         self.tree.setColumnCount(3)
         self.tree.setHeaderLabels(["Where it starts", "Token taken there (model probability)", "Text from there"])
-        self.tree.setUniformRowHeights(True)
-        self.tree.setWordWrap(False)
+        self.tree.setWordWrap(False)  # its text column wraps itself, whole words only (WrappedColumn)
+        self.tree_text = WrappedColumn(self.tree, TEXT, TEXT_LINES)
         self.tree.header().setStretchLastSection(True)
         self.tree.itemDoubleClicked.connect(self._on_tree_item_double_clicked)
         self.tree.itemActivated.connect(self._on_tree_item_double_clicked)  # Enter on a row
@@ -207,8 +210,9 @@ class BranchesPanel(QWidget):
         bold.setBold(True)
         result = self.state.result
         prompt_text = (result.prompt_text if result else "").replace("\n", " ⏎ ")
-        prompt = QTreeWidgetItem(["prompt", "", first_words(prompt_text, 160)])
-        prompt.setToolTip(2, result.prompt_text if result else "")  # the whole prompt, however long
+        prompt = QTreeWidgetItem(["prompt", "", prompt_text])
+        prompt.setData(TEXT, KEEP_END, True)  # where the branches go on from: its end
+        prompt.setToolTip(TEXT, result.prompt_text if result else "")  # the whole prompt, however long
         self.tree.addTopLevelItem(prompt)
         items: dict[int, QTreeWidgetItem] = {ROOT: prompt}
         for start, run in segments(table).items():
@@ -220,10 +224,10 @@ class BranchesPanel(QWidget):
             where = "prefill" if table.steps[i] == 0 else f"step {int(table.steps[i])}"
             text = text_of(table.pieces[table.index(n)] for n in run)
             item = QTreeWidgetItem(
-                [f"{'▶ ' if marked else ''}{where}", f"“{table.pieces[i]}”  {p:.1%}{how}", first_words(text, 160)]
+                [f"{'▶ ' if marked else ''}{where}", f"“{table.pieces[i]}”  {p:.1%}{how}", text]
             )
             item.setData(0, NODE, table.leaf_of(run[-1]))
-            item.setToolTip(2, text)
+            item.setToolTip(TEXT, text)
             if marked:
                 for column in range(3):
                     item.setFont(column, bold)
@@ -250,8 +254,7 @@ class BranchesPanel(QWidget):
                 tail = text_of(table.pieces[table.index(n)] for n in table.path_to(leaf)[-16:])
                 box.addItem(f"{branch_name(table, leaf)}: …{last_words(tail, 40)}", leaf)
                 box.setItemData(box.count() - 1, tail, Qt.ToolTipRole)
-            if chosen is not None:
-                box.setCurrentIndex(leaves.index(chosen))
+            box.setCurrentIndex(leaves.index(chosen) if chosen is not None else -1)  # none: nothing to compare with
             box.blockSignals(False)
 
     @guarded

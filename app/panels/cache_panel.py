@@ -24,6 +24,7 @@ from app.window.guard import guarded
 from app.logic.state import AppState
 from app.panels.empty_note import EmptyNote
 from app.panels.heatmap import heatmap_view, room_for_row_names, show_heat
+from app.panels.kv_panel import IntegerAxis
 from app.panels.steady_label import SteadyLabel
 
 
@@ -57,7 +58,7 @@ class CachePanel(QWidget):
         self.keys_caption, self.values_caption, self.query_caption = SteadyLabel(), SteadyLabel(), SteadyLabel()
         self.query_view.setFixedHeight(120)
         self.query_view.getPlotItem().hideAxis("left")  # one row: no position axis
-        self.time_view = th.plot_widget()
+        self.time_view = th.plot_widget(axisItems={"bottom": IntegerAxis("bottom")})  # a context has no half positions
         self.time_view.setMinimumHeight(170)  # readable beside heat maps that take what is left
         tp = self.time_view.getPlotItem()
         th.fix_plot(tp)

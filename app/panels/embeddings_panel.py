@@ -34,7 +34,7 @@ PART_TIPS = (
 )
 
 
-GAP = 2  # pixels kept between two labels
+GAP = 2  # pixels kept between two labels (and a space more side by side)
 
 
 NO_POSITION_SENTENCE = (
@@ -227,13 +227,14 @@ class EmbeddingsPanel(QGroupBox):
         self._drawn = (xy.copy(), prompt_len)
 
     def _uncrowded(self, candidates, xy: np.ndarray, pieces, view) -> list[int]:
-        """Up to MAX_LABELS of ``candidates`` (most wanted first) whose labels do not overlap on screen
-        and stay inside the plot."""
+        """Up to MAX_LABELS of ``candidates`` (most wanted first) whose labels do not overlap on screen,
+        keep a space apart side by side, and stay inside the plot."""
         (x0, x1), (y0, y1) = view
         box = self.plot.getViewBox().boundingRect()
         sx, sy = max(box.width(), 1) / max(x1 - x0, 1e-9), max(box.height(), 1) / max(y1 - y0, 1e-9)
         fm = self._label_fm
         m = self.labels[0].textItem.document().documentMargin()  # a TextItem's box is its text plus this
+        apart = fm.horizontalAdvance(" ") + GAP  # side by side: a space between, or two labels read as one token
         taken: list[tuple[float, float, float, float]] = []
         kept = []
         for i in candidates:
@@ -241,8 +242,8 @@ class EmbeddingsPanel(QGroupBox):
             w, h = fm.horizontalAdvance(pieces[i] if i < len(pieces) else ""), fm.height()
             # anchor (-0.1, 1.1) of the box (text and margins): the text sits above and right of its point
             left, top = px + 0.1 * (w + 2 * m) + m, py - 1.1 * (h + 2 * m) + m
-            right, bottom = left + w + GAP, top + h + GAP
-            if left < 0 or top < 0 or right - GAP > box.width() or bottom - GAP > box.height():
+            right, bottom = left + w + apart, top + h + GAP
+            if left < 0 or top < 0 or right - apart > box.width() or bottom - GAP > box.height():
                 continue  # it would stick out of the plot: cut text is worse than one label fewer
             if all(right < l or left > r or bottom < t or top > b for l, t, r, b in taken):
                 taken.append((left, top, right, bottom))

@@ -140,8 +140,8 @@ class KVPanel(QGroupBox):
                 "text so far; the time per step includes the server and the network."
             )
         else:
-            short = (f"<b>{human_bytes(kv.total_bytes)}</b> = <span style='color:{th.KEYS}'>■</span> keys and "
-                     f"<span style='color:{th.VALUES}'>■</span> values: {kv.arithmetic()}")
+            short = (f"<b>{human_bytes(kv.total_bytes)}</b> = <span style='color:{th.KEYS}'>■</span>&nbsp;keys and "
+                     f"<span style='color:{th.VALUES}'>■</span>&nbsp;values: {kv.arithmetic()}")
             self._show_bytes(short + grouped_heads_sentence(kv, result.info), short)
         steps = np.fromiter((r.step for r in records), np.int64, len(records))
         sizes = np.fromiter((r.kv.total_bytes for r in records), np.float64, len(records))

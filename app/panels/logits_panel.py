@@ -67,9 +67,9 @@ class LogitsPanel(QGroupBox):
         self.summary = SteadyLabel("Step once to see the candidates.")
         foot = QHBoxLayout()  # under the plots: the summary above them has the whole width (one line)
         self.legend = QLabel(
-            f"<span style='color:{th.CHOSEN}'>■</span> chosen &nbsp; "
-            f"<span style='color:{th.CANDIDATE}'>■</span> can be drawn &nbsp; "
-            f"<span style='color:{th.REMOVED}'>■</span> removed (top-k, top-p)"
+            f"<span style='color:{th.CHOSEN}'>■</span>&nbsp;chosen &nbsp; "  # a swatch bound to its words: never a line's end
+            f"<span style='color:{th.CANDIDATE}'>■</span>&nbsp;can be drawn &nbsp; "
+            f"<span style='color:{th.REMOVED}'>■</span>&nbsp;removed (top-k, top-p)"
         )
         foot.addWidget(self.legend, 1)
         foot.addWidget(QLabel("Show top"))

@@ -344,8 +344,9 @@ class WhyPanel(QWidget):
 
     def _name_bars(self, bars, named, x_range, y_range, metrics: QFontMetrics) -> None:
         """Name the ``named`` bars over (a push) or under (a pull) their ends, the largest first;
-        a name that would run into one placed already moves a line further out, and is left out
-        (the sentence above names it) where that is not clear either or leaves the plot."""
+        a name that would run into one placed already, or into a bar, moves to end at its bar's right
+        edge or start at its left, then a line further out, and is left out (the sentence above names
+        it) where none of that is clear either or it would leave the plot."""
         theme = self.state.theme
         vb = self.fall_plot.getViewBox()
         W = vb.width() or self.fall_view.width() * 0.8
@@ -357,23 +358,37 @@ class WhyPanel(QWidget):
 
         index = {b.key: i for i, b in enumerate(bars)}
         h = metrics.height() + 8  # a TextItem's line and its margins
+        ends = [(b.start, b.end) for b in bars] + [(0.0, bars[-1].end if bars else 0.0)]  # and the sum's bar
+        taken = []  # every bar, in pixels, a little inside its edges: a name may touch its own bar's end
+        for i, (start, end) in enumerate(ends):
+            (left, top), (right, bottom) = px(i - 0.4, max(start, end)), px(i + 0.4, min(start, end))
+            taken.append(QRectF(left, top, right - left, bottom - top).adjusted(0.5, 0.5, -0.5, -0.5))
         placed: list[QRectF] = []
         for b in sorted(named, key=lambda b: -abs(b.value)):
             text = wn.part_label(b.key)[1]
             w = metrics.horizontalAdvance(text) + 10
             up = b.value > 0
             cx, cy = px(index[b.key], max(b.start, b.end) if up else min(b.start, b.end))
+            half = px(index[b.key] + 0.4, 0)[0] - cx  # half a bar's width
+            found = None
             for k in range(2):  # by its bar, or a line further out: further, it would read as another bar's
                 top = cy - h * (k + 1) if up else cy + h * k
-                box = QRectF(cx - w / 2, top, w, h)
-                if box.top() >= 0 and box.bottom() <= H and not any(box.intersects(r) for r in placed):
+                # centred on its bar, else ending at its right edge, else starting at its left edge
+                for align, left in ((0.5, cx - w / 2), (1.0, cx + half - w), (0.0, cx - half)):
+                    box = QRectF(left, top, w, h)
+                    inside = box.top() >= 0 and box.bottom() <= H and (align == 0.5 or (box.left() >= 0 and box.right() <= W))
+                    if inside and not any(box.intersects(r) for r in placed + taken):
+                        found = box, align
+                        break
+                if found:
                     break
-            else:
+            if found is None:
                 continue
+            box, align = found
             placed.append(box)
-            label = pg.TextItem(text, color=theme.text, anchor=(0.5, 1.0 if up else 0.0))
+            label = pg.TextItem(text, color=theme.text, anchor=(align, 1.0 if up else 0.0))
             label.setFont(theme.font(-1, bold=True))
-            label.setPos(index[b.key], y1 - (box.bottom() if up else box.top()) * (y1 - y0) / H)
+            label.setPos(index[b.key] + 0.8 * (align - 0.5), y1 - (box.bottom() if up else box.top()) * (y1 - y0) / H)
             self.fall_plot.addItem(label)
             self.fall_labels.append(label)
 

@@ -4,6 +4,7 @@ branches are compared with the model's own probabilities."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -25,6 +26,17 @@ def _branch_twice(qtbot, window):
     run(qtbot, window, lambda: window.logits.tokenChosen.emit(other), p.Choose)
     run(qtbot, window, window.step, p.Step)
     return first.branches.current, first.records
+
+
+def _shown(tree, item, column: int) -> str:
+    """The text ``tree``'s delegate paints in ``item``'s ``column``."""
+    from PySide6.QtWidgets import QStyleOptionViewItem
+
+    index = tree.indexFromItem(item, column)
+    option = QStyleOptionViewItem()
+    option.font = tree.font()
+    tree.itemDelegateForIndex(index).initStyleOption(option, index)
+    return option.text
 
 
 def _items(tree):
@@ -104,15 +116,18 @@ def test_before_any_branch_the_view_says_what_to_do(window, qtbot):
 def test_one_step_is_one_step_and_a_long_prompt_is_whole_in_its_tooltip(window, qtbot):
     """"1 branch, 1 steps in all" read wrong; a prompt longer than its cell is in full in the cell's
     tooltip (it was cut at 160 characters with nothing to read the rest)."""
-    prompt = "The capital of France is Paris, and " * 6 + "the capital of Italy is"
+    prompt = "The capital of France is Paris, and " * 20 + "the capital of Italy is"
     run(qtbot, window, lambda: window.tokens.promptEdited.emit(prompt), p.SetPrompt)
     run(qtbot, window, window.step, p.Step)
     window.show_view("branches")
     view = window.branches_view
     assert "1 step in all" in view.header.text(), view.header.text()
     top = view.tree.topLevelItem(0)
-    shown = top.text(2).removesuffix(" …")
-    assert top.toolTip(2) == prompt and prompt.startswith(shown) and prompt[len(shown)] == " "  # whole words, the rest in the tooltip
+    shown = re.sub("[\n\u2028]", " ", _shown(view.tree, top, 2))
+    found = re.fullmatch(r"\(([\d,]+) characters before\) (.+)", shown)
+    assert found, shown  # its end, in whole words, and how much is left out
+    left, end = int(found.group(1).replace(",", "")), found.group(2)
+    assert top.toolTip(2) == prompt and prompt.endswith(" " + end) and left == len(prompt) - len(end) - 1
 
 
 def test_a_branchs_ending_is_whole_words():
@@ -121,3 +136,40 @@ def test_a_branchs_ending_is_whole_words():
     assert last_words("The capital of France is Paris, the city of light", 24) == "Paris, the city of light"
     assert last_words("Paris", 24) == "Paris"
     assert last_words("a verylongwordthatfillseverything", 10) == "verylongwordthatfillseverything"  # longer than the room: whole
+
+
+def test_a_long_prompt_and_branch_text_fit_their_cells_whole_on_a_1024_projector(window, qtbot):
+    """A chat turn's prompt (the template's tokens and the system message) is longer than the "Text
+    from there" column at 1024 x 768 in projector mode: it was cut with "…" there, the whole only in
+    the tooltip. Each cell now shows whole words on the lines it has, and says how much it leaves out."""
+    from app.window import theme as th
+
+    from .helpers import show_text_size
+    from .test_text_size import tree_problems
+
+    prompt = "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n" \
+             "<|im_start|>user\nThe capital of France is<|im_end|>\n<|im_start|>assistant\n" * 2
+    run(qtbot, window, lambda: window.tokens.promptEdited.emit(prompt), p.SetPrompt)
+    for _ in range(12):
+        run(qtbot, window, window.step, p.Step)
+    show_text_size(window, (1024, 768), th.PROJECTOR)
+    window.show_view("branches")
+    qtbot.wait(20)
+    tree = window.branches_view.tree
+    assert tree_problems(tree) == []
+    top = tree.topLevelItem(0)
+    assert top.toolTip(2) == prompt
+
+
+def test_with_one_branch_nothing_is_compared_with_itself(window, qtbot):
+    """With one branch the two boxes read "Compare branch 1: … with branch 1: …" (B's box fell back to
+    its first row): B's box is empty until there is a second branch, and then holds another one."""
+    run(qtbot, window, window.step, p.Step)
+    window.show_view("branches")
+    view = window.branches_view
+    assert view.a_box.currentText().startswith("branch 1") and view.b_box.currentText() == ""
+    run(qtbot, window, window.step, p.Step)
+    back = run(qtbot, window, window.back, p.Back)
+    other = int(next(i for i in back.trace.candidate_ids if i != back.trace.chosen))
+    run(qtbot, window, lambda: window.logits.tokenChosen.emit(other), p.Choose)
+    assert {view.a_box.currentText()[:8], view.b_box.currentText()[:8]} == {"branch 1", "branch 2"}

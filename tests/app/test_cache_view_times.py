@@ -25,3 +25,18 @@ def test_the_rows_are_named_by_their_whole_tokens():
     pieces = ["The", "␣capital", "␣international", "␣is"]
     ticks = row_ticks(4, pieces, 400, 12)
     assert [text for _y, text in ticks] == ["The 0", "␣capital 1", "␣international 2", "␣is 3"]
+
+
+def test_the_times_plot_counts_positions_in_whole_numbers(window, qtbot):
+    """At 1366 x 768 the times plot of a 7-position context ticked 0.5, 1, 1.5 … 6.5, 7: a context has
+    no half positions. Its axis ticks whole numbers only."""
+    window.resize(1366, 768)
+    for _ in range(3):
+        run(qtbot, window, window.step, p.Step)
+    window.show_view("cache")
+    qtbot.waitUntil(lambda: not window.cache_view.awaiting(), timeout=30_000)
+    qtbot.wait(20)
+    plot = window.cache_view.time_view.getPlotItem()
+    (low, high), axis = plot.getViewBox().viewRange()[0], plot.getAxis("bottom")
+    ticks = [value for _spacing, values in axis.tickValues(low, high, axis.width()) for value in values]
+    assert ticks and all(float(value).is_integer() for value in ticks), ticks

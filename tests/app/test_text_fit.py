@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.logic.text_fit import Fitter, fit, number_forms, tail_words, variants, wrap
+from app.logic.text_fit import Fitter, cut_lines, fit, number_forms, tail_words, variants, wrap
 
 
 def measure(text: str) -> float:
@@ -69,3 +69,12 @@ def test_a_fitter_measures_each_text_once_per_font_and_remembers_its_choices(mon
     for text in ("a", "b", "c", "a"):
         small.width(text)
     assert small.measured == 4  # a full table forgets what it held
+
+
+def test_a_text_too_long_for_its_lines_says_how_much_it_leaves_out():
+    text = "The capital of France is Paris and the capital of Italy is Rome"  # 63 characters
+    assert cut_lines(text, 30, measure, 3) == ["The capital of France is Paris", "and the capital of Italy is", "Rome"]  # fits: whole
+    assert cut_lines(text, 30, measure, 1) == ["The (59 characters more)"]  # "The capital (51 …)" is 32 wide
+    assert cut_lines(text, 30, measure, 1, keep_end=True) == ["(55 characters before) is Rome"]
+    assert cut_lines(text, 24, measure, 2) == ["The capital of France is", "(38 characters more)"]
+    assert cut_lines("averyveryverylongword and more", 16, measure, 2) == ["(30 characters)"]  # no word fits beside the count

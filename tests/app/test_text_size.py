@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QStyleOptionGroupBox,
     QTableView,
     QTextEdit,
+    QTreeView,
     QToolTip,
     QWidget,
 )
@@ -315,6 +316,43 @@ def table_problems(table) -> list[str]:
     return problems
 
 
+def tree_problems(tree) -> list[str]:
+    """Cells of ``tree`` (shown) whose text, as its delegate paints it, is wider or taller than the
+    cell's text box (Qt then elides it with "…"), or has "…" in it."""
+    from PySide6.QtWidgets import QStyleOptionViewItem
+
+    problems = []
+    model = tree.model()
+    margin = 2 * (tree.style().pixelMetric(QStyle.PM_FocusFrameHMargin, None, tree) + 1)
+    parents = [tree.rootIndex()]
+    while parents:
+        parent = parents.pop(0)
+        for row in range(model.rowCount(parent)):
+            for column in range(model.columnCount(parent)):
+                if tree.isColumnHidden(column):
+                    continue
+                index = model.index(row, column, parent)
+                option = QStyleOptionViewItem()
+                option.font = tree.font()
+                tree.itemDelegateForIndex(index).initStyleOption(option, index)
+                if not option.text:
+                    continue
+                option.rect = tree.visualRect(index)
+                box = tree.style().subElementRect(QStyle.SE_ItemViewItemText, option, tree)
+                fm = QFontMetrics(option.font)
+                lines = re.split("[\n\u2028]", option.text)  # a line break, or Unicode's line separator
+                width = max(fm.horizontalAdvance(line) for line in lines) + margin
+                height = fm.lineSpacing() * (len(lines) - 1) + fm.height()
+                if any(e in option.text for e in ELLIPSES):
+                    problems.append(f"tree cell elided: {option.text!r}")
+                if box.width() < width or box.height() < height:
+                    problems.append(f"tree cell {option.text!r} needs {width} x {height} px, its box is {box.width()} x {box.height()} px")
+            index = model.index(row, 0, parent)
+            if model.hasChildren(index) and tree.isExpanded(index):
+                parents.append(index)
+    return problems
+
+
 def table_fit_problems(table) -> list[str]:
     """A table (shown) that scrolls sideways, or a column of it outside its viewport: a column the
     class cannot see without a scrollbar is as good as cut."""
@@ -414,6 +452,8 @@ def cut_text_problems(window, view: str) -> list[str]:
                         problems.append(f"{item.toPlainText()!r} cut by the edge of its view: {box.getRect()} in {widget.viewport().rect().getRect()}")
         elif isinstance(widget, QTableView):
             problems += table_problems(widget) + table_fit_problems(widget)
+        elif isinstance(widget, QTreeView):
+            problems += tree_problems(widget)
         elif isinstance(widget, QComboBox):
             problems += combo_problems(widget)
         elif isinstance(widget, QGroupBox) and widget.title():
@@ -510,3 +550,16 @@ def test_the_kv_cache_panel_of_30_layers_fits_a_projector_page(smollm_window, qt
     else:
         assert grouped in kv.bytes_label.text()
     assert overlapping_siblings(kv) == []
+
+
+def test_a_legends_swatch_never_ends_a_line_without_its_words(window, qtbot):
+    """The candidates' legend wrapped at 1366 x 768 (a chat turn) as "■ chosen ■ can be drawn ■" over
+    "removed (top-k, top-p)": a colour square at a line's end, its words on the next. In every label a
+    swatch is bound to its first word by a no-break space."""
+    run(qtbot, window, window.step, p.Step)
+    window.show_view("overview")
+    loose = []
+    for label in window.findChildren(QLabel):
+        plain = re.sub(r"<[^>]+>", "", label.text()).replace("&nbsp;", "\u00a0")
+        loose += [f"{plain!r}" for found in re.finditer("■", plain) if plain[found.end():found.end() + 1] != "\u00a0"]
+    assert loose == []
