@@ -92,6 +92,7 @@ class OverviewPages(QWidget):
         self._building = False  # in _build: a resize it causes must not lay out the half-built pages...
         self._resized = False  # ...but is laid out for once they are built
         self._planned: dict[QWidget, QSize] = {}  # each panel's least size when the pages were planned
+        self._stale = False  # a step was drawn while the pages were hidden: planned again when shown
         self._grown = QTimer(self, singleShot=True, interval=0)  # a panel's least size grew: plan again, once
         self._grown.timeout.connect(self.relayout)
         for panel in self.panels():
@@ -152,6 +153,21 @@ class OverviewPages(QWidget):
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         self.relayout()
+
+    @guarded
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        if self._stale:
+            self._stale = False
+            self.relayout()
+
+    def relayout_when_shown(self) -> None:
+        """``relayout`` now where the pages are on screen, else once they are shown again: behind
+        another view (the Flow) a drawn step planned pages no one saw (about 1 ms a step)."""
+        if self.isVisible():
+            self.relayout()
+        else:
+            self._stale = True
 
     @guarded(fallback=False)
     def eventFilter(self, watched, event) -> bool:  # noqa: N802 - Qt's name

@@ -78,3 +78,23 @@ def test_the_kv_panels_least_size_is_worked_out_again_only_when_what_it_reads_ch
         assert len(worked) > before
     assert kv.minimumSizeHint().height() > first.height()
 
+
+
+def test_a_step_drawn_behind_the_flow_plans_the_overviews_pages_once_they_are_shown(window, qtbot, monkeypatch):
+    """Behind the Flow a drawn step planned the Overview's pages for no one (about 1 ms a step);
+    they are planned when the Overview is shown again, for the room it has then."""
+    run(qtbot, window, window.step, p.Step)
+    window.show_view("flow")
+    planned = []
+    relayout = OverviewPages.relayout
+    monkeypatch.setattr(OverviewPages, "relayout", lambda self, **kw: planned.append(1) or relayout(self, **kw))
+    for _ in range(2):
+        run(qtbot, window, window.step, p.Step)
+    assert planned == []
+    window.show_view("overview")
+    qtbot.waitUntil(lambda: bool(planned), timeout=2_000)
+    pages = window.overview
+    expected = plan_pages(pages.columns, pages.width(), pages.height())
+    if len(expected) > 1:  # under the row of page buttons
+        expected = plan_pages(pages.columns, pages.width(), pages.height() - pages._bar_height())
+    assert pages.pages == expected
