@@ -59,6 +59,7 @@ class KVPanel(QGroupBox):
         self._probe = QLabel()  # never shown: how tall the bytes sentence is at a width
         self._probe.setWordWrap(True)
         self._label_heights: dict[tuple, int] = {}
+        self._least: tuple[tuple, QSize] | None = None  # (what minimumSizeHint read, what it answered)
 
         # one view per plot: the window paints one view per event-loop turn, and the three together
         # were the longest turn of a step
@@ -285,7 +286,15 @@ class KVPanel(QGroupBox):
     def minimumSizeHint(self) -> QSize:
         """As narrow as the plots in two rows; as short as the plots in one row where the panel is wide
         enough for them, else as the plots in two rows under the bytes sentence less its grouped-heads
-        sentence (then in its tooltip): a short window gives it a page of its own."""
+        sentence (then in its tooltip): a short window gives it a page of its own. The layouts ask
+        about 40 times a drawn step: worked out again only when what it reads changed (the sentence,
+        the width, or what its layout's own least size follows: the fonts, the plots' least sizes)."""
+        key = (self._bytes, self.width(), super().minimumSizeHint())
+        if self._least is None or self._least[0] != key:
+            self._least = (key, self._least_size())
+        return QSize(self._least[1])
+
+    def _least_size(self) -> QSize:
         m = self.layout().contentsMargins()
         frame = self.contentsMargins()
         width = max(self.capacity.minimumSizeHint().width(), self._two_row_width()) + m.left() + m.right() + frame.left() + frame.right()

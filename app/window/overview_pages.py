@@ -29,19 +29,23 @@ def _least(panel: QWidget) -> QSize:
     return panel.minimumSizeHint().expandedTo(panel.minimumSize())
 
 
-def plan_pages(columns: list[list[QWidget]], width: int, height: int, *, spacing: int = SPACING) -> list[list[list[QWidget]]]:
+def plan_pages(columns: list[list[QWidget]], width: int, height: int, *, spacing: int = SPACING,
+               least: dict[QWidget, QSize] | None = None) -> list[list[list[QWidget]]]:
     """Pages of columns of panels that fit ``width`` x ``height``, in reading order.
 
     A column taller than ``height`` at its panels' minimum heights becomes one column per panel; a
-    page takes columns while their minimum widths fit ``width``, and always at least one."""
+    page takes columns while their minimum widths fit ``width``, and always at least one. ``least``:
+    each panel's least size, where the caller has it already (else asked here, once per panel)."""
+    if least is None:
+        least = {p: _least(p) for column in columns for p in column}
     fitted: list[list[QWidget]] = []
     for column in columns:
-        need = sum(_least(p).height() for p in column) + spacing * (len(column) - 1)
+        need = sum(least[p].height() for p in column) + spacing * (len(column) - 1)
         fitted.extend([column] if need <= height or len(column) == 1 else [[p] for p in column])
     pages: list[list[list[QWidget]]] = []
     used = 0
     for column in fitted:
-        w = max(_least(p).width() for p in column)
+        w = max(least[p].width() for p in column)
         if pages and used + spacing + w <= width:
             pages[-1].append(column)
             used += spacing + w
@@ -88,6 +92,7 @@ class OverviewPages(QWidget):
         self._building = False  # in _build: a resize it causes must not lay out the half-built pages...
         self._resized = False  # ...but is laid out for once they are built
         self._planned: dict[QWidget, QSize] = {}  # each panel's least size when the pages were planned
+        self._stale = False  # a step was drawn while the pages were hidden: planned again when shown
         self._grown = QTimer(self, singleShot=True, interval=0)  # a panel's least size grew: plan again, once
         self._grown.timeout.connect(self.relayout)
         for panel in self.panels():
@@ -137,9 +142,8 @@ class OverviewPages(QWidget):
         """Room for the largest panel alone on a page, under the page buttons: whatever the window's size,
         the panels then fit on some pages (what the current pages need does not count: they change
         with the size)."""
-        w = max(_least(p).width() for p in self.panels())
-        h = max(_least(p).height() for p in self.panels())
-        return QSize(w, h + self._bar_height())
+        least = [_least(p) for p in self.panels()]
+        return QSize(max(s.width() for s in least), max(s.height() for s in least) + self._bar_height())
 
     def _bar_height(self) -> int:
         """What the row of page buttons takes of the height, when it is shown."""
@@ -149,6 +153,21 @@ class OverviewPages(QWidget):
     def resizeEvent(self, event) -> None:
         super().resizeEvent(event)
         self.relayout()
+
+    @guarded
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        if self._stale:
+            self._stale = False
+            self.relayout()
+
+    def relayout_when_shown(self) -> None:
+        """``relayout`` now where the pages are on screen, else once they are shown again: behind
+        another view (the Flow) a drawn step planned pages no one saw (about 1 ms a step)."""
+        if self.isVisible():
+            self.relayout()
+        else:
+            self._stale = True
 
     @guarded(fallback=False)
     def eventFilter(self, watched, event) -> bool:  # noqa: N802 - Qt's name
@@ -171,9 +190,9 @@ class OverviewPages(QWidget):
         else:
             self._planned = {p: _least(p) for p in self.panels()}
             width, height = self.width(), self.height()
-            pages = plan_pages(self.columns, width, height)
+            pages = plan_pages(self.columns, width, height, least=self._planned)
             if len(pages) > 1:  # the page buttons take a line: plan again for the room under them
-                pages = plan_pages(self.columns, width, height - self._bar_height())
+                pages = plan_pages(self.columns, width, height - self._bar_height(), least=self._planned)
         if pages == self.pages and not force:
             for splitter in self._splitters:  # a panel that needs more room now (new axis titles) gets it
                 splitter.setSizes(splitter.sizes())

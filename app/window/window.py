@@ -348,8 +348,9 @@ class MainWindow(QMainWindow):
         self._sync_actions()
 
     def _on_painter_result_applied(self, result: p.SessionResult) -> None:
-        # a model's own axis titles, more positions to name: the panels may need other room (0.3 ms)
-        self.overview.relayout()
+        # a model's own axis titles, more positions to name: the panels may need other room (0.5 ms;
+        # behind another view, once the Overview is shown again)
+        self.overview.relayout_when_shown()
 
     def _on_controller_failed(self, reply: p.Failed) -> None:
         self.status_line.cancel_button.hide()
