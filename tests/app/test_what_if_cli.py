@@ -6,6 +6,8 @@ and the picture is taken once both came back."""
 from __future__ import annotations
 
 
+from engine import paths
+
 from .helpers import run_main_in_child
 
 REPORT = """
@@ -26,11 +28,14 @@ seen.update(
 
 def test_what_if_draws_the_map_and_the_pair(tmp_path):
     shot = tmp_path / "shot.png"
-    argv = ["--prompt", "The capital of France is", "--what-if", "The capital of Germany is", "--patch", "mlp_out",
+    # the demo model named: without --model a fresh home opens SmolLM2 where set-up fetched it (30
+    # blocks patched at every position: 14 s of the fast run instead of 6)
+    argv = ["--model", str(paths.demo_model_dir()), "--prompt", "The capital of France is", "--what-if", "The capital of Germany is", "--patch", "mlp_out",
             "--engine", "thread", "--size", "1280x720", "--screenshot", str(shot)]
     seen = run_main_in_child(tmp_path, argv, REPORT)
     assert seen["code"] == 0, seen
     assert seen["view"] and seen["page"] == 1 and seen["steps"] == 1, seen  # one step ran first
+    assert seen["n_layer"] == 4, seen  # the demo model's
     L, P = seen["n_layer"], seen["n_prompt"]
     assert seen["drawn"] == [L, P], seen  # the map: blocks down, positions across
     assert seen["site"] == "mlp_out" and seen["text"] == seen["pair_text"] == "The capital of Germany is"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 
 import pytest
@@ -64,15 +63,16 @@ def test_dict_round_trip(described):
     assert Architecture.from_dict(json.loads(json.dumps(a.to_dict()))) == a
 
 
-def test_smollm2_default_system_message_and_describe_command():
+def test_smollm2_default_system_message_and_describe_command(capsys):
+    """``--describe`` in this process (test_cli runs ``python -m engine`` once in a child)."""
     from engine import paths
+    from engine.cli import main
 
     folder = paths.offline_model()
     if folder is None:
         pytest.skip("SmolLM2-135M-Instruct is not fetched")
-    out = subprocess.run([sys.executable, "-m", "engine", "--model", str(folder), "--describe"],
-                         capture_output=True, text=True, check=True).stdout
-    facts = json.loads(out)
+    assert main(["--model", str(folder), "--describe"]) == 0
+    facts = json.loads(capsys.readouterr().out)
     assert facts["default_system"] == "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
     assert (facts["tied_lm_head"], facts["rope_base"], facts["rope_dims"], facts["d_mlp"]) == (True, 100000.0, 64, 1536)
     assert (facts["n_head"], facts["n_kv_heads"], facts["end_of_turn"]) == (9, 3, ["<|im_end|>"])
