@@ -53,13 +53,13 @@ def test_fast_by_default_everything_with_all_and_setup_only_when_pyproject_chang
     first = run(checkout)  # no record of a setup yet: set up, then the fast tests
     assert "python -m pip install -q -e .[test]" in first
     assert not any("packaging" in call for call in first)  # test.sh installs no packaging tools
-    assert first[-2:] == ["lint-imports ", "python -m pytest -m not slow -n 2 --dist loadfile"]
+    assert first[-2:] == ["lint-imports ", "python -m pytest -m not slow -n 2 --dist loadfile --no-loadscope-reorder"]
 
     again = run(checkout, "-x")  # .venv is current: nothing is installed
-    assert again == ["lint-imports ", "python -m pytest -m not slow -n 2 --dist loadfile -x"]
+    assert again == ["lint-imports ", "python -m pytest -m not slow -n 2 --dist loadfile --no-loadscope-reorder -x"]
     assert run(checkout, "--all", "-x") == ["lint-imports ", "python -m pytest -n 2 --dist loadfile -x"]
 
     pyproject = checkout / "pyproject.toml"
     pyproject.write_text(pyproject.read_text() + "\n# changed\n")
     changed = run(checkout)
-    assert "python -m pip install -q -e .[test]" in changed and changed[-1] == "python -m pytest -m not slow -n 2 --dist loadfile"
+    assert "python -m pip install -q -e .[test]" in changed and changed[-1] == "python -m pytest -m not slow -n 2 --dist loadfile --no-loadscope-reorder"
