@@ -144,17 +144,21 @@ def _load(result: p.SessionResult) -> str:
 
 def shorter_status(result: p.SessionResult) -> tuple[str, ...]:
     """Shorter forms of ``result_status(result)`` for a narrow status line, longest first: a step's
-    line without its details (the prefill's positions, the time) rather than cut at its end; ()
-    where there is none."""
+    line without its details (the prefill's positions, the time), then, when it stopped generation,
+    without its numbers (why it stopped is kept whole), rather than cut at its end; () where there
+    is none."""
     if result.facts.stop or not isinstance(result.request, (p.Step, p.Play)) or result.trace is None:
         return ()
-    return tuple(_step(result, form) for form in (1, 2))
+    return tuple(_step(result, form) for form in ((1, 2, 3) if result.trace.stop_reason else (1, 2)))
 
 
 def _step(result: p.SessionResult, form: int = 0) -> str:
-    """The step's line; ``form`` 1 and 2 leave out its details: the positions read, then the time."""
+    """The step's line; ``form`` 1 and 2 leave out its details: the positions read, then the time;
+    3 (a step that stopped generation) keeps only the token and why it stopped."""
     trace, f = result.trace, result.facts
     rec = trace.record
+    if form == 3:
+        return f"Token {rec.step + 1}: “{trace.chosen_piece}”. {trace.stop_message}"
     # counted as the chips count the generated tokens (the prefill chooses token 1), the step as the views do
     what = (f"“{trace.chosen_piece}”, sampling p {percent(trace.sampling_prob)}, model p {percent(trace.model_prob)}, "
             f"rank {trace.chosen_rank:,}")

@@ -84,6 +84,27 @@ def test_a_steps_status_line_is_whole_at_1024x768_projector(window, qtbot):
         assert label.toolTip() == label.text() and "ms)" in label.text()
 
 
+def test_a_stopped_steps_status_line_keeps_why_it_stopped_at_1280x720_projector(window, qtbot):
+    """The step that reaches a stop sequence: its line keeps the stop's sentence whole and drops the
+    numbers first (the chat picture at 1280 x 720 projector read "… rank 1. Stopped: the text
+    reached the stop …"). The whole sentence stays in the tooltip."""
+    window.state.set_projector(True)
+    window.resize(1280, 720)
+    window.tokens.set_stops(("the",))
+    window.controller.set_stops(("the",))
+    label = window.status_line.status_label
+    for _ in range(40):
+        result = run(qtbot, window, window.step, p.Step)
+        if result.trace.stop_reason:
+            break
+    assert result.trace.stop_reason == "stop_sequence", result.trace.stop_reason
+    qtbot.wait(20)
+    shown = label.shown()
+    assert "…" not in shown and shown.endswith(result.trace.stop_message), shown
+    assert label.fontMetrics().horizontalAdvance(shown) <= label.contentsRect().width()
+    assert label.toolTip() == label.text() and "rank" in label.text()
+
+
 def test_a_long_message_keeps_the_status_line_one_line_and_is_whole_in_its_tooltip(window, qtbot):
     """A message longer than the line (an error naming a file, say) shows its first whole words and
     " …" on one line; the whole message is the tooltip. Wrapped, it made the line two or three lines
