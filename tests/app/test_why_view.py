@@ -212,11 +212,11 @@ def test_a_right_click_on_the_flows_chosen_token_asks_why(window, qtbot):
     assert window.views.currentWidget() is not window.why_view
 
 
-@pytest.mark.parametrize("size", [(1280, 720), (1024, 768)])
-def test_the_waterfalls_names_keep_apart(window, qtbot, size):
-    """Two of the largest parts two bars apart at the same height (SmolLM2's M27 and M28) were
-    named over each other ("M2M28"): each name keeps clear of the others."""
-    window.state.set_projector(True)
+def show_smollm_like_waterfall(window, qtbot, size, projector: bool, head_0: dict[int, float]):
+    """The Why view at ``size`` showing the parts of SmolLM2's step on "The capital of France is"
+    (30 blocks: its largest MLP pushes and pulls), head 0 of the blocks in ``head_0`` adding those
+    values; returns the view."""
+    window.state.set_projector(projector)
     window.resize(*size)
     run(qtbot, window, window.step, p.Step)
     show_why(window, qtbot)
@@ -224,12 +224,20 @@ def test_the_waterfalls_names_keep_apart(window, qtbot, size):
     mlp = np.zeros(L, np.float32)
     mlp[[8, 22, 27, 28, 29]] = [1.5, 1.9, -1.3, -1.6, 7.4]
     heads = np.zeros((L, 2), np.float32)
-    heads[24, 0] = -1.7
+    heads[list(head_0), 0] = list(head_0.values())
     a = made(heads=heads, attn_bias=np.zeros(L, np.float32), mlp=mlp, sources=np.zeros((L, 2, 7), np.float32),
              logit=float(1.5 + mlp.sum() + heads.sum()))
     why = window.why_view
     why.show_attribution(p.AttributionResult(a, "x", "", tuple("abcdefg")))
     qtbot.wait(20)
+    return why
+
+
+@pytest.mark.parametrize("size", [(1280, 720), (1024, 768)])
+def test_the_waterfalls_names_keep_apart(window, qtbot, size):
+    """Two of the largest parts two bars apart at the same height (SmolLM2's M27 and M28) were
+    named over each other ("M2M28"): each name keeps clear of the others."""
+    why = show_smollm_like_waterfall(window, qtbot, size, True, {24: -1.7})
     rects = [(item.toPlainText(), item.sceneBoundingRect()) for item in why.fall_labels]
     assert len(rects) >= 5
     crossing = [(a, b) for i, (a, ra) in enumerate(rects) for b, rb in rects[i + 1:] if ra.intersects(rb)]
@@ -243,20 +251,7 @@ def test_the_waterfalls_names_keep_off_the_bars(window, qtbot, size, projector):
     """SmolLM2's step on "The capital of France is": the name "M28", under its pull, ran into the bar of
     A29 beside it (a pull that goes on down from where M28 ends) at 1920 x 1080. A name keeps off every
     bar: a line further out, else left out (the sentence above names it)."""
-    window.state.set_projector(projector)
-    window.resize(*size)
-    run(qtbot, window, window.step, p.Step)
-    show_why(window, qtbot)
-    L = 30
-    mlp = np.zeros(L, np.float32)
-    mlp[[8, 22, 27, 28, 29]] = [1.5, 1.9, -1.3, -1.6, 7.4]
-    heads = np.zeros((L, 2), np.float32)
-    heads[[24, 29], 0] = [-1.7, -0.8]
-    a = made(heads=heads, attn_bias=np.zeros(L, np.float32), mlp=mlp, sources=np.zeros((L, 2, 7), np.float32),
-             logit=float(1.5 + mlp.sum() + heads.sum()))
-    why = window.why_view
-    why.show_attribution(p.AttributionResult(a, "x", "", tuple("abcdefg")))
-    qtbot.wait(20)
+    why = show_smollm_like_waterfall(window, qtbot, size, projector, {24: -1.7, 29: -0.8})
     box = why.fall_plot.getViewBox()
     opts = why.fall_bars.opts
     bars = [box.mapViewToScene(QRectF(x - opts["width"] / 2, y0, opts["width"], h)).boundingRect()
