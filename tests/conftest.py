@@ -34,8 +34,8 @@ SLOW_BUDGET = 50  # tests marked slow (left out of ./scripts/test.sh): make test
 # every test was a fifth of the fast run's CPU). What outlives its test (a module's shared window or
 # model) is collected with the next generation after its module, and what is still alive then is
 # frozen: no later collection walks it again (collecting after each module, and the whole heap after
-# every tenth, was 4 % of the run's CPU samples). Frozen objects are still freed when nothing refers to them; only a cycle among them
-# that dies later (a session fixture's) is kept.
+# every tenth, was 4 % of the run's CPU samples). Frozen objects are still freed when nothing refers
+# to them; only a cycle among them that dies later (a session fixture's) is kept.
 gc.disable()
 
 
