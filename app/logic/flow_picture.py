@@ -401,13 +401,14 @@ def maths_picture(rect, maths: HeadMaths | None, waiting: str, line: int, fitter
                                role="maths_bar", index=i - 1))
         position = cells[0].rsplit(" ", 1)[-1]
         token = cells[0].rsplit(" ", 1)[0]
-        wordings = [cells[0], token, position] if i > 0 and token and position.isdigit() else [cells[0], position]
-        if i > 0 and token and position.isdigit() and not positions:
-            wordings = [token, position]  # its token alone, then its position
         if i == 0:
             wordings = [cells[0], cells[0].split(" · ")[-1]]  # "key"
-        if i > 0 and cells[0].endswith(" more"):
+        elif cells[0].endswith(" more"):
             wordings = [cells[0], "+" + cells[0].split()[0]]  # "+12": the other keys, summed
+        elif token and position.isdigit():  # with its position where the column has them; its token alone, its position
+            wordings = [cells[0], token, position] if positions else [token, position]
+        else:
+            wordings = [cells[0], position]
         key = fitter.fit(wordings, key_w, bold)[0]
         out.append(Painted(TEXT, (x, top, key_w, line), key, role=role, index=index, bold=bold))
         for (left, width), text in zip(lefts, cells[1:]):
