@@ -59,6 +59,22 @@ class AppState:
         (the paint scheduler gates a hidden panel's slots this way)."""
         self._subscribers = [wrap(s) if getattr(s, "__self__", None) is owner else s for s in self._subscribers]
 
+    def subscriptions(self) -> tuple[int, int]:
+        """A mark of who has subscribed so far, for ``catch_up``."""
+        return len(self._subscribers), len(self._theme_subscribers)
+
+    def catch_up(self, mark: tuple[int, int]) -> None:
+        """Give the slots subscribed since ``mark`` (late: a view built the first time it is shown, and
+        its parts) what the others have had: the theme, if it is not the one they were built in, then
+        the current result."""
+        results, themes = mark
+        if self.theme is not self._themes[False]:
+            for slot in self._theme_subscribers[themes:]:
+                slot(self.theme)
+        if self.result is not None:
+            for slot in self._subscribers[results:]:
+                slot(self.result)
+
     def set_result(self, result: SessionResult) -> None:
         """Show ``result`` in every panel now."""
         for deliver in self.stage_result(result):

@@ -32,17 +32,21 @@ class StepGate:
     def __init__(self):
         self.result: p.SessionResult | None = None
         self.refused = ""  # why the editor's prompt cannot run (Step is off meanwhile), or ""
+        self._refused_after = 0  # the number of the newest request sent when it was refused
 
     # ------------------------------------------------------------- events
     def show(self, result: p.SessionResult) -> None:
-        """``result`` is being drawn: a prompt that ran clears the refusal."""
+        """``result`` is being drawn: a prompt sent after the refusal, that ran, clears it (one sent
+        before, answered after the person emptied the editor, is no longer the editor's)."""
         self.result = result
-        if isinstance(result.request, (p.Load, p.SetPrompt, p.SetChat, p.OpenSession)):
+        runs_a_prompt = isinstance(result.request, (p.Load, p.SetPrompt, p.SetChat, p.OpenSession))
+        if runs_a_prompt and result.request.generation > self._refused_after:
             self.refused = ""
 
-    def prompt_emptied(self) -> str:
-        """The person emptied the editor: Step stays off until there is text. Returns why."""
-        self.refused = EMPTY_PROMPT
+    def prompt_emptied(self, sent: int) -> str:
+        """The person emptied the editor after request number ``sent`` (the newest) went: Step stays
+        off until there is text. Returns why."""
+        self.refused, self._refused_after = EMPTY_PROMPT, sent
         return self.refused
 
     def fail(self, reply: p.Failed) -> Refusal:
@@ -52,6 +56,7 @@ class StepGate:
             keep = reply.keep or (truncation_keeps(self.result.info.n_positions) if self.result is not None else 0)
         if isinstance(reply.request, (p.SetPrompt, p.SetChat)):  # the editor shows a prompt that cannot run: say so, no Step
             self.refused = message = f"{message} Step is off until the prompt can run."
+            self._refused_after = reply.request.generation
         if isinstance(reply.request, p.Load) and reply.kept and reply.kept not in message:  # the engine's, maybe not the one drawn
             message += f" Still using {reply.kept}."
         return Refusal(message, keep)

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import QGridLayout, QVBoxLayout, QWidget
 
 from app.window import theme as th
 from app.window.guard import guarded
+from app.logic.forward_times import ForwardTimes
 from app.logic.state import AppState
 from app.panels.empty_note import EmptyNote
 from app.panels.heatmap import heatmap_view, room_for_row_names, show_heat
@@ -47,9 +48,10 @@ class CachePanel(QWidget):
 
     inspectRequested = Signal(int, int, int)  # step, position, layer
 
-    def __init__(self, state: AppState, parent: QWidget | None = None):
+    def __init__(self, state: AppState, times: ForwardTimes, parent: QWidget | None = None):
+        """``times``: the session's step times, kept since the window started (this view may be built later)."""
         super().__init__(parent)
-        self.state = state
+        self.state, self._forward = state, times
         # labels that keep the height their text needs: squeezed, the layout cut them to one line
         self.header = SteadyLabel("Step once to see what the KV cache holds.")
         self.keys_view, self.keys_image = heatmap_view()
@@ -90,8 +92,6 @@ class CachePanel(QWidget):
         self._asked: tuple[int, int, int] | None = None
         self._shown: tuple[int, int, int] | None = None
         self.trace = None
-        self._times: dict[tuple[bool, int], float] = {}  # (cached, context length) -> forward ms, this session
-        self._model = None
         state.subscribe(self._on_state_result)
         state.layerChanged.connect(self._on_state_selection)
         state.headChanged.connect(self._on_state_selection)
@@ -123,11 +123,6 @@ class CachePanel(QWidget):
         QTimer.singleShot(0, self.refresh)
 
     def _on_state_result(self, result) -> None:
-        if self._model is not result.info:  # another model: its times are another story
-            self._model, self._times = result.info, {}
-        for record in result.records[-1:]:
-            if record.step > 0:  # decode steps: one new position each (the prefill ran the prompt)
-                self._times[(record.kv.positions > 0, record.end)] = record.forward_ms
         if self.isVisible():  # hidden, a step costs this view nothing: it draws when shown
             self._draw_times()
         if result.trace is None:
@@ -194,12 +189,13 @@ class CachePanel(QWidget):
         self.values_caption.setText(f"<b>values</b>, {T:,} × {dh}: mixed by the attention weights")
 
     def _draw_times(self) -> None:
+        times = self._forward.times
         for points, cached in ((self.cached_points, True), (self.uncached_points, False)):
-            xs = [T for (c, T) in self._times if c == cached]
-            ys = [self._times[(cached, T)] for T in xs]
+            xs = [T for (c, T) in times if c == cached]
+            ys = [times[(cached, T)] for T in xs]
             points.setData(xs, ys)
-        with_cache = [ms for (c, _), ms in self._times.items() if c]
-        without = [ms for (c, _), ms in self._times.items() if not c]
+        with_cache = [ms for (c, _), ms in times.items() if c]
+        without = [ms for (c, _), ms in times.items() if not c]
         summary = "Each dot: one decode step's forward pass, against the context's length. "
         if with_cache and without:
             summary += (f"With the cache a step took {np.median(with_cache):.0f} ms (median), without it "
@@ -207,11 +203,11 @@ class CachePanel(QWidget):
         else:
             summary += "Run → Generate without the KV cache for a few steps: each then runs the whole sequence again."
         self.time_caption.setText(summary)
-        self.time_note.setVisible(not self._times)
+        self.time_note.setVisible(not times)
         plot = self.time_view.getPlotItem()
         th.style_plot(plot, self.state.theme, left="ms", bottom="positions in the context")
-        if self._times:  # from 0 on both axes: flat reads flat, growth reads as growth
-            plot.setRange(xRange=(0, max(T for _, T in self._times) * 1.05), yRange=(0, max(self._times.values()) * 1.2), padding=0)
+        if times:  # from 0 on both axes: flat reads flat, growth reads as growth
+            plot.setRange(xRange=(0, max(T for _, T in times) * 1.05), yRange=(0, max(times.values()) * 1.2), padding=0)
 
     def _on_state_theme(self, theme: th.Theme) -> None:
         self.setFont(theme.font())

@@ -107,6 +107,11 @@ class SessionController(QObject):
         return self.engine is None and not self._closed
 
     @property
+    def sent(self) -> int:
+        """The number of the newest request (its ``generation``); 0 before any."""
+        return self.policy.generation
+
+    @property
     def forward_requests(self) -> int:
         """Step and Play requests sent to the engine (tests and benchmarks read it)."""
         return self.policy.forward_requests

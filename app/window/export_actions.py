@@ -74,15 +74,15 @@ def write_png(image, path: Path, what: str) -> Written:
 class ExportActions(QObject):
     """Builds the Export entries for ``window`` (a MainWindow) and carries them out.
 
-    ``panels``: every panel that can be pictured, in menu order; ``status``: the window's
-    ``_set_status(text, error=...)``."""
+    ``panels``: the titled panels that can be pictured, in menu order, then ``views``: the views by
+    name (each built when first pictured); ``status``: the window's ``_set_status(text, error=...)``."""
 
     saved = Signal(object)  # Written: an export ended, its file written or the error that stopped it
 
-    def __init__(self, window, panels: list[QWidget], status):
+    def __init__(self, window, panels: list[QWidget], views: list[str], status):
         super().__init__(window)
         self.window = window
-        self.panels = {panel: self._panel_name(panel) for panel in panels}
+        self.panels = {panel: panel.title().split("·")[-1].split(":")[0].strip() for panel in panels}  # "Attention"
         self.status = status
         self.folder = Path.home()  # where the last export went: the next dialog starts there
 
@@ -97,6 +97,9 @@ class ExportActions(QObject):
         )
         self.panel_picture_actions = {
             panel: action(f"{name}…", lambda _=False, p=panel: self.ask_picture(p)) for panel, name in self.panels.items()
+        }
+        self.view_picture_actions = {
+            view: action(f"{VIEW_BUTTONS[view]} view…", lambda _=False, v=view: self.ask_picture(window.views.page(v))) for view in views
         }
         self.candidates_action = action(
             "Candidates table (CSV)…", lambda: self.ask_table("candidates"),
@@ -129,7 +132,7 @@ class ExportActions(QObject):
         export = file_menu.addMenu("&Export")
         export.addAction(self.window_picture_action)
         panel_menu = export.addMenu("Picture of a panel")
-        for a in self.panel_picture_actions.values():
+        for a in [*self.panel_picture_actions.values(), *self.view_picture_actions.values()]:
             panel_menu.addAction(a)
         export.addSeparator()
         export.addAction(self.candidates_action)
@@ -139,17 +142,17 @@ class ExportActions(QObject):
         edit.addAction(self.copy_text_action)
         edit.addAction(self.copy_picture_action)
 
-    def _panel_name(self, panel: QWidget) -> str:
-        """"Attention" for "3 · Attention: where each position looks"; "Inside view" for a view."""
-        index = self.window.views.indexOf(panel)
+    def _title(self, target: QWidget) -> str:
+        """"Attention" for the panel titled "3 · Attention: where each position looks"; "Inside view" for a view."""
+        index = self.window.views.indexOf(target)
         if index >= 0:
             return f"{VIEW_BUTTONS[list(VIEWS)[index]]} view"
-        return panel.title().split("·")[-1].split(":")[0].strip()
+        return self.panels.get(target, "panel")
 
     def name(self, target: QWidget) -> str:
         if target is self.window:
             return "the window"
-        name = self.panels.get(target, "panel")
+        name = self._title(target)
         return f"the {name}" if name.endswith(" view") else f"the {name} panel"
 
     # ------------------------------------------------------------ commands
@@ -183,7 +186,8 @@ class ExportActions(QObject):
         result = self.window.state.result
         try:
             tables.check(result)
-            source = result if which != "why" else self.window.why_view.answer
+            why = self.window.views.built_page("why")  # not built yet: it has split nothing
+            source = result if which != "why" else why.answer if why is not None else None
             if which == "why" and (source is None or source.attribution.step != result.trace.step):
                 raise tables.TableError("the Why view has not split this step's logit yet: open it (Alt+4) and wait for its parts")
             tables.check_writable(path)
@@ -301,7 +305,7 @@ class ExportActions(QObject):
     def _stem(self, target: QWidget | None, what: str = "") -> str:
         """A file name: nexttoken-<what>-step<N>."""
         if not what:
-            what = "window" if target is self.window else re.sub(r"[^a-z0-9]+", "-", self.panels.get(target, "panel").lower()).strip("-")
+            what = "window" if target is self.window else re.sub(r"[^a-z0-9]+", "-", self._title(target).lower()).strip("-")
         result = self.window.state.result
         step = f"-step{result.trace.step}" if result is not None and result.trace is not None else ""
         return f"nexttoken-{what}{step}"

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import pyqtgraph as pg
 from PySide6.QtCore import QSettings, Signal
-from PySide6.QtWidgets import QMainWindow, QStackedWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QMainWindow, QVBoxLayout, QWidget
 
 from engine import paths
 from engine.chat import ChatTurn
@@ -51,6 +51,8 @@ from app.panels.why_panel import WhyPanel
 from app.window.player import Player
 from app.window.preferences import Preferences
 from app.window.overview_pages import OverviewPages
+from app.window.view_pages import ViewPages
+from app.logic.forward_times import ForwardTimes
 from app.logic.state import LATEST, AppState
 from app.window.status_line import StatusLine
 from app.logic.step_gate import StepGate
@@ -95,13 +97,12 @@ class MainWindow(QMainWindow):
         self.help = PanelHelp(self, self.state, keys | {self.sampling: "sampling", self.kv: "kv"})
         self.commands = Commands(self)
         self.commands.build_menus()
-        panels = [self.tokens, *self.overview.panels(), self.inside, self.why_view, self.sampling_view, self.cache_view, self.branches_view]
-        self.exporter = ExportActions(self, panels, lambda text, error=False: self.status_line.say(text, error=error))
+        self.exporter = ExportActions(self, [self.tokens, *self.overview.panels()], ["inside", "why", "sampling", "cache", "branches"],
+                                      lambda text, error=False: self.status_line.say(text, error=error))
         self.exporter.add_to(self.menuBar())  # File → Export, Edit → Copy, each titled panel's "⋯"
         self.commands.end_file_menu()
         self.menu_fold = MenuFold(self.menuBar(), self.commands.view_switcher, self.commands.view_button_width)
-        for view in self.findChildren(pg.GraphicsView):  # pyqtgraph's own right-click Export… fails on SVG
-            view.scene().contextMenu = []  # here (pyqtgraph #3485): File → Export and each panel's ⋯ do it
+        _without_plot_menus(self)
         self.toolbar = self.commands.build_toolbar()
         self.status_line = line = StatusLine(self)
         self._outer_layout.addLayout(line.layout)
@@ -142,23 +143,13 @@ class MainWindow(QMainWindow):
         self.logits.tokenChosen.connect(self._on_logits_token_chosen)
         self.logits.whyRequested.connect(self._on_logits_why_requested)
         self.inside.inspectRequested.connect(c.inspect)
-        self.cache_view.inspectRequested.connect(c.inspect)
         self.flow_view.flow.maths.inspectRequested.connect(c.inspect)
         self.player.playingChanged.connect(self.flow_view.flow.maths.set_playing)
-        self.why_view.attributeRequested.connect(c.attribute)
         self.tour.attributeRequested.connect(c.attribute)
-        patch = self.why_view.patch
-        patch.tokenizeRequested.connect(c.tokenize)
-        patch.patchRequested.connect(self._on_patch_requested)
-        patch.cancelRequested.connect(c.cancel_patch)
-        patch.compareRequested.connect(c.compare)
         c.compareReady.connect(self._on_controller_compare_ready)
-        c.tokenizedReady.connect(patch.show_tokens)
-        c.patchProgress.connect(patch.show_progress)
         c.patchReady.connect(self._on_controller_patch_ready)
         self.attention.mapRequested.connect(c.attention_map)
         c.mapReady.connect(self.attention.show_map)
-        self.branches_view.switchRequested.connect(self.switch_branch)
         controls = self.flow_view.flow.sampling_controls  # the Flow's temperature and top-k: a face of the panel's own
         controls.temperatureChosen.connect(self.sampling.temperature.setValue)
         controls.topKChosen.connect(self.sampling.top_k.setValue)
@@ -197,16 +188,11 @@ class MainWindow(QMainWindow):
         layout.addWidget(self.overview, 1)
         self._central_layout = layout
         self.inside = InsidePanel(s)
-        self.why_view = WhyPanel(s)
-        self.sampling_view = SamplingStagesPanel(s)
-        self.cache_view = CachePanel(s)
-        self.branches_view = BranchesPanel(s)
-        # the views, one at a time (buttons in the menu bar's corner: app.window.actions). Not a QTabWidget:
-        # its tab bar re-measured itself on every layout pass a step set off (+10 ms a drawn step).
-        self.views = QStackedWidget()
+        self.forward_times = ForwardTimes(s)  # from the start: the KV cache view plots every step timed
         self.flow_view = flow_view.FlowView(s, self.tokens, layout)  # the prompt stays on screen: it borrows the tokens
-        for page in (self.flow_view, overview, self.inside, self.why_view, self.sampling_view, self.cache_view, self.branches_view):
-            self.views.addWidget(page)
+        # the views, one at a time (buttons in the menu bar's corner: app.window.actions); the last four
+        # built the first time they are shown or asked for (``_build_view``)
+        self.views = ViewPages({"flow": self.flow_view, "overview": overview, "inside": self.inside}, self._build_view)
         central = QWidget()
         outer = QVBoxLayout(central)
         outer.setContentsMargins(0, 0, 0, 2)
@@ -214,6 +200,49 @@ class MainWindow(QMainWindow):
         outer.addWidget(self.views, 1)
         self._outer_layout = outer  # the views, then the status line under all of them
         self.setCentralWidget(central)
+
+    def _build_view(self, name: str) -> QWidget:
+        """View ``name`` (why, sampling, cache or branches), built the first time it is needed: joined
+        to the controller, then given the theme and the step on screen, as the others had them."""
+        s, c = self.state, self.controller
+        mark = s.subscriptions()
+        if name == "why":
+            view = WhyPanel(s)
+            view.attributeRequested.connect(c.attribute)
+            patch = view.patch
+            patch.tokenizeRequested.connect(c.tokenize)
+            patch.patchRequested.connect(self._on_patch_requested)
+            patch.cancelRequested.connect(c.cancel_patch)
+            patch.compareRequested.connect(c.compare)
+            c.tokenizedReady.connect(patch.show_tokens)
+            c.patchProgress.connect(patch.show_progress)
+        elif name == "sampling":
+            view = SamplingStagesPanel(s)
+        elif name == "cache":
+            view = CachePanel(s, self.forward_times)
+            view.inspectRequested.connect(c.inspect)
+        else:
+            view = BranchesPanel(s)
+            view.switchRequested.connect(self.switch_branch)
+        _without_plot_menus(view)
+        s.catch_up(mark)
+        return view
+
+    @property
+    def why_view(self) -> WhyPanel:
+        return self.views.page("why")
+
+    @property
+    def sampling_view(self) -> SamplingStagesPanel:
+        return self.views.page("sampling")
+
+    @property
+    def cache_view(self) -> CachePanel:
+        return self.views.page("cache")
+
+    @property
+    def branches_view(self) -> BranchesPanel:
+        return self.views.page("branches")
 
     # ------------------------------------------------------------- commands
     def start(self, model: str | None = None, prompt: str = "", *, fallback: bool = True, first: str | None = None,
@@ -311,7 +340,7 @@ class MainWindow(QMainWindow):
     def _on_tokens_prompt_edited(self, text: str) -> None:
         if not text.strip():
             self.player.pause()
-            self.status_line.say(self.gate.prompt_emptied(), error=True)
+            self.status_line.say(self.gate.prompt_emptied(self.controller.sent), error=True)
             self._sync_actions()
             return
         self.controller.set_prompt(text)
@@ -355,10 +384,11 @@ class MainWindow(QMainWindow):
     def _on_controller_failed(self, reply: p.Failed) -> None:
         self.status_line.cancel_button.hide()
         refusal = self.gate.fail(reply)
-        if isinstance(reply.request, p.Patch):  # the Why view's second page says why, beside its Run button
-            self.why_view.patch.show_failed(refusal.message)
-        if isinstance(reply.request, p.Compare):  # the pair's refusal: said on the page
-            self.why_view.patch.show_compare_failed(refusal.message)
+        why = self.views.built_page("why")  # it asked: it is built
+        if why is not None and isinstance(reply.request, p.Patch):  # its second page says why, beside its Run button
+            why.patch.show_failed(refusal.message)
+        if why is not None and isinstance(reply.request, p.Compare):  # the pair's refusal: said on the page
+            why.patch.show_compare_failed(refusal.message)
         if isinstance(reply, (p.StepCancelled, p.PatchCancelled)):  # what the person asked for: said calmly, Play stops
             self.player.pause()
             self.status_line.say(refusal.message)
@@ -387,14 +417,14 @@ class MainWindow(QMainWindow):
     def _on_controller_inside_ready(self, answer) -> None:
         if self.inside.wants(answer.trace):
             self.inside.show_inside(answer.trace, answer.pieces)
-        if self.cache_view.wants(answer.trace):
-            self.cache_view.show_inside(answer.trace)
+        if (cache := self.views.built_page("cache")) is not None and cache.wants(answer.trace):
+            cache.show_inside(answer.trace)
         if self.flow_view.flow.maths.wants(answer.trace):
             self.flow_view.flow.maths.show_inside(answer.trace)
 
     def _on_controller_attribution_ready(self, answer) -> None:
-        if self.why_view.wants(answer):
-            self.why_view.show_attribution(answer)
+        if (why := self.views.built_page("why")) is not None and why.wants(answer):
+            why.show_attribution(answer)
         if self.tour.wants(answer):
             self.tour.show_attribution(answer)
 
@@ -403,12 +433,12 @@ class MainWindow(QMainWindow):
         self.controller.patch(text, step, target, versus, site)
 
     def _on_controller_compare_ready(self, answer) -> None:
-        if self.why_view.patch.wants_compare(answer):
-            self.why_view.patch.show_compare(answer)
+        if (why := self.views.built_page("why")) is not None and why.patch.wants_compare(answer):
+            why.patch.show_compare(answer)
 
     def _on_controller_patch_ready(self, answer) -> None:
-        if self.why_view.patch.wants(answer):
-            self.why_view.patch.show_patch(answer)
+        if (why := self.views.built_page("why")) is not None and why.patch.wants(answer):
+            why.patch.show_patch(answer)
 
     def _on_controller_model_loaded(self, result: p.SessionResult) -> None:
         """``result``'s model is the one the engine holds: the label names it, and it is remembered."""
@@ -493,3 +523,10 @@ class MainWindow(QMainWindow):
         self.controller.shutdown()
         th.show_busy(False)
         super().closeEvent(event)
+
+
+def _without_plot_menus(widget: QWidget) -> None:
+    """pyqtgraph's own right-click Export… fails on SVG here (pyqtgraph #3485): File → Export and each
+    panel's ⋯ do it, so its plots' menus go."""
+    for view in widget.findChildren(pg.GraphicsView):
+        view.scene().contextMenu = []

@@ -21,6 +21,17 @@ def test_the_times_plot_has_a_note_until_a_decode_step_is_timed(window, qtbot):
     assert not note.isVisible()
 
 
+def test_a_cache_view_opened_late_plots_the_steps_timed_before(window, qtbot):
+    """The KV cache view is built the first time it is shown: the steps timed before are on its plot."""
+    for _ in range(4):  # the prefill, then 3 decode steps, the view never shown
+        run(qtbot, window, window.step, p.Step)
+    assert window.views.built_page("cache") is None  # not built by the steps
+    window.show_view("cache")
+    qtbot.wait(20)
+    xs, _ys = window.cache_view.cached_points.getData()
+    assert len(xs) == 3 and not window.cache_view.time_note.isVisible()
+
+
 def test_the_rows_are_named_by_their_whole_tokens():
     pieces = ["The", "␣capital", "␣international", "␣is"]
     ticks = row_ticks(4, pieces, 400, 12)

@@ -44,6 +44,21 @@ def test_an_empty_prompt_says_why_and_step_waits_for_one(window, qtbot):
     run(qtbot, window, window.step, p.Step)
 
 
+def test_a_prompt_emptied_while_the_one_before_runs_keeps_step_off(window, qtbot):
+    """The chaos test's find: a prompt sent, then the editor emptied before its answer came; the
+    answer, drawn after, turned Step back on for a prompt the editor no longer held."""
+    tokens = window.tokens
+    tokens.editor.setPlainText("The dog ran")
+    tokens._debounce.stop()
+    tokens._on_debounce_timeout()  # sent now: its answer comes back after the next line
+    with qtbot.waitSignal(window.resultApplied, timeout=20_000) as got:
+        tokens.editor.setPlainText("\n\n")
+        tokens._debounce.stop()
+        tokens._on_debounce_timeout()
+    assert isinstance(got.args[0].request, p.SetPrompt) and got.args[0].prompt_text == "The dog ran"
+    assert not window.commands.step_action.isEnabled() and "The prompt is empty" in window.gate.why_not_step().message
+
+
 def test_before_the_first_step_plots_say_what_to_do_and_then_give_way(window, qtbot):
     notes = [*window.attention.empty_notes, window.embeddings.empty_note, *window.logits.empty_notes, *window.kv.empty_notes]
     assert all(note.isVisible() for note in notes)  # no axes from -1 to 1 before anything ran

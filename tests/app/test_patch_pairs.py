@@ -241,7 +241,8 @@ def test_cancel_stops_the_run(window, qtbot, monkeypatch):
         return real(*args, progress=told_then_wait, **kw)
 
     monkeypatch.setattr(engine.patching, "patch", waiting)
-    page.editor.setText(SECOND)
+    page.set_second_prompt(SECOND)
+    qtbot.waitUntil(page.run_button.isEnabled, timeout=10_000)  # its count came back
 
     def press(done, total):
         assert page.cancel_button.isVisible() and page.progress.value() == done and page.progress.maximum() == total

@@ -72,7 +72,7 @@ def test_without_the_cache_the_steps_are_the_same_and_nothing_is_cached(window, 
         np.testing.assert_allclose(a.record.logits, b.record.logits, atol=1e-4)
         np.testing.assert_allclose(a.record.attn.astype(np.float32), b.record.attn.astype(np.float32), atol=2e-3)
         assert b.record.kv.positions == 0
-    assert any(not cached_ for cached_, _ in window.cache_view._times)  # the times plot has uncached steps
+    assert any(not cached_ for cached_, _ in window.forward_times.times)  # the times plot has uncached steps
     window.commands.no_cache_action.trigger()
     again = run(qtbot, window, window.step, p.Step)
     assert again.trace.record.kv.positions == again.trace.record.end  # back on: the cache is rebuilt

@@ -59,6 +59,33 @@ def test_projector_mode_restyles_one_subscriber_per_call():
     assert state.theme is NORMAL and calls[-1] == ("b", NORMAL)
 
 
+def test_a_late_subscriber_catches_up_with_the_theme_and_the_result_and_only_it():
+    class View:  # a view built the first time it is shown, after the others; its part subscribes too
+        def __init__(self, state):
+            self.seen = []
+            state.subscribe(self.seen.append)
+            state.subscribe_theme(self.seen.append)
+            self.part = []
+            state.subscribe(self.part.append)
+
+    state, early = AppState(NORMAL, PROJECTOR), []
+    state.subscribe(early.append)
+    mark = state.subscriptions()
+    View(state)
+    state.catch_up(mark)  # nothing yet: nothing to catch up with
+    result = fake_result()
+    state.set_result(result)
+    mark = state.subscriptions()
+    plain = View(state)
+    state.catch_up(mark)
+    assert plain.seen == [result] and plain.part == [result]  # the look it was built in: no restyle
+    state.set_projector(True)
+    mark = state.subscriptions()
+    late = View(state)
+    state.catch_up(mark)
+    assert late.seen == [PROJECTOR, result] and late.part == [result] and early == [result]  # the others: not again
+
+
 def test_the_state_runs_without_qt():
     """A fresh interpreter imports the state and drives it: no PySide6 module is loaded."""
     import subprocess

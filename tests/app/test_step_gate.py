@@ -47,20 +47,24 @@ def test_a_session_viewed_without_its_model_does_not_step():
 def test_a_refused_prompt_turns_step_off_until_a_prompt_runs():
     gate = StepGate()
     gate.show(result())
-    too_long = gate.fail(p.PromptTooLong(3, p.SetPrompt(text="x"), "The prompt has 300 tokens."))
+    too_long = gate.fail(p.PromptTooLong(3, p.SetPrompt(text="x", generation=3), "The prompt has 300 tokens."))
     assert too_long.keep == truncation_keeps(256)
     assert too_long.message == "The prompt has 300 tokens. Step is off until the prompt can run."
     assert not gate.can_step and gate.why_not_step().message == too_long.message
     gate.show(result(p.Step()))  # a step of the old prompt drawn meanwhile: still off
     assert not gate.can_step
-    gate.show(result(p.SetPrompt(), trace=False))
+    gate.show(result(p.SetPrompt(generation=4), trace=False))  # the prompt typed next ran
     assert gate.can_step
 
 
 def test_an_emptied_prompt_turns_step_off():
     gate = StepGate()
     gate.show(result())
-    assert gate.prompt_emptied() == EMPTY_PROMPT and not gate.can_step
+    assert gate.prompt_emptied(sent=5) == EMPTY_PROMPT and not gate.can_step
+    gate.show(result(p.SetPrompt(generation=5), trace=False))  # sent before the editor was emptied
+    assert not gate.can_step and gate.why_not_step().message == EMPTY_PROMPT
+    gate.show(result(p.SetPrompt(generation=6), trace=False))  # the text typed since
+    assert gate.can_step
 
 
 def test_the_words_for_each_refusal():
