@@ -6,6 +6,8 @@
 #     ./scripts/mutation.sh engine     engine/hooks.py, engine/session.py and the session-file modules (session_write, session_read, session_validate)
 #                                      with the engine tests that load a model (much longer)
 #     ./scripts/mutation.sh core "engine.sampling.x_top_ids*"    only the mutants named (mutmut's globs)
+# MUTMUT_TIMEOUT_MULTIPLIER (mutmut's, default 15) sets when a mutant counts as timed out (killed): at
+# 2 x multiplier x (its tests' own time + 1 s) of CPU.
 # MUTMUT_CHILDREN (default 2) runs that many mutants at once; MUTMUT_TIME_LIMIT (seconds) stops the
 # run there, leaving the mutants not reached "not checked" (a partial run: say so with its figures).
 # It runs in a scratch copy of the tracked files (mutmut writes a mutants/ folder beside the code),
@@ -38,6 +40,7 @@ only_mutate = $mutate
 pytest_add_cli_args_test_selection = $tests
 pytest_add_cli_args = ["-p", "no:xdist", "-q", "-x"]
 also_copy = ["resources", "scripts"]
+timeout_multiplier = ${MUTMUT_TIMEOUT_MULTIPLIER:-15}
 TOML
 # one thread per library: a child forked from a parent with an OpenMP pool can hang in it for ever
 export QT_QPA_PLATFORM=offscreen HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONPATH="$work" OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
