@@ -365,8 +365,9 @@ def test_a_large_screen_puts_as_many_parts_on_a_page_as_fit(smollm_inside_window
     """At 1920 x 1080 in normal text with a 30-block model, Inside is pages (the long page scrolls
     more than two screens), but a page is never less than half full when the next part would have
     fitted on it (one part a page, 13 pages, left page 1 at 21 %: two colour strips and blank), no
-    page scrolls, Next reaches every part once, in the model's order, and on a page of several parts
-    each box is titled with its part's name (the bar names them all)."""
+    page scrolls, Next reaches every part once, in the model's order, the keys turn pages as Next and
+    Back do, and on a page of several parts each box is titled with its part's name (the bar names
+    them all)."""
     window = smollm_inside_window
     inside, _t = inside_at(window, qtbot, (1920, 1080), False)
     assert inside.paged
@@ -385,6 +386,12 @@ def test_a_large_screen_puts_as_many_parts_on_a_page_as_fit(smollm_inside_window
             if page.used < room / 2 and page.used + spacing + after <= room:
                 problems.append(f"page {k + 1} (parts {page.parts}) is {page.used} px of {room} px, "
                                 f"the next part ({after} px) would fit")
+    pages.go(0)
+    turned = []
+    for key in (Qt.Key_Right, Qt.Key_PageDown, Qt.Key_Left):  # the keys turn pages, not parts
+        qtbot.keyClick(window, key)
+        turned.append(pages.index)
+    assert turned == [walked[1].parts[0], walked[2].parts[0], walked[1].parts[0]], (turned, walked)
     pages.go(0)
     assert problems == [], "\n".join(problems) + f"\n{len(walked)} pages"
 
