@@ -40,8 +40,8 @@ class AttentionPart:
         self.z_strip = VectorStrip("head output z: the weighted sum of the values")
         self.attn_out = VectorStrip("attention output")
         self.resid_mid = VectorStrip("residual stream after the attention: input + attention output")
-        # six boxes (six pages when Inside is paged, each one projector screen), in the order the model computes;
-        # the query stands on RoPE's page where the model turns it, else over the keys it is compared with
+        # six boxes (six parts, each at most one projector screen, when Inside is paged), in the order the model computes;
+        # the query stands in RoPE's part where the model turns it, else over the keys it is compared with
         self.norm_box: QGroupBox = part_box("2 · Attention: the norm", [self.block_text, self.ln1_in, self.ln1_norm, self.ln1_out])
         self.rope_box: QGroupBox = part_box("3 · Attention: the query and RoPE", [self.q_strip, self.rope_text, self.angles])
         self.keys_box: QGroupBox = part_box("4 · Attention: the query and the keys", [

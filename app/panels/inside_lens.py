@@ -107,7 +107,7 @@ class LensPart:
         self.n_layer = 0
         sp.vb.sigResized.connect(self._on_stream_resized)
         self.box: QGroupBox = part_box("11 · Logit lens", [self.text, self.table])
-        self.stream_box: QGroupBox = part_box("12 · The residual stream", [self.stream_text, self.stream_view])  # a page of its own
+        self.stream_box: QGroupBox = part_box("12 · The residual stream", [self.stream_text, self.stream_view])  # a part of its own
 
     def restyle(self, theme: th.Theme) -> None:
         """The stream chart's axis title and its room in ``theme``'s font."""

@@ -32,7 +32,7 @@ class MlpPart:
         self.mlp_top = label()
         self.mlp_out = VectorStrip("MLP output")
         self.resid_post = VectorStrip("residual stream after the block: + MLP output")
-        # two boxes (two pages when Inside is paged, each one projector screen), in the order the model computes
+        # two boxes (two parts, each at most one projector screen, when Inside is paged), in the order the model computes
         self.box: QGroupBox = part_box("8 · MLP", [
             self.ln2_out, self.gate_text, self.router, self.experts_text, self.mlp_pre, self.mlp_up])
         self.out_box: QGroupBox = part_box("9 · MLP: the output and the residual add", [

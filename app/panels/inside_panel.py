@@ -9,8 +9,8 @@ the MLP, or the router and its chosen experts, and the second residual add (``in
 final norm, the LM head and softmax and (6) every matrix's shape and the parameter counts
 (``inside_head``); (5) the logit lens and the residual stream through every block (``inside_lens``).
 In projector mode, and whenever the one long page would scroll more than two screens, the parts are
-pages with Back and Next (``inside_pages``), each of them one projector screen (RoPE's page only for a
-model that turns q and k). Every sentence is chosen by the model's facts
+pages with Back and Next (``inside_pages``), each holding as many consecutive parts as fit the screen
+(RoPE's part only for a model that turns q and k). Every sentence is chosen by the model's facts
 (``engine.architecture``, ``app.logic.model_words``), never by its family's name.
 
 Nothing here is computed from weights in this process: the engine recomputes the path for the
@@ -29,6 +29,7 @@ from app.protocol import messages as p
 from app.window import theme as th
 from app.window.guard import guarded
 from app.logic.help import words
+from app.logic.inside_paging import needs_pages
 from app.logic.wording import percent
 from app.logic.state import AppState
 from app.panels.inside_attention import AttentionPart
@@ -36,7 +37,7 @@ from app.panels.inside_embedding import EmbeddingPart
 from app.panels.inside_head import HeadPart, SizesPart
 from app.panels.inside_lens import LensPart
 from app.panels.inside_mlp import MlpPart
-from app.panels.inside_pages import InsidePages, needs_pages
+from app.panels.inside_pages import InsidePages
 from app.panels.inside_plots import CaptionedPlot
 
 BUSY_AFTER_MS = 500  # show "computing…" when an answer takes longer than this
@@ -182,7 +183,8 @@ class InsidePanel(QWidget):
         self._paging_later.start()  # a smaller window may need pages, a larger one not
 
     def _choose_paging(self) -> None:
-        """Pages in projector mode or when the long page would scroll more than two screens."""
+        """Pages in projector mode or when the long page would scroll more than two screens, grouped
+        for the parts' heights and the room there is now."""
         if not self._built:
             return
         paged = needs_pages(th.is_projector(self.state.theme), self.pages.content_height(), self.pages.screen_height())
@@ -229,6 +231,7 @@ class InsidePanel(QWidget):
         has_kv = self.attention.draw(self.trace, L, H, self._says, self._context_piece)
         self.mlp.draw(self.trace, L, self._says)
         self._name_pages()
+        self._paging_later.start()  # another block's texts: other heights, perhaps other pages
         if not has_kv:
             self.refresh()
 

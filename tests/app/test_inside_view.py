@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import pytest
 from PySide6.QtCore import QRectF, Qt
@@ -9,7 +11,7 @@ from PySide6.QtGui import QPainter, QPicture
 
 from .helpers import run, run_outside_a_test
 from app.logic.help import words
-from app.panels.inside_pages import needs_pages
+from app.logic.inside_paging import group_pages, needs_pages
 from app.panels.inside_panel import PAGES
 from app.protocol import messages as p
 
@@ -118,6 +120,21 @@ def test_pages_are_needed_in_projector_mode_or_past_two_screens_of_scrolling():
     assert needs_pages(True, 100, 500)  # a projector: pages even when all would fit
     assert not needs_pages(False, 3 * 500, 500)  # scrolls exactly two screens: one page
     assert needs_pages(False, 3 * 500 + 1, 500)
+
+
+def test_a_page_takes_the_next_parts_while_they_fit_and_a_part_taller_than_the_room_is_alone():
+    def room(_first, _last):
+        return 500
+
+    assert group_pages([200, 250, 100, 600, 50, 440, 40], room, spacing=10) == [[0, 1], [2], [3], [4, 5], [6]]
+    assert group_pages([600, 600], room) == [[0], [1]]  # each scrolls on a page of its own
+    assert group_pages([], room) == []
+
+    def room_under_a_title(first, last):  # each name more in the title above: a line less for the parts
+        return 500 - 20 * (last - first)
+
+    assert group_pages([240, 240], room_under_a_title) == [[0, 1]]  # exactly the room: it fits
+    assert group_pages([240, 241], room_under_a_title) == [[0], [1]]
 
 
 def test_inside_is_pages_in_the_order_the_model_computes_and_next_back_and_the_keys_turn_them(window, qtbot):
@@ -312,3 +329,89 @@ def test_every_page_fits_a_projector_screen_without_scrolling(request, qtbot, mo
     pages.go(0)
     window.state.set_projector(False)
     assert problems == [], "\n".join(problems)
+
+
+class Page(NamedTuple):
+    """One page as shown: its parts, the pixels they take one under the other, their boxes' titles
+    and how far the page scrolls."""
+
+    parts: list[int]
+    used: int
+    titles: list[str]
+    scrolls: int
+
+
+def walk_pages(pages, qtbot) -> list[Page]:
+    """From the first page, Next until it is disabled: each page as shown."""
+    pages.go(0)
+    walked = []
+    while True:
+        qtbot.wait(30)
+        shown = [i for i, box in enumerate(pages.boxes) if box.isVisible()]
+        used = sum(pages.boxes[i].height() for i in shown) + pages.column.spacing() * (len(shown) - 1)
+        walked.append(Page(shown, used, [pages.boxes[i].title() for i in shown], pages.scroll.verticalScrollBar().maximum()))
+        if not pages.next_button.isEnabled():
+            return walked
+        qtbot.mouseClick(pages.next_button, Qt.LeftButton)
+
+
+def page_room(pages) -> int:
+    """The height a page's parts have: the scroll area's view less the column's margins."""
+    margins = pages.column.contentsMargins()
+    return pages.screen_height() - margins.top() - margins.bottom()
+
+
+def test_a_large_screen_puts_as_many_parts_on_a_page_as_fit(smollm_inside_window, qtbot):
+    """At 1920 x 1080 in normal text with a 30-block model, Inside is pages (the long page scrolls
+    more than two screens), but a page is never less than half full when the next part would have
+    fitted on it (one part a page, 13 pages, left page 1 at 21 %: two colour strips and blank), no
+    page scrolls, Next reaches every part once, in the model's order, the keys turn pages as Next and
+    Back do, and on a page of several parts each box is titled with its part's name (the bar names
+    them all)."""
+    window = smollm_inside_window
+    inside, _t = inside_at(window, qtbot, (1920, 1080), False)
+    assert inside.paged
+    pages = inside.pages
+    walked = walk_pages(pages, qtbot)
+    room, spacing = page_room(pages), pages.column.spacing()
+    assert [i for page in walked for i in page.parts] == pages.present()
+    problems = []
+    for k, page in enumerate(walked):
+        if page.scrolls > 0 and len(page.parts) > 1:
+            problems.append(f"page {k + 1} (parts {page.parts}) scrolls {page.scrolls} px")
+        if len(page.parts) > 1 and page.titles != [pages.names[i] for i in page.parts]:
+            problems.append(f"page {k + 1}: its boxes are titled {page.titles}")
+        if k + 1 < len(walked):
+            after = pages.boxes[walked[k + 1].parts[0]].height()
+            if page.used < room / 2 and page.used + spacing + after <= room:
+                problems.append(f"page {k + 1} (parts {page.parts}) is {page.used} px of {room} px, "
+                                f"the next part ({after} px) would fit")
+    pages.go(0)
+    turned = []
+    for key in (Qt.Key_Right, Qt.Key_PageDown, Qt.Key_Left):  # the keys turn pages, not parts
+        qtbot.keyClick(window, key)
+        turned.append(pages.index)
+    assert turned == [walked[1].parts[0], walked[2].parts[0], walked[1].parts[0]], (turned, walked)
+    pages.go(0)
+    assert problems == [], "\n".join(problems) + f"\n{len(walked)} pages"
+
+
+def test_the_pages_are_grouped_again_for_another_size_or_text_size_and_the_part_shown_stays(smollm_inside_window, qtbot):
+    """A smaller window or projector-sized text holds fewer parts a page (more pages); the part the
+    teacher turned to stays on screen through each change."""
+    window = smollm_inside_window
+    inside, _t = inside_at(window, qtbot, (1920, 1080), False)
+    pages = inside.pages
+    large = len(walk_pages(pages, qtbot))
+    part = pages.present()[7]
+    pages.go(part)
+    counts = {}
+    for size, projector in (((1366, 768), False), ((1920, 1080), True), ((1920, 1080), False)):
+        inside_at(window, qtbot, size, projector)
+        assert pages.boxes[part].isVisible() and pages.index == part, (size, projector)
+        counts[size, projector] = len(walk_pages(pages, qtbot))
+        pages.go(part)
+    window.state.set_projector(False)
+    pages.go(0)
+    assert counts[(1920, 1080), False] == large
+    assert large < counts[(1366, 768), False] and large < counts[(1920, 1080), True], counts
