@@ -36,11 +36,13 @@ class StepGate:
 
     # ------------------------------------------------------------- events
     def show(self, result: p.SessionResult) -> None:
-        """``result`` is being drawn: a prompt sent after the refusal, that ran, clears it (one sent
-        before, answered after the person emptied the editor, is no longer the editor's)."""
+        """``result`` is being drawn: a model or a file loaded clears the refusal (its prompt fills the
+        editor), and so does a prompt edit sent after the refusal (one sent before, answered after the
+        person emptied the editor, is no longer the editor's)."""
         self.result = result
-        runs_a_prompt = isinstance(result.request, (p.Load, p.SetPrompt, p.SetChat, p.OpenSession))
-        if runs_a_prompt and result.request.generation > self._refused_after:
+        request = result.request
+        if isinstance(request, (p.Load, p.OpenSession)) or (
+                isinstance(request, (p.SetPrompt, p.SetChat)) and request.generation > self._refused_after):
             self.refused = ""
 
     def prompt_emptied(self, sent: int) -> str:

@@ -65,6 +65,9 @@ def test_an_emptied_prompt_turns_step_off():
     assert not gate.can_step and gate.why_not_step().message == EMPTY_PROMPT
     gate.show(result(p.SetPrompt(generation=6), trace=False))  # the text typed since
     assert gate.can_step
+    gate.prompt_emptied(sent=7)
+    gate.show(result(p.Load(generation=7), trace=False))  # a model loaded meanwhile: its prompt fills the editor
+    assert gate.can_step
 
 
 def test_the_words_for_each_refusal():
