@@ -38,7 +38,7 @@ class ViewPages(QStackedWidget):
             self.blockSignals(True)  # the same view stays current: no change to announce
             self.insertWidget(index, widget)
             self.removeWidget(placeholder)
-            self.setCurrentIndex(current)
+            super().setCurrentIndex(current)  # the view on screen: built already, nothing to build
             self.blockSignals(False)
             placeholder.deleteLater()
         return self.widget(index)
