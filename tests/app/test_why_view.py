@@ -229,8 +229,19 @@ def show_smollm_like_waterfall(window, qtbot, size, projector: bool, head_0: dic
              logit=float(1.5 + mlp.sum() + heads.sum()))
     why = window.why_view
     why.show_attribution(p.AttributionResult(a, "x", "", tuple("abcdefg")))
-    qtbot.wait(20)
+    painted_for_its_size(qtbot, why)
     return why
+
+
+def painted_for_its_size(qtbot, why) -> None:
+    """Wait until the waterfall is drawn for its plot's size (a resize draws it again), then paint it:
+    pyqtgraph moves a name to its place in the scene when the plot is painted. A fixed 20 ms wait
+    measured the names before that paint on a loaded machine (M29 outside the plot, in a full run)."""
+    box = why.fall_plot.getViewBox()
+    qtbot.wait(20)
+    drawn = lambda: max(abs(box.width() - why._fall_size[0]), abs(box.height() - why._fall_size[1])) <= 1  # noqa: E731
+    qtbot.waitUntil(drawn, timeout=10_000)  # within the pixel the view draws again past
+    why.fall_view.grab()
 
 
 @pytest.mark.parametrize("size", [(1280, 720), (1024, 768)])
