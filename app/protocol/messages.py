@@ -52,7 +52,7 @@ class Load(Request):
     fallback: bool = False
     settings: SamplingSettings | None = DEFAULT_SETTINGS
     use_cache: bool = True
-    loaded: Any = None
+    loaded: Any = field(default=None, repr=False)  # its repr would be the whole model's
     chat: ChatTurn | None = None
     stop_sequences: tuple[str, ...] = ()
     runtime: Runtime = CPU
@@ -348,7 +348,7 @@ class Facts:
     left_out: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class SessionResult:
     """The session as it stands after one request, for drawing.
 
@@ -396,6 +396,12 @@ class SessionResult:
     embed_parts: tuple[np.ndarray, ...] = ()
     chat: ChatTurn | None = None
     stop_sequences: tuple[str, ...] = ()
+
+    def __repr__(self) -> str:
+        """Which request and model, and how far: the dataclass' own repr wrote out every array of every
+        record (pytest-qt builds the repr of each result a test waits for: 10 s of a test run)."""
+        return (f"SessionResult(generation={self.generation}, request={self.request!r}, model={self.info.name!r}, "
+                f"prompt={len(self.prompt_ids)} tokens, steps={len(self.records)}, positions={self.context_len})")
 
     @property
     def embed_points(self) -> np.ndarray:

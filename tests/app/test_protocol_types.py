@@ -78,3 +78,17 @@ def test_every_reply_is_a_frozen_dataclass_with_a_generation():
         with pytest.raises(Exception):
             reply.generation = 8  # frozen
     assert issubclass(p.PromptTooLong, p.Failed) and issubclass(p.Crashed, p.Failed)
+
+
+def test_a_result_and_a_load_are_named_in_a_line(window, qtbot, demo_model):
+    """pytest-qt builds the repr of every result a test waits for (and a log line would): the
+    dataclass' own repr wrote out every array of every record (82 kB after four steps of the demo
+    model, 10 s of a test run) and a Load's whole model and tokenizer."""
+    from tests.app.helpers import run
+
+    for _ in range(4):
+        result = run(qtbot, window, window.step, p.Step)
+    said = repr(result)
+    assert len(said) < 300 and "Step(" in said and "'gpt2-tiny-demo'" in said and "steps=4" in said, said[:400]
+    said = repr(p.Load(loaded=demo_model, prompt="The cat"))
+    assert len(said) < 600 and "'The cat'" in said, said[:400]
