@@ -94,7 +94,8 @@ class Record:
         self.probs = dist.probs
         penalised = dist.after_penalty.astype(f64)
         self.candidates = [int(t) for t in trace.candidate_ids]
-        ranked = sorted(range(len(penalised)), key=lambda t: (-penalised[t], t))[: len(self.candidates)]
+        # by penalised logit, the lower id first among equals (a sort in Python over the vocabulary took 3 s of a run)
+        ranked = [int(t) for t in np.lexsort((np.arange(len(penalised)), -penalised))[: len(self.candidates)]]
         assert ranked == self.candidates  # the candidates are the record's best by penalised logit
         self.kept = [len(penalised), int(np.isfinite(dist.after_penalty).sum()), int(np.isfinite(dist.after_temperature).sum()),
                      int(np.isfinite(dist.after_top_k).sum()), int((dist.probs > 0).sum())]
