@@ -112,9 +112,7 @@ class LogitsPanel(QGroupBox):
         self.prob_bars.rowClicked.connect(self._on_bars_row_clicked)
         self.logit_bars.rowAsked.connect(self._on_bars_row_asked)
         self.prob_bars.rowAsked.connect(self._on_bars_row_asked)
-        self.labels = [pg.TextItem(anchor=(0, 0.5)) for _ in range(N_CANDIDATES)]
-        for label in self.labels:
-            self.prob_plot.addItem(label)
+        self.labels: list[pg.TextItem] = []  # each row's "12.3%", made as rows are first shown (``_labels_for``)
 
         self.empty_notes = [EmptyNote(self.logit_view), EmptyNote(self.prob_view, "")]
         layout = QVBoxLayout(self)
@@ -254,7 +252,7 @@ class LogitsPanel(QGroupBox):
         self.prob_plot.setXRange(0, next((s for s in PROB_SCALES if s >= room), PROB_SCALES[-1]), padding=0)
         # whole numbers: the axis (and its labels) repaints only when they change
         self.logit_plot.setXRange(base, end, padding=0)
-        for i, label in enumerate(self.labels):
+        for i, label in enumerate(self._labels_for(n)):
             if i < n:
                 label.setText(f"{probs[i]:.1f}%" if kept[i] else "removed", color=th.DARK if kept[i] else "#7A7A7A")
                 label.setPos(float(probs[i]), i)
@@ -274,6 +272,17 @@ class LogitsPanel(QGroupBox):
             f"{trace.tokens_left:,} token{'' if trace.tokens_left == 1 else 's'} left); model entropy {trace.model_entropy_bits:.2f} bits, at most "
             f"{trace.model_entropy_ceiling_bits:.1f} (log2 of the vocabulary).{outside}"
         )
+
+    def _labels_for(self, n: int) -> list[pg.TextItem]:
+        """The rows' labels, at least ``n``: most steps show ten of the 64 rows, and 64 labels made up
+        front were a tenth of building a window."""
+        while len(self.labels) < n:
+            label = pg.TextItem(anchor=(0, 0.5))
+            label.setFont(self.state.theme.font(-2))
+            label.setVisible(False)
+            self.prob_plot.addItem(label)
+            self.labels.append(label)
+        return self.labels
 
     def _place_rows(self) -> None:
         """The rows in view: from the scroll bar's value, as many as ``rows_shown``."""
