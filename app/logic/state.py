@@ -75,6 +75,13 @@ class AppState:
             for slot in self._subscribers[results:]:
                 slot(self.result)
 
+    def forget_since(self, mark: tuple[int, int]) -> None:
+        """Drop the slots subscribed since ``mark``: a view whose building failed half-way leaves none
+        behind to be called with every later result."""
+        results, themes = mark
+        del self._subscribers[results:]
+        del self._theme_subscribers[themes:]
+
     def set_result(self, result: SessionResult) -> None:
         """Show ``result`` in every panel now."""
         for deliver in self.stage_result(result):

@@ -187,7 +187,7 @@ class Commands(QObject):
             self.view_buttons.addButton(button, index)
             row.addWidget(button)
         self.view_buttons.button(0).setChecked(True)
-        self.view_buttons.idClicked.connect(self.window.views.setCurrentIndex)
+        self.view_buttons.idClicked.connect(lambda index: self.window.show_view(list(VIEWS)[index]))
         return switcher
 
     def build_toolbar(self) -> QToolBar:

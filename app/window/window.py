@@ -204,8 +204,15 @@ class MainWindow(QMainWindow):
     def _build_view(self, name: str) -> QWidget:
         """View ``name`` (why, sampling, cache or branches), built the first time it is needed: joined
         to the controller, then given the theme and the step on screen, as the others had them."""
+        mark = self.state.subscriptions()
+        try:
+            return self._join_view(name, mark)
+        except Exception:
+            self.state.forget_since(mark)  # the half-built view is dropped: nothing of it is called again
+            raise
+
+    def _join_view(self, name: str, mark: tuple[int, int]) -> QWidget:
         s, c = self.state, self.controller
-        mark = s.subscriptions()
         if name == "why":
             view = WhyPanel(s)
             view.attributeRequested.connect(c.attribute)
@@ -301,9 +308,8 @@ class MainWindow(QMainWindow):
 
     def show_view(self, name: str) -> None:
         """Bring view ``name`` (one of VIEWS) to the front; the others stay a tab away."""
-        index = list(VIEWS).index(name)
-        self.commands.view_buttons.button(index).setChecked(True)
-        self.views.setCurrentIndex(index)
+        self.views.setCurrentIndex(list(VIEWS).index(name))  # a view that fails to build is reported (guarded)
+        self.commands.view_buttons.button(self.views.currentIndex()).setChecked(True)  # the view on screen
 
     def _show_flow(self) -> None:
         self.show_view("flow")

@@ -86,6 +86,22 @@ def test_a_late_subscriber_catches_up_with_the_theme_and_the_result_and_only_it(
     assert late.seen == [PROJECTOR, result] and late.part == [result] and early == [result]  # the others: not again
 
 
+def test_what_subscribed_since_a_mark_is_forgotten_and_nothing_before_it():
+    """A view whose building failed half-way: its slots are dropped, the others' kept."""
+    state, early, broken = AppState(NORMAL, PROJECTOR), [], []
+    state.subscribe(early.append)
+    state.subscribe_theme(early.append)
+    mark = state.subscriptions()
+    state.subscribe(broken.append)
+    state.subscribe_theme(broken.append)
+    state.forget_since(mark)
+    assert state.subscriptions() == mark
+    result = fake_result()
+    state.set_result(result)
+    state.set_projector(True)
+    assert broken == [] and early == [result, PROJECTOR]
+
+
 def test_the_state_runs_without_qt():
     """A fresh interpreter imports the state and drives it: no PySide6 module is loaded."""
     import subprocess

@@ -44,3 +44,32 @@ def test_a_view_button_builds_its_view_and_brings_it_forward(window):
     window.commands.view_buttons.button(list(VIEWS).index("why")).click()
     assert window.views.built_page("why") is not None and window.views.currentWidget() is window.why_view
     assert window.why_view.isVisible()
+
+
+def test_a_view_that_fails_to_build_leaves_nothing_behind(window, qtbot, monkeypatch):
+    """A view whose building raised half-way stayed subscribed (its slots called with every later
+    result) and its button checked over the view still on screen: the failure is reported, the
+    window stays on its view and steps on, and the view builds once it can."""
+    from app.panels import sampling_stages_panel
+
+    run(qtbot, window, window.step, p.Step)
+    called = []
+    real = sampling_stages_panel.SamplingStagesPanel.__init__
+
+    def failing(self, state, *args, **kwargs):
+        real(self, state, *args, **kwargs)
+        state.subscribe(called.append)
+        raise RuntimeError("a broken view")
+
+    monkeypatch.setattr(sampling_stages_panel.SamplingStagesPanel, "__init__", failing)
+    mark, on_screen = window.state.subscriptions(), window.views.currentWidget()
+    window.commands.view_buttons.button(list(VIEWS).index("sampling")).click()
+    assert "a broken view" in window.status_line.status_label.text()
+    assert window.views.built_page("sampling") is None and window.views.currentWidget() is on_screen
+    assert window.commands.view_buttons.checkedId() == window.views.currentIndex()
+    assert window.state.subscriptions() == mark
+    run(qtbot, window, window.step, p.Step)
+    assert called == []
+    monkeypatch.undo()
+    window.show_view("sampling")
+    assert window.views.currentWidget() is window.sampling_view and window.sampling_view.table.rowCount() > 0
