@@ -200,7 +200,8 @@ class InsidePages(QWidget):
             self.go(pages[k - 1][0])
 
     def page_text(self) -> str:
-        """"Token and position · The norm · page 1 of 6": the page bar's words."""
+        """The page bar's words: "The norm · page 2 of 13" for a page of one part, "Parts 1 to 3 of 13 ·
+        page 1 of 6" for a page of several (their boxes hold their names, numbered)."""
         pages = self.parts_by_page()
         if self.index not in self.present():
             return ""
@@ -208,7 +209,11 @@ class InsidePages(QWidget):
         return self._title_for(pages[k], k + 1, len(pages))
 
     def _title_for(self, parts: list[int], number: int, count: int) -> str:
-        return " · ".join([self.names[i] for i in parts] + [f"page {number} of {count}"])
+        if len(parts) == 1:
+            return f"{self.names[parts[0]]} · page {number} of {count}"
+        present = self.present()
+        first, last = present.index(parts[0]) + 1, present.index(parts[-1]) + 1
+        return f"Parts {first} to {last} of {len(present)} · page {number} of {count}"
 
     def _sync(self) -> None:
         self.nav.setVisible(self.paged)
@@ -220,10 +225,8 @@ class InsidePages(QWidget):
         filled = self.paged and any(self.fills[i] for i in shown)
         self.column.setStretch(len(self.boxes), 0 if filled else 1)  # the blank below the parts: none under a filled page
         for k, i in enumerate(present):
-            if not self.paged:
-                title = f"{k + 1} · {self.names[i]}"  # the long page numbers its parts
-            elif len(shown) > 1 and i in shown:
-                title = self.names[i]  # a page of several parts: each box says which it is
+            if not self.paged or (len(shown) > 1 and i in shown):
+                title = f"{k + 1} · {self.names[i]}"  # numbered, as the bar counts them: "Parts 1 to 3 of 13"
             else:
                 title = ""  # a page of one part: the bar names it
             self.boxes[i].setTitle(title)

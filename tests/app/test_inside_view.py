@@ -339,6 +339,7 @@ class Page(NamedTuple):
     used: int
     titles: list[str]
     scrolls: int
+    bar: str
 
 
 def walk_pages(pages, qtbot) -> list[Page]:
@@ -349,7 +350,8 @@ def walk_pages(pages, qtbot) -> list[Page]:
         qtbot.wait(30)
         shown = [i for i, box in enumerate(pages.boxes) if box.isVisible()]
         used = sum(pages.boxes[i].height() for i in shown) + pages.column.spacing() * (len(shown) - 1)
-        walked.append(Page(shown, used, [pages.boxes[i].title() for i in shown], pages.scroll.verticalScrollBar().maximum()))
+        walked.append(Page(shown, used, [pages.boxes[i].title() for i in shown], pages.scroll.verticalScrollBar().maximum(),
+                           pages.title.text()))
         if not pages.next_button.isEnabled():
             return walked
         qtbot.mouseClick(pages.next_button, Qt.LeftButton)
@@ -366,8 +368,8 @@ def test_a_large_screen_puts_as_many_parts_on_a_page_as_fit(smollm_inside_window
     more than two screens), but a page is never less than half full when the next part would have
     fitted on it (one part a page, 13 pages, left page 1 at 21 %: two colour strips and blank), no
     page scrolls, Next reaches every part once, in the model's order, the keys turn pages as Next and
-    Back do, and on a page of several parts each box is titled with its part's name (the bar names
-    them all)."""
+    Back do, and on a page of several parts each box is titled with its part's number and name, the
+    bar with their numbers (it named them all again)."""
     window = smollm_inside_window
     inside, _t = inside_at(window, qtbot, (1920, 1080), False)
     assert inside.paged
@@ -379,8 +381,12 @@ def test_a_large_screen_puts_as_many_parts_on_a_page_as_fit(smollm_inside_window
     for k, page in enumerate(walked):
         if page.scrolls > 0 and len(page.parts) > 1:
             problems.append(f"page {k + 1} (parts {page.parts}) scrolls {page.scrolls} px")
-        if len(page.parts) > 1 and page.titles != [pages.names[i] for i in page.parts]:
+        present = pages.present()
+        number = [present.index(i) + 1 for i in page.parts]
+        if len(page.parts) > 1 and page.titles != [f"{n} · {pages.names[i]}" for n, i in zip(number, page.parts)]:
             problems.append(f"page {k + 1}: its boxes are titled {page.titles}")
+        if len(page.parts) > 1 and page.bar != f"Parts {number[0]} to {number[-1]} of {len(present)} · page {k + 1} of {len(walked)}":
+            problems.append(f"page {k + 1}: its bar says {page.bar!r}")  # not every name again
         if k + 1 < len(walked):
             after = pages.boxes[walked[k + 1].parts[0]].height()
             if page.used < room / 2 and page.used + spacing + after <= room:
