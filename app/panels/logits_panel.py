@@ -112,7 +112,7 @@ class LogitsPanel(QGroupBox):
         self.prob_bars.rowClicked.connect(self._on_bars_row_clicked)
         self.logit_bars.rowAsked.connect(self._on_bars_row_asked)
         self.prob_bars.rowAsked.connect(self._on_bars_row_asked)
-        self.labels: list[pg.TextItem] = []  # each row's "12.3%", made as rows are first shown (``_labels_for``)
+        self.labels: list[pg.TextItem] = []  # each row's "12.3%", made when a draw first needs that many (``_labels_for``)
 
         self.empty_notes = [EmptyNote(self.logit_view), EmptyNote(self.prob_view, "")]
         layout = QVBoxLayout(self)
@@ -274,8 +274,8 @@ class LogitsPanel(QGroupBox):
         )
 
     def _labels_for(self, n: int) -> list[pg.TextItem]:
-        """The rows' labels, at least ``n``: most steps show ten of the 64 rows, and 64 labels made up
-        front were a tenth of building a window."""
+        """The rows' labels, at least ``n`` (the candidates asked for): most sessions ask for ten of the
+        64, and 64 labels made up front were half of building this panel."""
         while len(self.labels) < n:
             label = pg.TextItem(anchor=(0, 0.5))
             label.setFont(self.state.theme.font(-2))

@@ -400,7 +400,7 @@ class SessionResult:
     def __repr__(self) -> str:
         """Which request and model, and how far: the dataclass' own repr wrote out every array of every
         record (pytest-qt builds the repr of each result a test waits for: 10 s of a test run)."""
-        return (f"SessionResult(generation={self.generation}, request={self.request!r}, model={self.info.name!r}, "
+        return (f"SessionResult(generation={self.generation}, request={type(self.request).__name__}, model={self.info.name!r}, "
                 f"prompt={len(self.prompt_ids)} tokens, steps={len(self.records)}, positions={self.context_len})")
 
     @property

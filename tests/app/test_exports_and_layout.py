@@ -61,9 +61,10 @@ def test_projector_mode_with_a_large_show_top_keeps_the_window_on_its_screen(win
     qtbot.wait(50)
     assert window.height() == 768 and window.minimumSizeHint().height() <= 768
     logits = window.logits
-    font = th.PROJECTOR.font(-2).pointSize()
+    font = th.PROJECTOR.font(-2).pixelSize()  # the theme sizes its fonts in pixels
+    assert font != th.NORMAL.font(-2).pixelSize()
     assert window.state.theme is th.PROJECTOR and len(logits.labels) >= top  # the rows past the first ten made now
-    assert {label.textItem.font().pointSize() for label in logits.labels} == {font}  # each at the projector's size
+    assert {label.textItem.font().pixelSize() for label in logits.labels} == {font}  # each at the projector's size
     shown = logits.rows_shown()
     assert 1 <= shown < top and logits.scroll.isVisible()  # the list scrolls
     first = logits.logit_plot.getViewBox().viewRange()[1]

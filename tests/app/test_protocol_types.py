@@ -89,6 +89,6 @@ def test_a_result_and_a_load_are_named_in_a_line(window, qtbot, demo_model):
     for _ in range(4):
         result = run(qtbot, window, window.step, p.Step)
     said = repr(result)
-    assert len(said) < 300 and "Step(" in said and "'gpt2-tiny-demo'" in said and "steps=4" in said, said[:400]
+    assert len(said) < 300 and "request=Step," in said and "'gpt2-tiny-demo'" in said and "steps=4" in said, said[:400]
     said = repr(p.Load(loaded=demo_model, prompt="The cat"))
     assert len(said) < 600 and "'The cat'" in said, said[:400]
