@@ -4,8 +4,9 @@ MLP or experts, final norm and LM head, logit lens, sizes) with Back and Next.
 Pages are for a projector and for any window where the long page would scroll more than two screens
 (``inside_paging.needs_pages``): then a page shows as many consecutive parts as fit the screen
 without scrolling (``inside_paging.group_pages``; a part taller than the screen, or the logit lens,
-whose table scrolls itself, is a page of its own), their names and "page k of n" above them, and on a
-page of several parts each box titled with its name. The
+whose table scrolls itself, is a page of its own). The bar above names a page's one part, or counts
+its several parts ("Parts 1 to 3 of 13"), with "page k of n"; on a page of several parts each box is
+numbered and named, as on the long page. The
 grouping is measured again when the window's size, the text size or the parts' contents change, and
 the part on screen stays on screen. A part whose name is empty for the model on screen (RoPE's part
 for a model with a position table) is no part of any page: its box is hidden. The window
@@ -217,21 +218,20 @@ class InsidePages(QWidget):
 
     def _sync(self) -> None:
         self.nav.setVisible(self.paged)
-        present, pages = self.present(), self.parts_by_page()
-        shown = pages[self.page()] if pages else []
+        present, pages, k = self.present(), self.parts_by_page(), self.page()
+        shown = pages[k] if pages else []
         for i, box in enumerate(self.boxes):
             box.setHidden(self.blank or i not in present or (self.paged and i not in shown))
             self.column.setStretchFactor(box, 1 if self.paged and i in shown and self.fills[i] else 0)
         filled = self.paged and any(self.fills[i] for i in shown)
         self.column.setStretch(len(self.boxes), 0 if filled else 1)  # the blank below the parts: none under a filled page
-        for k, i in enumerate(present):
+        for number, i in enumerate(present, start=1):
             if not self.paged or (len(shown) > 1 and i in shown):
-                title = f"{k + 1} · {self.names[i]}"  # numbered, as the bar counts them: "Parts 1 to 3 of 13"
+                title = f"{number} · {self.names[i]}"  # numbered, as the bar counts them: "Parts 1 to 3 of 13"
             else:
                 title = ""  # a page of one part: the bar names it
             self.boxes[i].setTitle(title)
         self.title.setText(self.page_text())
-        k = self.page()
         self.back_button.setEnabled(self.paged and bool(present) and k > 0)
         self.next_button.setEnabled(self.paged and bool(present) and k + 1 < len(pages))
         if self.paged:
